@@ -1,0 +1,30 @@
+# The two commands that do everything on a fresh machine: `make kernels` and `make test`.
+PYTHON ?= python3
+export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
+STAMP := build/.setup-stamp
+
+.PHONY: setup test test-fast export kernels lean check-lean report clean
+
+setup: $(STAMP)
+
+# torch first, pinned to the CPU build: a bare torch requirement would pull GBs of CUDA wheels.
+# On a machine that already has torch (the GPU machine) it is kept.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q torch==2.13.0
+	$(PYTHON) -m pip install -q -e ".[test,kernels,lean,report]"
+	@mkdir -p build && touch $(STAMP)
+
+test: setup
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q tests
+
+export: setup
+	$(PYTHON) -m leantile export --out exports
+
+lean:
+	@if command -v lake >/dev/null 2>&1; then lake exe cache get && lake build; \
+	else echo "lean: skipped (no lake on PATH; proofs are NOT checked on this machine)"; fi
+
+kernels: setup lean export
+
+clean:
+	rm -rf build .pytest_cache .hypothesis

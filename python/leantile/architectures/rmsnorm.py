@@ -1,0 +1,14 @@
+"""rmsnorm(X) W: eps 1e-5, no gain."""
+from ..dag import DagM, build_graph_with_output
+
+DEFAULT_SIZES = {"m": 1024, "d": 4096, "n": 4096}
+
+
+def body(g: DagM) -> int:
+    x = g.input("X", ["m", "d"])
+    w = g.input("W", ["d", "n"])
+    return g.matmul(g.rms_norm(x, "d", "1e-05"), w, "d", "d")
+
+
+def build(**sizes):
+    return build_graph_with_output("rmsnorm", {**DEFAULT_SIZES, **sizes}, body)

@@ -1,0 +1,159 @@
+"""Python mirror of the Lean `DagM` builder.
+
+Every builder call appends exactly the nodes its Lean namesake appends, in the same
+order, so both sides number nodes identically and write byte-identical JSON.
+`tests/lean/test_drift.py` reads the Lean architecture files and holds this promise.
+
+    def body(g: DagM):
+        x = g.input("X", ["m", "d"])
+        w = g.input("W", ["d", "n"])
+        return g.matmul(g.rms_norm(x, "d"), w, "d", "d")
+
+    graph = build_graph_with_output("rmsnorm", {"m": 1024, "d": 4096, "n": 4096}, body)
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from . import ir
+
+
+def _decimal(v) -> str:
+    """Canonical decimal string of a constant (what Lean's architecture files write too)."""
+    if isinstance(v, str):
+        float(v)  # raises on junk
+        return v
+    return repr(float(v))
+
+
+class DagM:
+    """A graph under construction. Methods return node ids (plain ints)."""
+
+    def __init__(self, name: str, axes: dict[str, int]):
+        self.name = name
+        self.axes = dict(axes)
+        self.nodes: list = []
+        self.outputs: dict[str, int] = {}
+
+    # -- internals -------------------------------------------------------------
+    def _axes_of(self, i: int) -> tuple[str, ...]:
+        if not isinstance(i, int) or not 0 <= i < len(self.nodes):
+            raise ir.GraphError([f"builder: {i!r} is not a node of graph {self.name!r} so far"])
+        return self.nodes[i].axes
+
+    def _push(self, cls, **fields) -> int:
+        i = len(self.nodes)
+        try:
+            self.nodes.append(cls(id=i, **fields))
+        except Exception as e:  # pydantic error on a bad literal
+            raise ir.GraphError([f"builder: node {i} ({fields.get('op')}): {e}"]) from None
+        return i
+
+    # -- leaves ----------------------------------------------------------------
+    def input(self, name: str, axes: Iterable[str], dtype: str = "f16") -> int:
+        axes = tuple(axes)
+        for a in axes:
+            if a not in self.axes:
+                raise ir.GraphError([f"builder: input {name!r} names unknown axis {a!r}"])
+        return self._push(ir.Input, op="input", name=name, axes=axes, dtype=dtype)
+
+    def const(self, value) -> int:
+        return self._push(ir.Const, op="const", value=_decimal(value), axes=())
+
+    eps_const = const  # Lean: epsConst
+
+    def size_const(self, axis: str) -> int:
+        return self._push(ir.SizeConst, op="sizeConst", axis=axis, axes=())
+
+    # -- elementwise -------------------------------------------------------------
+    def _unary(self, op: str, x: int) -> int:
+        return self._push(ir.Unary, op=op, x=x, axes=self._axes_of(x))
+
+    def exp(self, x): return self._unary("exp", x)
+    def exp2(self, x): return self._unary("exp2", x)
+    def neg(self, x): return self._unary("neg", x)
+    def square(self, x): return self._unary("square", x)
+    def sqrt(self, x): return self._unary("sqrt", x)
+    def rsqrt(self, x): return self._unary("rsqrt", x)
+    def recip(self, x): return self._unary("recip", x)
+    def silu(self, x): return self._unary("silu", x)
+    def gelu_tanh(self, x): return self._unary("gelu_tanh", x)
+
+    def cast(self, x: int, dtype: str) -> int:
+        return self._push(ir.Cast, op="cast", x=x, dtype=dtype, axes=self._axes_of(x))
+
+    def _binary(self, op: str, a: int, b: int) -> int:
+        return self._push(ir.Binary, op=op, a=a, b=b,
+                          axes=ir.binary_axes(self._axes_of(a), self._axes_of(b)))
+
+    def add(self, a, b): return self._binary("add", a, b)
+    def sub(self, a, b): return self._binary("sub", a, b)
+    def mul(self, a, b): return self._binary("mul", a, b)
+    def div(self, a, b): return self._binary("div", a, b)
+    def max(self, a, b): return self._binary("max", a, b)
+
+    # -- contractions ------------------------------------------------------------
+    def red(self, kind: str, x: int, axis: str) -> int:
+        ax = self._axes_of(x)
+        if axis not in ax:
+            raise ir.GraphError([f"builder: node {len(self.nodes)} (reduce): axis {axis!r} not in node {x} {list(ax)}"])
+        return self._push(ir.Reduce, op="reduce", kind=kind, x=x, axis=axis,
+                          axes=tuple(a for a in ax if a != axis))
+
+    def matmul(self, a: int, b: int, axis_a: str, axis_b: str) -> int:
+        pa, pb = self._axes_of(a), self._axes_of(b)
+        if axis_a not in pa or axis_b not in pb:
+            raise ir.GraphError([f"builder: node {len(self.nodes)} (matmul): contraction axes "
+                                 f"{axis_a!r}/{axis_b!r} not in {list(pa)}/{list(pb)}"])
+        return self._push(ir.Matmul, op="matmul", a=a, b=b, axis_a=axis_a, axis_b=axis_b,
+                          axes=ir.matmul_axes(pa, pb, axis_a, axis_b))
+
+    # -- subdags (Lean: softmaxSubdag, meanAlongSubdag, rmsNormSubdag, layerNormSubdag)
+    def softmax(self, x: int, axis: str) -> int:
+        m = self.red("max", x, axis)
+        e = self.exp(self.sub(x, m))
+        return self.div(e, self.red("sum", e, axis))
+
+    def mean_along(self, x: int, axis: str) -> int:
+        s = self.red("sum", x, axis)
+        return self.div(s, self.size_const(axis))
+
+    def rms_norm(self, x: int, axis: str, eps="1e-05") -> int:
+        ms = self.mean_along(self.square(x), axis)
+        r = self.rsqrt(self.add(ms, self.eps_const(eps)))
+        return self.mul(x, r)
+
+    def layer_norm(self, x: int, axis: str, eps="1e-05") -> int:
+        c = self.sub(x, self.mean_along(x, axis))
+        var = self.mean_along(self.square(c), axis)
+        r = self.rsqrt(self.add(var, self.eps_const(eps)))
+        return self.mul(c, r)
+
+    # -- outputs -------------------------------------------------------------------
+    def output(self, name: str, x: int) -> int:
+        self._axes_of(x)
+        self.outputs[name] = x
+        return x
+
+    def graph(self) -> ir.Graph:
+        g = ir.Graph(name=self.name, axes=self.axes, nodes=tuple(self.nodes), outputs=self.outputs)
+        problems = ir.check(g)
+        if problems:
+            raise ir.GraphError(problems)
+        return g
+
+
+def build_graph(name: str, axes: dict[str, int], body: Callable[[DagM], object]) -> ir.Graph:
+    """Run `body` on a fresh builder; body declares its outputs with g.output."""
+    g = DagM(name, axes)
+    body(g)
+    return g.graph()
+
+
+def build_graph_with_output(name: str, axes: dict[str, int], body: Callable[[DagM], int],
+                            output: str = "out") -> ir.Graph:
+    """Lean's buildGraphWithOutput: the node body returns is the graph's output `out`."""
+    g = DagM(name, axes)
+    g.output(output, body(g))
+    return g.graph()

@@ -1,0 +1,339 @@
+"""The graph IR: pydantic models of the "leantile/v1" JSON, and its validation.
+
+A graph is a list of numbered nodes over named axes. Every node records the axes of
+its result, so a JSON file is self-describing and the validator can check that the
+writer (Lean or Python) inferred the same shapes we do.
+
+Byte layout (shared with the Lean exporter, which cannot do anything fancier):
+compact JSON, keys sorted, one trailing newline. Constants are decimal strings so that
+Lean and Python never disagree on how a float prints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+SCHEMA_ID = "leantile/v1"
+
+DTYPES = ("f16", "bf16", "f32", "f64")
+UNARY_OPS = ("exp", "exp2", "neg", "square", "sqrt", "rsqrt", "recip", "silu", "gelu_tanh")
+BINARY_OPS = ("add", "sub", "mul", "div", "max")
+REDUCE_KINDS = ("sum", "max")
+MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor
+
+Dtype = Literal["f16", "bf16", "f32", "f64"]
+AxisName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
+NodeId = Annotated[int, Field(ge=0)]
+
+
+class GraphError(ValueError):
+    """Bad input. `problems` holds one line per problem, each naming the node or field."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems) if self.problems else "invalid graph")
+
+
+class _Node(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: NodeId
+    axes: tuple[AxisName, ...]
+
+    def args(self) -> tuple[int, ...]:
+        """Ids of the nodes this node reads."""
+        return ()
+
+
+class Input(_Node):
+    op: Literal["input"]
+    name: Annotated[str, Field(min_length=1, max_length=128)]
+    dtype: Dtype
+
+
+class Const(_Node):
+    op: Literal["const"]
+    value: str  # decimal literal, e.g. "1e-05"
+
+    @field_validator("value")
+    @classmethod
+    def _finite_decimal(cls, v: str) -> str:
+        try:
+            x = float(v)
+        except ValueError:
+            raise ValueError(f"const value {v!r} is not a decimal number") from None
+        if not math.isfinite(x):
+            raise ValueError(f"const value {v!r} is not finite")
+        return v
+
+    @property
+    def number(self) -> float:
+        return float(self.value)
+
+
+class SizeConst(_Node):
+    op: Literal["sizeConst"]
+    axis: AxisName
+
+
+class Unary(_Node):
+    op: Literal["exp", "exp2", "neg", "square", "sqrt", "rsqrt", "recip", "silu", "gelu_tanh"]
+    x: NodeId
+
+    def args(self):
+        return (self.x,)
+
+
+class Cast(_Node):
+    op: Literal["cast"]
+    x: NodeId
+    dtype: Dtype
+
+    def args(self):
+        return (self.x,)
+
+
+class Binary(_Node):
+    op: Literal["add", "sub", "mul", "div", "max"]
+    a: NodeId
+    b: NodeId
+
+    def args(self):
+        return (self.a, self.b)
+
+
+class Reduce(_Node):
+    op: Literal["reduce"]
+    kind: Literal["sum", "max"]
+    x: NodeId
+    axis: AxisName
+
+    def args(self):
+        return (self.x,)
+
+
+class Matmul(_Node):
+    op: Literal["matmul"]
+    a: NodeId
+    b: NodeId
+    axis_a: AxisName
+    axis_b: AxisName
+
+    def args(self):
+        return (self.a, self.b)
+
+
+Node = Annotated[
+    Union[Input, Const, SizeConst, Unary, Cast, Binary, Reduce, Matmul], Field(discriminator="op")
+]
+
+
+class Step(BaseModel):
+    """One derivation step: `rule` fired at nodes `at`, justified by Lean `theorem`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rule: Annotated[str, Field(min_length=1)]
+    theorem: Annotated[str, Field(min_length=1)]
+    at: tuple[NodeId, ...] = ()
+    params: dict[str, Union[int, str]] = {}
+
+
+class Graph(BaseModel):
+    schema_: Literal["leantile/v1"] = Field(SCHEMA_ID, alias="schema")
+    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
+    axes: dict[AxisName, Annotated[int, Field(ge=1, le=MAX_AXIS_SIZE)]]
+    nodes: tuple[Node, ...]
+    outputs: dict[Annotated[str, Field(min_length=1)], NodeId]
+    derivation: tuple[Step, ...] = ()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    # -- convenience ---------------------------------------------------------
+    def node(self, i: int):
+        return self.nodes[i]
+
+    def inputs(self) -> list[Input]:
+        return [n for n in self.nodes if isinstance(n, Input)]
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return tuple(self.axes[a] for a in self.nodes[i].axes)
+
+    def users(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {n.id: [] for n in self.nodes}
+        for n in self.nodes:
+            for a in n.args():
+                out[a].append(n.id)
+        return out
+
+    def with_derivation(self, steps) -> "Graph":
+        return self.model_copy(update={"derivation": tuple(steps)})
+
+    def to_json(self) -> str:
+        """Canonical bytes: compact, keys sorted, trailing newline (the Lean exporter's layout)."""
+        data = self.model_dump(mode="json", by_alias=True)
+        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Shape rules: what axes a node's result has. Shared by the builder and validator.
+
+def binary_axes(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """Broadcast by name: a's axes, then b's axes that a lacks."""
+    return tuple(a) + tuple(x for x in b if x not in a)
+
+
+def matmul_axes(a: tuple[str, ...], b: tuple[str, ...], axis_a: str, axis_b: str) -> tuple[str, ...]:
+    """a's free axes, then b's axes that are neither contracted nor shared (batch) with a."""
+    free_a = tuple(x for x in a if x != axis_a)
+    return free_a + tuple(x for x in b if x != axis_b and x not in free_a)
+
+
+def _infer_axes(n, prev: dict[int, tuple[str, ...]], axes: dict[str, int]) -> tuple[list[str], tuple | None]:
+    """Return (problems, inferred axes) for node n given its arguments' axes."""
+    where = f"node {n.id} ({n.op})"
+    if isinstance(n, Input):
+        if len(set(n.axes)) != len(n.axes):
+            return [f"{where}: field 'axes' repeats an axis name {list(n.axes)}"], None
+        return [], n.axes
+    if isinstance(n, (Const,)):
+        return [], ()
+    if isinstance(n, SizeConst):
+        if n.axis not in axes:
+            return [f"{where}: field 'axis' names unknown axis {n.axis!r}"], None
+        return [], ()
+    if isinstance(n, (Unary, Cast)):
+        return [], prev[n.x]
+    if isinstance(n, Binary):
+        return [], binary_axes(prev[n.a], prev[n.b])
+    if isinstance(n, Reduce):
+        if n.axis not in prev[n.x]:
+            return [f"{where}: reduces over axis {n.axis!r}, which node {n.x} does not have {list(prev[n.x])}"], None
+        return [], tuple(a for a in prev[n.x] if a != n.axis)
+    if isinstance(n, Matmul):
+        pa, pb = prev[n.a], prev[n.b]
+        problems = []
+        if n.axis_a not in pa:
+            problems.append(f"{where}: field 'axis_a' {n.axis_a!r} is not an axis of node {n.a} {list(pa)}")
+        if n.axis_b not in pb:
+            problems.append(f"{where}: field 'axis_b' {n.axis_b!r} is not an axis of node {n.b} {list(pb)}")
+        if problems:
+            return problems, None
+        if axes.get(n.axis_a) != axes.get(n.axis_b):
+            return [f"{where}: contraction axes {n.axis_a}={axes.get(n.axis_a)} and "
+                    f"{n.axis_b}={axes.get(n.axis_b)} differ in size"], None
+        if n.axis_a != n.axis_b and n.axis_b in pa:
+            return [f"{where}: contraction axis {n.axis_b!r} of node {n.b} also names a free axis of node {n.a}"], None
+        return [], matmul_axes(pa, pb, n.axis_a, n.axis_b)
+    return [f"{where}: unknown op"], None  # unreachable: pydantic rejects unknown ops
+
+
+def check(g: Graph) -> list[str]:
+    """Semantic validation beyond the JSON shape. Returns one line per problem."""
+    problems: list[str] = []
+    prev: dict[int, tuple[str, ...]] = {}
+    if not g.nodes:
+        problems.append("field 'nodes': a graph needs at least one node")
+    for pos, n in enumerate(g.nodes):
+        where = f"node {n.id} ({n.op})"
+        if n.id != pos:
+            problems.append(f"nodes[{pos}]: field 'id' is {n.id}, expected {pos} (ids are dense and in order)")
+            return problems  # later messages would all be noise
+        bad = False
+        for a in n.args():
+            if a >= len(g.nodes):
+                problems.append(f"{where}: argument {a} is a dangling id (the graph has {len(g.nodes)} nodes)")
+                bad = True
+            elif a >= n.id:
+                problems.append(f"{where}: argument {a} is not an earlier node (cycle or forward reference)")
+                bad = True
+            elif a not in prev:
+                bad = True  # the argument itself was invalid; already reported
+        unknown = [a for a in n.axes if a not in g.axes]
+        if unknown:
+            problems.append(f"{where}: field 'axes' names unknown axis {unknown[0]!r}")
+            bad = True
+        if bad:
+            continue
+        errs, inferred = _infer_axes(n, prev, g.axes)
+        problems += errs
+        if inferred is None:
+            continue
+        if tuple(inferred) != tuple(n.axes):
+            problems.append(f"{where}: field 'axes' is {list(n.axes)} but the op gives {list(inferred)}")
+            continue
+        prev[n.id] = tuple(inferred)
+    names = [n.name for n in g.inputs()]
+    for name in sorted({x for x in names if names.count(x) > 1}):
+        problems.append(f"input {name!r}: declared more than once")
+    if not g.outputs:
+        problems.append("field 'outputs': a graph needs at least one output")
+    for name, i in g.outputs.items():
+        if i >= len(g.nodes):
+            problems.append(f"output {name!r}: node {i} does not exist")
+    for k, s in enumerate(g.derivation):
+        for i in s.at:
+            if i >= len(g.nodes):
+                problems.append(f"derivation[{k}] ({s.rule}): field 'at' names missing node {i}")
+    return problems
+
+
+_graph_adapter = TypeAdapter(Graph)
+
+
+def _pydantic_problems(e: ValidationError) -> list[str]:
+    out = []
+    for err in e.errors():
+        loc = err["loc"]
+        # nodes.3.matmul.axis_a -> "node 3 field 'axis_a'"
+        parts = [str(p) for p in loc]
+        if len(parts) >= 2 and parts[0] == "nodes":
+            field = parts[3:] or parts[2:]
+            label = f"node {parts[1]}" + (f" ({parts[2]})" if len(parts) > 2 else "")
+            where = f"{label}: field '{'.'.join(field)}'" if field else label
+        else:
+            where = f"field '{'.'.join(parts)}'" if parts else "document"
+        out.append(f"{where}: {err['msg']}")
+    return out
+
+
+def parse(data) -> Graph:
+    """Validate a decoded JSON object (or a JSON string) and return the Graph."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as e:
+            raise GraphError([f"document: not JSON ({e.msg} at line {e.lineno} column {e.colno})"]) from None
+    if not isinstance(data, dict):
+        raise GraphError([f"document: expected a JSON object, got {type(data).__name__}"])
+    if data.get("schema") != SCHEMA_ID:
+        raise GraphError([f"field 'schema': expected {SCHEMA_ID!r}, got {data.get('schema')!r}"])
+    try:
+        g = Graph.model_validate(data)
+    except ValidationError as e:
+        raise GraphError(_pydantic_problems(e)) from None
+    problems = check(g)
+    if problems:
+        raise GraphError(problems)
+    return g
+
+
+def load(path) -> Graph:
+    """Read and validate a graph file; errors name the file."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise GraphError([f"{p}: cannot read ({e.strerror})"]) from None
+    try:
+        return parse(text)
+    except GraphError as e:
+        raise GraphError([f"{p}: {x}" for x in e.problems]) from None
+
+
+def json_schema() -> dict:
+    return Graph.model_json_schema(by_alias=True)

@@ -1,0 +1,151 @@
+"""The unfused graph in torch: the oracle every fused plan is checked against.
+
+A value is a torch tensor whose dimensions follow the node's `axes` list. Broadcasting
+and contraction go by axis name, so we line operands up with `align` before each op.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import ir
+
+TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+_RANK = {torch.float16: 0, torch.bfloat16: 0, torch.float32: 1, torch.float64: 2}
+
+
+def align(t: torch.Tensor, have: tuple[str, ...], want: tuple[str, ...]) -> torch.Tensor:
+    """View t (axes `have`) as a tensor over `want`: permute, then size-1 dims for missing axes."""
+    order = [have.index(a) for a in want if a in have]
+    t = t.permute(order) if order != list(range(len(order))) else t
+    shape, it = [], iter(t.shape)
+    for a in want:
+        shape.append(next(it) if a in have else 1)
+    return t.reshape(shape)
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + torch.tanh(c * (x + 0.044715 * x * x * x)))
+
+
+UNARY = {
+    "exp": torch.exp,
+    "exp2": torch.exp2,
+    "neg": torch.neg,
+    "square": torch.square,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "recip": torch.reciprocal,
+    "silu": torch.nn.functional.silu,
+    "gelu_tanh": gelu_tanh,
+}
+BINARY = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "max": torch.maximum}
+
+
+def _promote(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    if a == b:
+        return a
+    return a if _RANK[a] > _RANK[b] else (b if _RANK[b] > _RANK[a] else torch.float32)
+
+
+def check_inputs(g: ir.Graph, inputs: dict, device=None) -> None:
+    """One clear error per bad input: missing, not a tensor, wrong shape, dtype or device."""
+    problems = []
+    devices = set()
+    for n in g.inputs():
+        if n.name not in inputs:
+            problems.append(f"input {n.name!r}: missing (expected shape {list(g.shape(n.id))} over {list(n.axes)})")
+            continue
+        t = inputs[n.name]
+        if not isinstance(t, torch.Tensor):
+            problems.append(f"input {n.name!r}: expected a torch.Tensor, got {type(t).__name__}")
+            continue
+        if tuple(t.shape) != g.shape(n.id):
+            problems.append(f"input {n.name!r}: shape {list(t.shape)}, expected {list(g.shape(n.id))} over {list(n.axes)}")
+        if t.dtype != TORCH_DTYPES[n.dtype]:
+            problems.append(f"input {n.name!r}: dtype {t.dtype}, expected {TORCH_DTYPES[n.dtype]} ({n.dtype})")
+        devices.add(t.device)
+        if device is not None and t.device != torch.device(device):
+            problems.append(f"input {n.name!r}: on device {t.device}, expected {device}")
+    extra = sorted(set(inputs) - {n.name for n in g.inputs()})
+    if extra:
+        problems.append(f"input {extra[0]!r}: not an input of graph {g.name!r}")
+    if device is None and len(devices) > 1:
+        problems.append(f"inputs: on several devices {sorted(map(str, devices))}")
+    if problems:
+        raise ir.GraphError(problems)
+
+
+def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None,
+             check: bool = True) -> dict[str, torch.Tensor]:
+    """Evaluate every output of g. With compute_dtype (float64 for oracles) all arithmetic
+    runs in that dtype; otherwise in the inputs' dtype, promoted per op."""
+    if check:
+        check_inputs(g, inputs)
+    vals: dict[int, torch.Tensor] = {}
+    for n in g.nodes:
+        vals[n.id] = _eval_node(g, n, vals, inputs, compute_dtype)
+    return {name: vals[i] for name, i in g.outputs.items()}
+
+
+def _scalar(value: float, like: dict, compute_dtype) -> torch.Tensor:
+    dtype = compute_dtype or torch.float32
+    device = next((t.device for t in like.values()), "cpu")
+    return torch.tensor(value, dtype=dtype, device=device)
+
+
+def _eval_node(g, n, vals, inputs, compute_dtype):
+    if isinstance(n, ir.Input):
+        t = inputs[n.name]
+        return t.to(compute_dtype) if compute_dtype else t
+    if isinstance(n, ir.Const):
+        return _scalar(n.number, inputs, compute_dtype)
+    if isinstance(n, ir.SizeConst):
+        return _scalar(float(g.axes[n.axis]), inputs, compute_dtype)
+    if isinstance(n, ir.Unary):
+        return UNARY[n.op](vals[n.x])
+    if isinstance(n, ir.Cast):
+        return vals[n.x] if compute_dtype else vals[n.x].to(TORCH_DTYPES[n.dtype])
+    ax = {i: g.nodes[i].axes for i in n.args()}
+    if isinstance(n, ir.Binary):
+        a = align(vals[n.a], ax[n.a], n.axes)
+        b = align(vals[n.b], ax[n.b], n.axes)
+        dt = _promote(a.dtype, b.dtype)
+        return BINARY[n.op](a.to(dt), b.to(dt))
+    if isinstance(n, ir.Reduce):
+        dim = ax[n.x].index(n.axis)
+        x = vals[n.x]
+        return x.sum(dim) if n.kind == "sum" else x.amax(dim)
+    if isinstance(n, ir.Matmul):
+        return contract(vals[n.a], ax[n.a], vals[n.b], ax[n.b], n.axis_a, n.axis_b, n.axes)
+    raise ir.GraphError([f"node {n.id} ({n.op}): no reference semantics"])
+
+
+def contract(a, axes_a, b, axes_b, axis_a, axis_b, out_axes):
+    """Contract axis_a of a with axis_b of b; other shared names are batch axes."""
+    names = {}
+
+    def letter(name):
+        return names.setdefault(name, chr(ord("a") + len(names)))
+
+    k = letter("__k")
+    sa = "".join(k if x == axis_a else letter(x) for x in axes_a)
+    sb = "".join(k if x == axis_b else letter(x) for x in axes_b)
+    so = "".join(letter(x) for x in out_axes)
+    dt = _promote(a.dtype, b.dtype)
+    return torch.einsum(f"{sa},{sb}->{so}", a.to(dt), b.to(dt))
+
+
+def random_inputs(g: ir.Graph, seed: int = 0, dtype: str | None = None, device="cpu",
+                  scale: float = 1.0) -> dict[str, torch.Tensor]:
+    """Fresh normal inputs (never zeros), in each input's dtype unless overridden."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    out = {}
+    for n in g.inputs():
+        dt = TORCH_DTYPES[dtype or n.dtype]
+        t = torch.randn(g.shape(n.id), generator=gen, dtype=torch.float64) * scale
+        out[n.name] = t.to(dt).to(device)
+    return out

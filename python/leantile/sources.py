@@ -1,0 +1,74 @@
+"""Where a graph comes from: a built-in name, a JSON file, or `module.py:function`."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from . import architectures, ir
+
+
+def parse_sizes(pairs: list[str] | None) -> dict[str, int]:
+    """`k=v` strings -> {k: int(v)}; errors name the bad pair."""
+    out = {}
+    for p in pairs or []:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise ir.GraphError([f"--size {p!r}: expected name=value"])
+        try:
+            out[k] = int(v)
+        except ValueError:
+            raise ir.GraphError([f"--size {p!r}: {v!r} is not an integer"]) from None
+    return out
+
+
+def _user_line(e: BaseException, p: Path):
+    """The last traceback line inside the user's file p, so errors point at their code."""
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == p.resolve():
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line or "?"
+
+
+def _from_python(spec: str, sizes: dict) -> ir.Graph:
+    path, _, func = spec.rpartition(":")
+    p = Path(path)
+    if not p.is_file():
+        raise ir.GraphError([f"{spec}: no such file {path!r}"])
+    name = f"leantile_user_{p.stem}"
+    mod_spec = importlib.util.spec_from_file_location(name, p)
+    mod = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = mod
+    try:
+        mod_spec.loader.exec_module(mod)
+    except Exception as e:  # the user's module: say where it broke
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {type(e).__name__}: {e}"]) from None
+    fn = getattr(mod, func, None)
+    if fn is None:
+        raise ir.GraphError([f"{spec}: {path} defines no function {func!r}"])
+    try:
+        g = fn(**sizes)
+    except ir.GraphError as e:
+        raise ir.GraphError([f"{path}: {func}: {x}" for x in e.problems]) from None
+    except Exception as e:
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {type(e).__name__}: {e}"]) from None
+    if not isinstance(g, ir.Graph):
+        raise ir.GraphError([f"{spec}: returned {type(g).__name__}, expected a leantile graph"])
+    return g
+
+
+def load_source(spec: str, sizes: dict | None = None) -> ir.Graph:
+    sizes = sizes or {}
+    if spec in architectures.NAMES:
+        return architectures.build(spec, **sizes)
+    if spec.endswith(".json"):
+        g = ir.load(spec)
+        if sizes:
+            raise ir.GraphError([f"{spec}: --size applies to built-ins and Python sources, not JSON"])
+        return g
+    if ".py:" in spec:
+        return _from_python(spec, sizes)
+    raise ir.GraphError([f"{spec!r}: not a built-in ({', '.join(architectures.NAMES)}), "
+                         "a .json file, or module.py:function"])

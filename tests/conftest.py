@@ -1,0 +1,29 @@
+"""Hypothesis profiles: `ci` is repeatable (derandomized, no deadline); `dev` digs deeper.
+Select with HYPOTHESIS_PROFILE (make test uses ci)."""
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, max_examples=40, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "dev", deadline=None, max_examples=300,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if not has_cuda:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine)")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
