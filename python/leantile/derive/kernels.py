@@ -1,0 +1,339 @@
+"""Kernel builders: from a matched, derived site to plan.Kernel statements.
+
+Buffer names follow the graph (`matmul_10`, `red_max_4`, `X_shared`) so the emitted
+TileLang reads like a hand-written kernel. Tile sizes come from `tiles`
+(block_m, block_n, block_k, stages, threads), never from the derivation.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .. import ir
+from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store, Stream, Tile
+from .sites import FlashSite, GemmSite, is_leaf_value, unary_chain
+
+LOG2E = repr(1.0 / math.log(2.0))
+DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "stages": 2, "threads": 256}
+
+
+def value_name(g: ir.Graph, i: int) -> str:
+    """The global / register name of node i's value."""
+    n = g.node(i)
+    if isinstance(n, ir.Input):
+        return n.name
+    if isinstance(n, ir.Reduce):
+        return f"red_{n.kind}_{i}"
+    return f"{n.op}_{i}"
+
+
+def literal(g: ir.Graph, i: int) -> str | None:
+    n = g.node(i)
+    if isinstance(n, ir.Const):
+        return "#" + n.value
+    if isinstance(n, ir.SizeConst):
+        return f"#{g.axes[n.axis]}"
+    return None
+
+
+@dataclass
+class KernelBuilder:
+    """Accumulates buffers and statements of one kernel."""
+    name: str
+    role: str
+    grid: list[Tile]
+    stream: Stream | None = None
+    threads: int = 256
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+    states: list[State] = field(default_factory=list)
+    prologue: list = field(default_factory=list)
+    body: list = field(default_factory=list)
+    epilogue: list = field(default_factory=list)
+
+    def buf(self, name, axes, scope, dtype, node=None) -> str:
+        batch = {t.axis for t in self.grid if t.block == 1 and scope != "global"}
+        axes = tuple(a for a in axes if a not in batch)
+        if name not in self.buffers:
+            self.buffers[name] = Buffer(name=name, axes=axes, scope=scope, dtype=dtype, node=node)
+        return name
+
+    def build(self) -> Kernel:
+        return Kernel(name=self.name, role=self.role, grid=tuple(self.grid), stream=self.stream,
+                      buffers=tuple(self.buffers.values()), states=tuple(self.states),
+                      prologue=tuple(self.prologue), body=tuple(self.body), epilogue=tuple(self.epilogue),
+                      threads=self.threads)
+
+
+def _grid(axes, tiled: dict[str, int]) -> list[Tile]:
+    """Tile the named axes with their blocks; every other output axis is a batch axis."""
+    return [Tile(axis=a, block=tiled.get(a, 1)) for a in axes]
+
+
+def _dtype_of(g: ir.Graph, i: int) -> str:
+    n = g.node(i)
+    while not isinstance(n, ir.Input):
+        if isinstance(n, ir.Cast):
+            return n.dtype
+        args = n.args()
+        if not args:
+            return "f32"
+        n = g.node(args[0])
+    return n.dtype
+
+
+def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
+    """Register name of node i in this kernel: a literal, a value already here, or a load."""
+    lit = literal(g, i)
+    if lit:
+        return lit
+    if i in have:
+        return have[i]
+    n = g.node(i)
+    src = value_name(g, i)
+    dst = kb.buf(f"{src}_frag", n.axes, "fragment", "acc", i)
+    kb.epilogue.append(Load(src=src, dst=dst)) if kb.stream else kb.body.append(Load(src=src, dst=dst))
+    have[i] = dst
+    return dst
+
+
+# ---------------------------------------------------------------------------- flash
+def flash_kernel(g: ir.Graph, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
+    qk, pv = g.node(s.qk), g.node(s.pv)
+    q, k, v = g.node(qk.a), g.node(qk.b), g.node(pv.b)
+    t = s.axis
+    row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
+    kb = KernelBuilder(f"flash_{pv.id}", "online-softmax attention: softmax(Q K^T) V, t streamed",
+                       _grid([a for a in qk.axes if a != t], {row: tiles["block_m"]}),
+                       Stream(axis=t, block=tiles["block_n"], stages=tiles["stages"]), tiles["threads"])
+    dq = _dtype_of(g, q.id)
+    Qs = kb.buf(f"{q.name}_shared", q.axes, "shared", dq, q.id)
+    Ks = kb.buf(f"{k.name}_shared", k.axes, "shared", _dtype_of(g, k.id), k.id)
+    Vs = kb.buf(f"{v.name}_shared", v.axes, "shared", _dtype_of(g, v.id), v.id)
+    S = kb.buf(value_name(g, s.qk), qk.axes, "fragment", "acc", s.qk)
+    P = kb.buf(value_name(g, s.exp), qk.axes, "fragment", "acc", s.exp)
+    Ph = kb.buf(f"{value_name(g, s.exp)}_cast", qk.axes, "fragment", dq, s.exp)
+    m = kb.buf(value_name(g, s.mx), g.node(s.mx).axes, "fragment", "acc", s.mx)
+    m_prev = kb.buf(f"{m}_prev", g.node(s.mx).axes, "fragment", "acc")
+    alpha = kb.buf("rescale", g.node(s.mx).axes, "fragment", "acc")
+    l = kb.buf(value_name(g, s.sm), g.node(s.sm).axes, "fragment", "acc", s.sm)
+    o = kb.buf(value_name(g, s.pv), pv.axes, "fragment", "acc", s.pv)
+    out = value_name(g, s.pv)
+    kb.states = [State(buffer=m, init="-inf", combine="max"),
+                 State(buffer=l, init="0", combine="rescaled_sum"),
+                 State(buffer=o, init="0", combine="rescaled_sum")]
+    kb.prologue = [Load(src=q.name, dst=Qs), Fill(dst=m, value="-inf"), Fill(dst=l, value="0"),
+                   Fill(dst=o, value="0")]
+    body = [Load(src=k.name, dst=Ks),
+            Gemm(a=Qs, b=Ks, acc=S, axis_a=qk.axis_a, axis_b=qk.axis_b, clear=True)]
+    if g.axes[t] % tiles["block_n"]:
+        body.append(Mask(dst=S, axis=t, value="-inf"))  # padded keys must not win the max
+    body += [Map(dst=m_prev, fn="copy", args=(m,)),
+             Reduce(dst=m, src=S, kind="max", axis=t, accumulate=True)]
+    if exp2:  # exp(x - m) = exp2(x*c - m*c), c = log2 e: one multiply-add, then exp2
+        mneg = kb.buf(f"{m}_scaled", g.node(s.mx).axes, "fragment", "acc")
+        body += [Map(dst=mneg, fn="mul", args=(m, f"#-{LOG2E}")),
+                 Map(dst=alpha, fn="fma", args=(m_prev, f"#{LOG2E}", mneg)),
+                 Map(dst=alpha, fn="exp2", args=(alpha,)),
+                 Map(dst=P, fn="fma", args=(S, f"#{LOG2E}", mneg)),
+                 Map(dst=P, fn="exp2", args=(P,))]
+    else:
+        body += [Map(dst=alpha, fn="sub", args=(m_prev, m)), Map(dst=alpha, fn="exp", args=(alpha,)),
+                 Map(dst=P, fn="sub", args=(S, m)), Map(dst=P, fn="exp", args=(P,))]
+    body += [Map(dst=l, fn="mul", args=(l, alpha)),
+             Reduce(dst=l, src=P, kind="sum", axis=t, accumulate=True),
+             Map(dst=o, fn="mul", args=(o, alpha)),
+             Map(dst=Ph, fn="copy", args=(P,)),
+             Load(src=v.name, dst=Vs),
+             Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
+    kb.body = body
+    kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=out)]
+    return kb.build()
+
+
+# ---------------------------------------------------------------------------- GEMM family
+@dataclass
+class GemmChoice:
+    """What the derivation steps decided for one GemmSite."""
+    site: GemmSite
+    dual: bool = False
+    scale: bool = False
+    mean: bool = False
+    colsum: str | None = None  # "streamed" | "precomputed" (mean pullout)
+    stats: str | None = None  # "fused" | "separate"
+    expanded: set[int] = field(default_factory=set)
+    epilogue: list[int] = field(default_factory=list)
+
+
+def _row_program(g: ir.Graph, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):
+    """Row statistics: in-loop accumulation (into `kb.body`) and the epilogue statements (into
+    `into`) that compute every per-row vector the pullouts need from those sums."""
+    s = c.site
+    base = g.node(s.base)
+    rows = tuple(a for a in base.axes if a != s.axis)
+    stat_bufs: dict[tuple, str] = {}
+
+    def stat(chain: tuple[str, ...]) -> str:
+        if chain in stat_bufs:
+            return stat_bufs[chain]
+        name = "sum_" + "_".join((*chain[::-1], base.name if isinstance(base, ir.Input) else value_name(g, s.base)))
+        acc = kb.buf(name, rows, "fragment", "acc")
+        kb.prologue.append(Fill(dst=acc, value="0"))
+        kb.states.append(State(buffer=acc, init="0", combine="sum"))
+        src = x_tile
+        if chain:
+            src = kb.buf(f"{name}_terms", base.axes, "fragment", "acc")
+            kb.body.append(Map(dst=src, fn=chain[0], args=(x_tile,)))
+            for op in chain[1:]:
+                kb.body.append(Map(dst=src, fn=op, args=(src,)))
+        kb.body.append(Reduce(dst=acc, src=src, kind="sum", axis=s.axis, accumulate=True))
+        stat_bufs[chain] = acc
+        return acc
+
+    from .sites import expandable_variance, row_ancestors
+    n_k = f"#{g.axes[s.axis]}"
+    for i in row_ancestors(g, [p.vec for p in s.peels], s.axis):
+        n = g.node(i)
+        if i in have or literal(g, i) or isinstance(n, ir.Input):
+            continue
+        if isinstance(n, ir.Reduce) and i in c.expanded:
+            mu = have[expandable_variance(g, n, s.base)]
+            s1, s2 = stat(()), stat(("square",))
+            v = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+            t = kb.buf(f"{v}_tmp", n.axes, "fragment", "acc")
+            into += [Map(dst=t, fn="mul", args=(mu, s1)), Map(dst=t, fn="mul", args=(t, "#-2.0")),
+                     Map(dst=v, fn="add", args=(s2, t)), Map(dst=t, fn="square", args=(mu,)),
+                     Map(dst=v, fn="fma", args=(t, n_k, v))]
+            have[i] = v
+        elif isinstance(n, ir.Reduce):
+            have[i] = stat(unary_chain(g, n.x, s.base))
+        else:
+            v = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+            into.append(Map(dst=v, fn=n.op, args=tuple(literal(g, a) or have[a] for a in n.args())))
+            have[i] = v
+
+
+def row_stats_kernel(g: ir.Graph, c: GemmChoice, tiles: dict) -> tuple[Kernel, list[int]]:
+    """Its own kernel: stream the contraction axis once, store the per-row vectors."""
+    s = c.site
+    base = g.node(s.base)
+    rows = [a for a in base.axes if a != s.axis]
+    kb = KernelBuilder(f"row_stats_{s.matmuls[0]}", "per-row statistics of the GEMM's LHS, stored for its epilogue",
+                       _grid(rows, {rows[-1]: tiles["block_m"]} if rows else {}),
+                       Stream(axis=s.axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+    x = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
+    kb.body.append(Load(src=value_name(g, s.base), dst=x))
+    have: dict[int, str] = {}
+    _row_program(g, c, kb, x, kb.epilogue, have)
+    stored = []
+    for p in s.peels:
+        if p.vec in have and p.vec not in stored:
+            kb.epilogue.append(Store(src=have[p.vec], dst=value_name(g, p.vec)))
+            stored.append(p.vec)
+    return kb.build(), stored
+
+
+def colsum_kernel(g: ir.Graph, w: int, axis: str, tiles: dict) -> Kernel:
+    wn = g.node(w)
+    cols = [a for a in wn.axes if a != axis]
+    kb = KernelBuilder(f"colsum_{value_name(g, w)}", f"column sums of {value_name(g, w)} over {axis} (mean pullout)",
+                       _grid(cols, {cols[-1]: tiles["block_n"]} if cols else {}),
+                       Stream(axis=axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+    t = kb.buf(f"{value_name(g, w)}_shared", wn.axes, "shared", _dtype_of(g, w), w)
+    acc = kb.buf(f"colsum_{value_name(g, w)}", cols, "fragment", "acc")
+    kb.prologue.append(Fill(dst=acc, value="0"))
+    kb.body += [Load(src=value_name(g, w), dst=t), Reduce(dst=acc, src=t, kind="sum", axis=axis, accumulate=True)]
+    kb.epilogue.append(Store(src=acc, dst=acc))
+    return kb.build()
+
+
+def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> Kernel:
+    s = c.site
+    mms = [g.node(i) for i in s.matmuls]
+    base = g.node(s.base)
+    out_axes = mms[0].axes
+    m_axis = next((a for a in reversed(base.axes) if a != s.axis and a in out_axes
+                   and all(a not in g.node(mm.b).axes for mm in mms)), None)
+    n_axis = next((a for a in reversed(out_axes) if a not in base.axes), None)
+    tiled = {a: b for a, b in ((m_axis, tiles["block_m"]), (n_axis, tiles["block_n"])) if a}
+    what = "dual GEMM" if len(mms) == 2 else "GEMM"
+    kb = KernelBuilder(f"gemm_{'_'.join(map(str, s.matmuls))}",
+                       f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
+                       + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
+                       _grid(out_axes, tiled),
+                       Stream(axis=s.axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+    xs = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
+    kb.body.append(Load(src=value_name(g, s.base), dst=xs))
+    have: dict[int, str] = {}
+    accs = []
+    for mm in mms:
+        w = g.node(mm.b)
+        ws = kb.buf(f"{value_name(g, w.id)}_shared", w.axes, "shared", _dtype_of(g, w.id), w.id)
+        acc = kb.buf(value_name(g, mm.id), mm.axes, "fragment", "acc", mm.id)
+        kb.prologue.append(Fill(dst=acc, value="0"))
+        kb.states.append(State(buffer=acc, init="0", combine="sum"))
+        kb.body += [Load(src=value_name(g, w.id), dst=ws),
+                    Gemm(a=xs, b=ws, acc=acc, axis_a=mm.axis_a, axis_b=mm.axis_b)]
+        if c.mean and c.colsum == "streamed":
+            cs = kb.buf(f"colsum_{value_name(g, w.id)}", [a for a in w.axes if a != mm.axis_b], "fragment", "acc")
+            kb.prologue.append(Fill(dst=cs, value="0"))
+            kb.states.append(State(buffer=cs, init="0", combine="sum"))
+            kb.body.append(Reduce(dst=cs, src=ws, kind="sum", axis=mm.axis_b, accumulate=True))
+        accs.append((mm, w, acc))
+    epi: list = []
+    if c.stats == "fused":
+        _row_program(g, c, kb, xs, epi, have)
+    kb.epilogue += epi
+    for mm, w, acc in accs:  # undo the peels, innermost (closest to the base) first
+        for p in reversed(s.peels):
+            vec = _operand(g, p.vec, kb, have)
+            if p.kind == "mean":
+                cs_name = f"colsum_{value_name(g, w.id)}"
+                if c.colsum == "precomputed":
+                    cs = kb.buf(f"{cs_name}_frag", [a for a in w.axes if a != mm.axis_b], "fragment", "acc")
+                    kb.epilogue.append(Load(src=cs_name, dst=cs))
+                else:
+                    cs = cs_name
+                t = kb.buf(f"{acc}_mean", mm.axes, "fragment", "acc")
+                kb.epilogue += [Map(dst=t, fn="mul", args=(vec, cs)), Map(dst=acc, fn="sub", args=(acc, t))]
+            else:
+                kb.epilogue.append(Map(dst=acc, fn="mul", args=(acc, vec)))
+        have[mm.id] = acc
+    for i in c.epilogue:  # fuse_elementwise
+        n = g.node(i)
+        args = tuple(_operand(g, a, kb, have) for a in n.args())
+        dst = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+        kb.epilogue.append(Map(dst=dst, fn=n.op, args=args))
+        have[i] = dst
+    for i in stores:
+        kb.epilogue.append(Store(src=have[i], dst=value_name(g, i)))
+    return kb.build()
+
+
+# ---------------------------------------------------------------------------- fallback
+def node_kernel(g: ir.Graph, i: int, tiles: dict) -> Kernel:
+    """The unfused kernel of one node, reading and writing global tensors."""
+    n = g.node(i)
+    if isinstance(n, ir.Matmul):
+        return gemm_kernel(g, GemmChoice(GemmSite([i], n.a, n.axis_a, [])), tiles, [i])
+    ax = list(n.axes)
+    tiled = dict(zip(ax[-2:], [tiles["block_m"], tiles["block_n"]][-len(ax[-2:]):])) if ax else {}
+    if isinstance(n, ir.Reduce):
+        x = g.node(n.x)
+        kb = KernelBuilder(f"reduce_{i}", f"{n.kind} of {value_name(g, n.x)} over {n.axis}", _grid(ax, tiled),
+                           Stream(axis=n.axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+        t = kb.buf(f"{value_name(g, n.x)}_frag", x.axes, "fragment", "acc", n.x)
+        acc = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+        init = "0" if n.kind == "sum" else "-inf"
+        kb.prologue.append(Fill(dst=acc, value=init))
+        kb.states.append(State(buffer=acc, init=init, combine=n.kind))
+        kb.body += [Load(src=value_name(g, n.x), dst=t),
+                    Reduce(dst=acc, src=t, kind=n.kind, axis=n.axis, accumulate=True)]
+        kb.epilogue.append(Store(src=acc, dst=value_name(g, i)))
+        return kb.build()
+    kb = KernelBuilder(f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled), None, tiles["threads"])
+    have: dict[int, str] = {}
+    args = tuple(_operand(g, a, kb, have) for a in n.args())
+    dst = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+    fn = "copy" if isinstance(n, ir.Cast) else n.op
+    kb.body += [Map(dst=dst, fn=fn, args=args), Store(src=dst, dst=value_name(g, i))]
+    return kb.build()

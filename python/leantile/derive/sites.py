@@ -1,0 +1,212 @@
+"""Pattern matching: where in a graph each rule can fire (its sites).
+
+A site is a plain record of node ids by role. Matchers only read the graph; the engine
+turns chosen sites into derivation steps, and replay re-checks every step against them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import ir
+
+ELEMENTWISE = (ir.Unary, ir.Binary, ir.Cast)
+
+
+def users(g: ir.Graph) -> dict[int, list[int]]:
+    return g.users()
+
+
+def is_leaf_value(n) -> bool:
+    return isinstance(n, (ir.Const, ir.SizeConst))
+
+
+@dataclass(frozen=True)
+class FlashSite:
+    """O = matmul(softmax_t(matmul(Q, K)), V) over t."""
+    qk: int
+    mx: int
+    sub: int
+    exp: int
+    sm: int
+    div: int
+    pv: int
+    axis: str  # the softmax / streamed axis (named as in K)
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return (self.qk, self.mx, self.sub, self.exp, self.sm, self.div, self.pv)
+
+
+def find_flash(g: ir.Graph) -> list[FlashSite]:
+    us = users(g)
+    out = []
+    for pv in g.nodes:
+        if not isinstance(pv, ir.Matmul):
+            continue
+        div = g.node(pv.a)
+        if not (isinstance(div, ir.Binary) and div.op == "div"):
+            continue
+        e, sm = g.node(div.a), g.node(div.b)
+        if not (isinstance(e, ir.Unary) and e.op == "exp" and isinstance(sm, ir.Reduce)
+                and sm.kind == "sum" and sm.x == e.id):
+            continue
+        t = sm.axis
+        sub = g.node(e.x)
+        if not (isinstance(sub, ir.Binary) and sub.op == "sub"):
+            continue
+        qk, mx = g.node(sub.a), g.node(sub.b)
+        if not (isinstance(mx, ir.Reduce) and mx.kind == "max" and mx.x == qk.id and mx.axis == t
+                and isinstance(qk, ir.Matmul) and pv.axis_a == t):
+            continue
+        q, k = g.node(qk.a), g.node(qk.b)
+        if t in q.axes or t not in k.axes:
+            continue  # the streamed axis must come from K (one softmax row per query)
+        inner = {qk.id: {mx.id, sub.id}, mx.id: {sub.id}, sub.id: {e.id}, e.id: {sm.id, div.id},
+                 sm.id: {div.id}, div.id: {pv.id}}
+        if any(set(us[i]) != allowed for i, allowed in inner.items()):
+            continue  # an intermediate is used elsewhere: it must be materialised, no flash
+        out.append(FlashSite(qk.id, mx.id, sub.id, e.id, sm.id, div.id, pv.id, t))
+    return out
+
+
+@dataclass(frozen=True)
+class Peel:
+    kind: str  # "scale" (mul by s) or "mean" (sub mu)
+    node: int  # the mul / sub node
+    vec: int  # the per-row vector s or mu
+
+
+@dataclass
+class GemmSite:
+    """One or two matmuls of the same (peeled) LHS over the same axis, with the
+    per-row pullouts, row statistics and elementwise epilogue that can fuse with them."""
+    matmuls: list[int]
+    base: int  # LHS after peeling the pullouts
+    axis: str  # contraction axis of the LHS
+    peels: list[Peel]
+    stat_reduces: list[int] = field(default_factory=list)  # row sums the pullout vectors need
+    expandable: list[int] = field(default_factory=list)  # sum((x - mu)^2) reduces
+    epilogue: list[int] = field(default_factory=list)
+
+
+def _row_vector(g, i, base_axes, axis) -> bool:
+    ax = g.node(i).axes
+    return axis not in ax and all(a in base_axes for a in ax)
+
+
+def peel_lhs(g: ir.Graph, mm: ir.Matmul) -> tuple[int, list[Peel]]:
+    """Walk from the matmul's LHS through mul-by-row-vector and sub-row-vector nodes."""
+    node, peels = g.node(mm.a), []
+    while isinstance(node, ir.Binary) and node.op in ("mul", "sub") and mm.axis_a in node.axes:
+        a, b = g.node(node.a), g.node(node.b)
+        if node.op == "mul" and mm.axis_a in a.axes and _row_vector(g, b.id, a.axes, mm.axis_a):
+            peels.append(Peel("scale", node.id, b.id))
+            node = a
+        elif node.op == "sub" and mm.axis_a in a.axes and _row_vector(g, b.id, a.axes, mm.axis_a):
+            peels.append(Peel("mean", node.id, b.id))
+            node = a
+        else:
+            break
+    return node.id, peels
+
+
+def unary_chain(g: ir.Graph, i: int, base: int) -> tuple[str, ...] | None:
+    """The unary ops from base to node i (outermost last), or None if i is not such a chain."""
+    ops = []
+    while i != base:
+        n = g.node(i)
+        if not isinstance(n, ir.Unary):
+            return None
+        ops.append(n.op)
+        i = n.x
+    return tuple(reversed(ops))
+
+
+def row_ancestors(g: ir.Graph, targets, axis: str) -> list[int]:
+    """Nodes the per-row vectors depend on, down to (and including) reductions over `axis`."""
+    seen, stack = set(), list(targets)
+    while stack:
+        i = stack.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        n = g.node(i)
+        if isinstance(n, ir.Reduce) and n.axis == axis:
+            continue
+        if isinstance(n, ir.Input):
+            continue
+        stack.extend(n.args())
+    return sorted(seen)
+
+
+def expandable_variance(g: ir.Graph, r: ir.Reduce, base: int) -> int | None:
+    """If r = sum_k square(base - mu) with mu a row vector, return mu."""
+    sq = g.node(r.x)
+    if r.kind != "sum" or not (isinstance(sq, ir.Unary) and sq.op == "square"):
+        return None
+    sub = g.node(sq.x)
+    if isinstance(sub, ir.Binary) and sub.op == "sub" and sub.a == base and \
+            _row_vector(g, sub.b, g.node(base).axes, r.axis):
+        return sub.b
+    return None
+
+
+def stats_of(g: ir.Graph, site: GemmSite):
+    """Split the reductions under the pullout vectors into direct stats (sum of a unary
+    chain of the base) and expandable variances. None if something else is needed."""
+    anc = row_ancestors(g, [p.vec for p in site.peels], site.axis)
+    direct, expand = [], []
+    for i in anc:
+        n = g.node(i)
+        if isinstance(n, ir.Input) and i != site.base:
+            return None  # a row vector reading another input: leave it to its own kernel
+        if isinstance(n, ir.Reduce):
+            if n.axis != site.axis:
+                return None
+            if n.kind == "sum" and unary_chain(g, n.x, site.base) is not None:
+                direct.append(i)
+            elif expandable_variance(g, n, site.base) is not None:
+                expand.append(i)
+            else:
+                return None
+    return direct, expand
+
+
+def epilogue_nodes(g: ir.Graph, matmuls: list[int]) -> list[int]:
+    """Elementwise nodes computable from the matmul tiles, constants and small inputs."""
+    out_axes = set(g.node(matmuls[0]).axes)
+    have = set(matmuls)
+    fused = []
+    for n in g.nodes[min(matmuls) + 1:]:
+        if n.id in have or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
+            continue
+        ok = True
+        for a in n.args():
+            an = g.node(a)
+            if a in have or is_leaf_value(an) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
+                continue
+            ok = False
+        if ok and any(a in have for a in n.args()):
+            have.add(n.id)
+            fused.append(n.id)
+    return fused
+
+
+def find_gemms(g: ir.Graph, claimed: set[int]) -> list[GemmSite]:
+    groups: dict[tuple, GemmSite] = {}
+    for mm in g.nodes:
+        if not isinstance(mm, ir.Matmul) or mm.id in claimed:
+            continue
+        base, peels = peel_lhs(g, mm)
+        key = (base, mm.axis_a, tuple(peels), mm.axes)
+        if key in groups and len(groups[key].matmuls) == 1:
+            groups[key].matmuls.append(mm.id)
+        else:
+            groups[key if key not in groups else key + (mm.id,)] = GemmSite([mm.id], base, mm.axis_a, peels)
+    sites = list(groups.values())
+    for s in sites:
+        st = stats_of(g, s) if s.peels else None
+        if st:
+            s.stat_reduces, s.expandable = st
+        s.epilogue = epilogue_nodes(g, s.matmuls)
+    return sites

@@ -1,0 +1,169 @@
+"""Run a Plan tile by tile in torch on the CPU: the same grid, stream loop, state updates
+and partial tiles the emitted kernel runs. Agreement with leantile.reference is what the
+property suite checks."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+from . import ir, reference
+from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store
+
+TORCH = reference.TORCH_DTYPES
+
+
+def _literal(s: str) -> float:
+    return -math.inf if s == "-inf" else (math.inf if s == "inf" else float(s))
+
+
+FUNCS = {**reference.UNARY, **reference.BINARY,
+         "copy": lambda x: x,
+         "fma": lambda a, b, c: a * b + c}
+
+
+class _Tile:
+    """One grid tile of one kernel: where it starts and how much of each axis is valid."""
+
+    def __init__(self, plan: Plan, k: Kernel, index: tuple[int, ...]):
+        self.plan, self.k = plan, k
+        self.start = {t.axis: i * t.block for t, i in zip(k.grid, index)}
+        self.block = {t.axis: t.block for t in k.grid}
+        if k.stream:
+            self.block[k.stream.axis] = k.stream.block
+            self.start[k.stream.axis] = 0
+
+    def extent(self, axis: str) -> int:
+        return self.block.get(axis, self.plan.axes[axis])
+
+    def valid(self, axis: str) -> int:
+        if axis in self.block:
+            return max(0, min(self.block[axis], self.plan.axes[axis] - self.start[axis]))
+        return self.plan.axes[axis]
+
+    def global_index(self, gaxes, local_axes, where):
+        idx = []
+        for a in gaxes:
+            if a in local_axes:
+                s = self.start.get(a, 0)
+                idx.append(slice(s, s + self.valid(a)))
+            elif a in self.block and self.block[a] == 1:
+                idx.append(self.start[a])
+            else:
+                raise ir.GraphError([f"kernel {self.k.name}: {where} drops axis {a!r}, which is not a batch axis"])
+        return tuple(idx)
+
+
+def run(plan: Plan, inputs: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """Execute the plan. With `dtype`, every buffer uses it (float64 for exactness checks);
+    otherwise buffers keep their declared dtypes and accumulators are float32."""
+    mem: dict[str, torch.Tensor] = {}
+    for b in plan.globals:
+        shape = tuple(plan.axes[a] for a in b.axes)
+        if b.name in inputs:
+            t = inputs[b.name]
+            mem[b.name] = t.to(dtype) if dtype else t
+        else:  # poisoned: an element no kernel writes shows up as NaN
+            mem[b.name] = torch.full(shape, math.nan, dtype=dtype or _dt(b.dtype))
+    for k in plan.kernels:
+        _run_kernel(plan, k, mem, dtype)
+    return {name: mem[buf] for name, buf in plan.outputs.items()}
+
+
+def _dt(name: str) -> torch.dtype:
+    return torch.float32 if name == "acc" else TORCH[name]
+
+
+def _run_kernel(plan: Plan, k: Kernel, mem: dict, dtype):
+    ranges = [range(math.ceil(plan.axes[t.axis] / t.block)) for t in k.grid]
+    for index in itertools.product(*ranges):
+        tile = _Tile(plan, k, index)
+        local = {b.name: torch.zeros([tile.extent(a) for a in b.axes], dtype=dtype or _dt(b.dtype))
+                 for b in k.buffers if b.scope != "global"}
+        env = _Env(plan, k, tile, mem, local)
+        for s in k.prologue:
+            env.exec(s)
+        if k.stream:
+            for j in range(math.ceil(plan.axes[k.stream.axis] / k.stream.block)):
+                tile.start[k.stream.axis] = j * k.stream.block
+                for s in k.body:
+                    env.exec(s)
+        else:  # no streamed axis: the body runs once per tile
+            for s in k.body:
+                env.exec(s)
+        for s in k.epilogue:
+            env.exec(s)
+
+
+class _Env:
+    def __init__(self, plan, k, tile, mem, local):
+        self.plan, self.k, self.tile, self.mem, self.local = plan, k, tile, mem, local
+        self.axes = {b.name: b.axes for b in k.buffers}  # on-chip buffers
+        self.gaxes = {b.name: b.axes for b in plan.globals}  # global tensors (a separate namespace)
+
+    def value(self, arg: str, want):
+        if arg.startswith("#"):
+            return torch.tensor(_literal(arg[1:]), dtype=torch.float64)
+        t = self.local[arg]
+        return reference.align(t, self.axes[arg], tuple(want))
+
+    def assign(self, dst: str, val: torch.Tensor):
+        t = self.local[dst]
+        t.copy_(val.to(t.dtype).expand_as(t))
+
+    def exec(self, s):
+        getattr(self, "do_" + s.op)(s)
+
+    def do_load(self, s: Load):
+        src_axes, dst_axes = self.gaxes[s.src], self.axes[s.dst]
+        part = self.mem[s.src][self.tile.global_index(src_axes, dst_axes, f"load {s.src}->{s.dst}")]
+        kept = [a for a in src_axes if a in dst_axes]
+        part = reference.align(part, tuple(kept), dst_axes)
+        dst = self.local[s.dst]
+        dst.zero_()  # zero-fill past the end of an axis, like a boundary-checked copy
+        dst[tuple(slice(0, n) for n in part.shape)] = part.to(dst.dtype)
+
+    def do_store(self, s: Store):
+        src_axes, dst_axes = self.axes[s.src], self.gaxes[s.dst]
+        idx = self.tile.global_index(dst_axes, src_axes, f"store {s.src}->{s.dst}")
+        kept = tuple(a for a in dst_axes if a in src_axes)
+        src = self.local[s.src][tuple(slice(0, self.tile.valid(a)) for a in src_axes)]
+        target = self.mem[s.dst]
+        target[idx] = reference.align(src, src_axes, kept).to(target.dtype)
+
+    def do_fill(self, s: Fill):
+        self.local[s.dst].fill_(_literal(s.value))
+
+    def do_mask(self, s: Mask):
+        t, axes = self.local[s.dst], self.axes[s.dst]
+        d = axes.index(s.axis)
+        n = self.tile.valid(s.axis)
+        t.narrow(d, n, t.shape[d] - n).fill_(_literal(s.value))
+
+    def do_map(self, s: Map):
+        want = self.axes[s.dst]
+        dt = self.local[s.dst].dtype
+        args = [self.value(a, want).to(dt) for a in s.args]
+        self.assign(s.dst, FUNCS[s.fn](*args))
+
+    def do_reduce(self, s: Reduce):
+        axes = self.axes[s.src]
+        t = self.local[s.src].clone()
+        d = axes.index(s.axis)
+        n = self.tile.valid(s.axis)
+        t.narrow(d, n, t.shape[d] - n).fill_(0.0 if s.kind == "sum" else -math.inf)
+        r = t.sum(d) if s.kind == "sum" else t.amax(d)
+        rest = tuple(a for a in axes if a != s.axis)
+        r = reference.align(r, rest, self.axes[s.dst])
+        if s.accumulate:
+            old = self.local[s.dst]
+            r = old + r if s.kind == "sum" else torch.maximum(old, r)
+        self.assign(s.dst, r)
+
+    def do_gemm(self, s: Gemm):
+        acc = self.local[s.acc]
+        a, b = self.local[s.a].to(acc.dtype), self.local[s.b].to(acc.dtype)
+        r = reference.contract(a, self.axes[s.a], b, self.axes[s.b], s.axis_a, s.axis_b, self.axes[s.acc])
+        self.assign(s.acc, r if s.clear else acc + r)

@@ -1,0 +1,150 @@
+"""The tile program: what a fused kernel does, tile by tile.
+
+A Plan is a list of kernels run in order. Each kernel has
+  - a grid over output tiles: `grid` axes, each with a block size (block 1 = a batch axis,
+    indexed by the grid and absent from on-chip buffers);
+  - optionally one streamed axis (`stream`): the body runs once per block of it;
+  - buffers by scope: global (whole tensors: graph inputs, outputs, intermediates),
+    shared and fragment (one tile, named axes, extents = block sizes or the full axis);
+  - statements: prologue (once per tile), body (once per stream block), epilogue.
+
+On-chip buffers have the full block shape; loads zero-fill what lies past the end of an
+axis (as TileLang's boundary-checked copies do), reductions ignore those positions, `mask`
+sets them explicitly, and stores write only the valid part. The CPU interpreter
+(leantile.interp) and the TileLang emitter (leantile.emit) both read exactly this.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Scope = Literal["global", "shared", "fragment"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Buffer(_M):
+    name: str
+    axes: tuple[str, ...]
+    scope: Scope
+    dtype: str  # "f16" .. "f64", or "acc" = the accumulator type (f32 on the GPU)
+    node: Optional[int] = None  # graph node whose value it holds, when there is one
+
+
+class Tile(_M):
+    axis: str
+    block: int = Field(ge=1)
+
+
+class Stream(_M):
+    axis: str
+    block: int = Field(ge=1)
+    stages: int = Field(2, ge=1)
+
+
+class State(_M):
+    """A loop-carried buffer and the law that combines its per-block values."""
+    buffer: str
+    init: str  # "0" or "-inf"
+    combine: Literal["sum", "max", "rescaled_sum"]
+
+
+class Load(_M):
+    op: Literal["load"] = "load"
+    src: str  # global buffer
+    dst: str
+
+
+class Store(_M):
+    op: Literal["store"] = "store"
+    src: str
+    dst: str  # global buffer
+
+
+class Fill(_M):
+    op: Literal["fill"] = "fill"
+    dst: str
+    value: str  # decimal or "-inf"
+
+
+class Gemm(_M):
+    """acc += a . b, contracting axis `axis_a` of a with `axis_b` of b."""
+    op: Literal["gemm"] = "gemm"
+    a: str
+    b: str
+    acc: str
+    axis_a: str
+    axis_b: str
+    clear: bool = False  # acc = a . b instead of +=
+
+
+class Map(_M):
+    """dst = fn(args...), elementwise, broadcasting by axis name. An arg is a buffer name
+    or a literal '#<decimal>'."""
+    op: Literal["map"] = "map"
+    dst: str
+    fn: str  # a unary/binary op of the IR, or "copy", "fma" (a*b+c)
+    args: tuple[str, ...]
+
+
+class Reduce(_M):
+    """dst (op)= reduce_kind(src over axis), ignoring positions past the axis end."""
+    op: Literal["reduce"] = "reduce"
+    dst: str
+    src: str
+    kind: Literal["sum", "max"]
+    axis: str
+    accumulate: bool = False
+
+
+class Mask(_M):
+    """Set positions of dst past the end of `axis` to `value` (-inf before a max/exp)."""
+    op: Literal["mask"] = "mask"
+    dst: str
+    axis: str
+    value: str = "-inf"
+
+
+Stmt = Annotated[Union[Load, Store, Fill, Gemm, Map, Reduce, Mask], Field(discriminator="op")]
+
+
+class Kernel(_M):
+    name: str
+    role: str  # one line: what this kernel computes, for reports and generated comments
+    grid: tuple[Tile, ...]
+    stream: Optional[Stream] = None
+    buffers: tuple[Buffer, ...]
+    states: tuple[State, ...] = ()
+    prologue: tuple[Stmt, ...] = ()
+    body: tuple[Stmt, ...] = ()
+    epilogue: tuple[Stmt, ...] = ()
+    threads: int = 256
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(f"kernel {self.name}: no buffer {name!r}")
+
+    def statements(self):
+        return (*self.prologue, *self.body, *self.epilogue)
+
+
+class Plan(_M):
+    graph: str
+    candidate: str
+    axes: dict[str, int]
+    globals: tuple[Buffer, ...]  # every tensor that lives in device memory
+    outputs: dict[str, str]  # graph output name -> global buffer
+    kernels: tuple[Kernel, ...]
+    tiles: dict[str, int] = {}  # the tile parameters this plan was built with
+
+    def global_buffer(self, name: str) -> Buffer:
+        for b in self.globals:
+            if b.name == name:
+                return b
+        raise KeyError(f"plan: no global buffer {name!r}")
