@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from . import architectures, ir
+from .derive import DerivationError
 from .files import write_atomic
 from .sources import load_source, parse_sizes
 
@@ -36,8 +37,10 @@ def cmd_show(args) -> int:
 
 def exported_graph(name: str, sizes: dict | None = None) -> ir.Graph:
     """A built-in with its default derivation attached, as `leantile export` writes it."""
+    from .derive import default_steps
+
     g = architectures.build(name, **(sizes or {}))
-    return g
+    return g.with_derivation(default_steps(g))
 
 
 def cmd_export(args) -> int:
@@ -98,7 +101,7 @@ def _extra_commands():
 
 
 # Each module defines register(subparsers), keeping this file about the graph basics.
-EXTRA_COMMAND_MODULES: tuple[str, ...] = ()
+EXTRA_COMMAND_MODULES: tuple[str, ...] = ("derive.command",)
 
 
 def main(argv=None) -> int:
@@ -107,6 +110,9 @@ def main(argv=None) -> int:
         return args.fn(args)
     except ir.GraphError as e:
         return _fail(e)
+    except (DerivationError, KeyError) as e:
+        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
 

@@ -32,8 +32,9 @@ class _Tile:
         self.start = {t.axis: i * t.block for t, i in zip(k.grid, index)}
         self.block = {t.axis: t.block for t in k.grid}
         if k.stream:
-            self.block[k.stream.axis] = k.stream.block
-            self.start[k.stream.axis] = 0
+            for a in (k.stream.axis, *k.stream.aliases):
+                self.block[a] = k.stream.block
+                self.start[a] = 0
 
     def extent(self, axis: str) -> int:
         return self.block.get(axis, self.plan.axes[axis])
@@ -87,7 +88,8 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, dtype):
             env.exec(s)
         if k.stream:
             for j in range(math.ceil(plan.axes[k.stream.axis] / k.stream.block)):
-                tile.start[k.stream.axis] = j * k.stream.block
+                for a in (k.stream.axis, *k.stream.aliases):
+                    tile.start[a] = j * k.stream.block
                 for s in k.body:
                     env.exec(s)
         else:  # no streamed axis: the body runs once per tile

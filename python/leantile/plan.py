@@ -44,6 +44,7 @@ class Stream(_M):
     axis: str
     block: int = Field(ge=1)
     stages: int = Field(2, ge=1)
+    aliases: tuple[str, ...] = ()  # other names of the same axis (B's side of a contraction)
 
 
 class State(_M):

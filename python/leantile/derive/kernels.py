@@ -104,7 +104,8 @@ def flash_kernel(g: ir.Graph, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
     row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
     kb = KernelBuilder(f"flash_{pv.id}", "online-softmax attention: softmax(Q K^T) V, t streamed",
                        _grid([a for a in qk.axes if a != t], {row: tiles["block_m"]}),
-                       Stream(axis=t, block=tiles["block_n"], stages=tiles["stages"]), tiles["threads"])
+                       Stream(axis=t, block=tiles["block_n"], stages=tiles["stages"],
+                              aliases=tuple({pv.axis_b} - {t})), tiles["threads"])
     dq = _dtype_of(g, q.id)
     Qs = kb.buf(f"{q.name}_shared", q.axes, "shared", dq, q.id)
     Ks = kb.buf(f"{k.name}_shared", k.axes, "shared", _dtype_of(g, k.id), k.id)
@@ -260,7 +261,8 @@ def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> K
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
                        + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
                        _grid(out_axes, tiled),
-                       Stream(axis=s.axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+                       Stream(axis=s.axis, block=tiles["block_k"], stages=tiles["stages"],
+                              aliases=tuple(sorted({mm.axis_b for mm in mms} - {s.axis}))), tiles["threads"])
     xs = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
     kb.body.append(Load(src=value_name(g, s.base), dst=xs))
     have: dict[int, str] = {}
