@@ -17,12 +17,18 @@ $(STAMP): pyproject.toml
 test: setup
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q tests
 
+# With a Lean toolchain the Lean exporter is authoritative; without one, the Python mirror
+# writes the same bytes (tests/lean holds the two together).
 export: setup
-	$(PYTHON) -m leantile export --out exports
+	@if command -v lake >/dev/null 2>&1; then lake exe leantile-export exports; \
+	else $(PYTHON) -m leantile export --out exports; fi
 
 lean:
 	@if command -v lake >/dev/null 2>&1; then lake exe cache get && lake build; \
 	else echo "lean: skipped (no lake on PATH; proofs are NOT checked on this machine)"; fi
+
+check-lean: setup
+	$(PYTHON) -m leantile check-lean
 
 kernels: setup lean export
 

@@ -1,0 +1,18 @@
+import LeanTile.DagM
+
+namespace LeanTile
+open DSL
+
+/-- silu(X W_gate) * (X W_up). -/
+def swigluGraph : Except String Graph :=
+  buildGraphWithOutput "swiglu" [("m", 1024), ("n", 2048), ("d", 2048)] do
+    let x ← input "X" ["m", "d"]
+    let wGate ← input "W_gate" ["d", "n"]
+    let wUp ← input "W_up" ["d", "n"]
+    let g ← matmul x wGate "d" "d"
+    let gate ← silu g
+    let up ← matmul x wUp "d" "d"
+    let out ← mul gate up
+    pure out
+
+end LeanTile

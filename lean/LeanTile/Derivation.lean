@@ -1,0 +1,83 @@
+/-!
+# LeanTile.Derivation — derivation steps as plain data
+
+A derivation is an ordered list of steps `{rule, theorem, at, params}` (schema
+"leantile/v1"). Replaying it on the graph yields the Plan (Python: `leantile.derive`).
+
+The steps of each built-in are the default derivation of the Python rule engine
+(`leantile.derive.engine`), written out here so that `lake exe leantile-export` writes
+the same bytes as `leantile export`; a test fails when the two lists drift. A step:
+
+    { rule := "online_softmax", thm := "LeanTile.online_softmax_fold",
+      sites := [4, 5, 6, 7, 8], params := [("axis", .str "t_kv")] }
+
+Field names: `theorem` and `at` are Lean keywords, so the structure calls them `thm`
+and `sites`; the exporter writes them as `"theorem"` and `"at"`.
+-/
+
+namespace LeanTile
+
+/-- A parameter value: Python allows strings and ints. -/
+inductive ParamValue where
+  | str (s : String)
+  | nat (n : Nat)
+  deriving Repr, BEq, Inhabited
+
+/-- One derivation step: `rule` fired at nodes `sites`, justified by Lean theorem `thm`. -/
+structure Step where
+  rule : String
+  thm : String
+  sites : List Nat := []
+  params : List (String × ParamValue) := []
+  deriving Repr, Inhabited
+
+/-- The rule table: rule name ↦ the theorem that justifies it. The Python table
+(`leantile.derive.rules.THEOREMS`) cites exactly these names. -/
+def ruleTheorems : List (String × String) :=
+  [ ("fuse_elementwise", "LeanTile.fuse_elementwise_eval")
+  , ("softmax_shift", "LeanTile.softmax_shift_invariant")
+  , ("online_softmax", "LeanTile.online_softmax_fold")
+  , ("exp_to_exp2", "LeanTile.exp_eq_exp2_mul_log2e")
+  , ("scale_pullout", "LeanTile.scale_pullout")
+  , ("mean_pullout", "LeanTile.mean_pullout")
+  , ("variance_expand", "LeanTile.sum_sq_sub_const")
+  , ("stream_stats", "LeanTile.sum_split_range")
+  , ("dual_gemm", "LeanTile.dual_gemm_shared_lhs") ]
+
+-- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
+-- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.
+def attentionDerivation : List Step :=
+  [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [4, 5], params := [] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_fold", sites := [3, 4, 5, 6, 7, 8, 9], params := [("axis", .str "t_kv")] }
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [6], params := [] } ]
+def swigluDerivation : List Step :=
+  [ { rule := "dual_gemm", thm := "LeanTile.dual_gemm_shared_lhs", sites := [3, 5], params := [] }
+  , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [4, 6], params := [] } ]
+def matmulDerivation : List Step := []
+def rmsnormDerivation : List Step :=
+  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout", sites := [9, 10], params := [] }
+  , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [3], params := [("mode", .str "separate")] } ]
+def rmsnormMlpDerivation : List Step :=
+  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout", sites := [10, 11, 12], params := [] }
+  , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [4], params := [("mode", .str "separate")] }
+  , { rule := "dual_gemm", thm := "LeanTile.dual_gemm_shared_lhs", sites := [11, 12], params := [] }
+  , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [13], params := [] } ]
+def layernormLinearGeluDerivation : List Step :=
+  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout", sites := [14, 15], params := [] }
+  , { rule := "mean_pullout", thm := "LeanTile.mean_pullout", sites := [6, 15], params := [("colsum", .str "streamed")] }
+  , { rule := "variance_expand", thm := "LeanTile.sum_sq_sub_const", sites := [8], params := [] }
+  , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [3, 8], params := [("mode", .str "fused")] }
+  , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [16, 17], params := [] } ]
+
+/-- The derivation exported with built-in `name`. -/
+def derivationOf (name : String) : List Step :=
+  match name with
+  | "attention" => attentionDerivation
+  | "swiglu" => swigluDerivation
+  | "matmul" => matmulDerivation
+  | "rmsnorm" => rmsnormDerivation
+  | "rmsnorm_mlp" => rmsnormMlpDerivation
+  | "layernorm_linear_gelu" => layernormLinearGeluDerivation
+  | _ => []
+
+end LeanTile

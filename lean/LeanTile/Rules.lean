@@ -1,0 +1,28 @@
+import LeanTile.Rules.Common
+import LeanTile.Rules.FuseElementwise
+import LeanTile.Rules.SoftmaxShift
+import LeanTile.Rules.OnlineSoftmax
+import LeanTile.Rules.ExpToExp2
+import LeanTile.Rules.ScalePullout
+import LeanTile.Rules.MeanPullout
+import LeanTile.Rules.VarianceExpand
+import LeanTile.Rules.StreamStats
+import LeanTile.Rules.DualGemm
+import LeanTile.Rules.TiledAttention
+
+/-!
+# LeanTile.Rules — every rewrite lemma, one file per rule
+
+| rule | theorem | file |
+|---|---|---|
+| fuse_elementwise | `LeanTile.fuse_elementwise_eval` | Rules/FuseElementwise.lean |
+| softmax_shift | `LeanTile.softmax_shift_invariant` | Rules/SoftmaxShift.lean |
+| online_softmax | `LeanTile.online_softmax_fold`, `LeanTile.online_softmax_ratio` | Rules/OnlineSoftmax.lean |
+| exp_to_exp2 | `LeanTile.exp_eq_exp2_mul_log2e` | Rules/ExpToExp2.lean |
+| scale_pullout | `LeanTile.scale_pullout` | Rules/ScalePullout.lean |
+| mean_pullout | `LeanTile.mean_pullout` | Rules/MeanPullout.lean |
+| variance_expand | `LeanTile.sum_sq_sub_const` | Rules/VarianceExpand.lean |
+| stream_stats | `LeanTile.sum_split_range` | Rules/StreamStats.lean |
+| dual_gemm | `LeanTile.dual_gemm_shared_lhs` | Rules/DualGemm.lean |
+| end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
+-/

@@ -1,0 +1,23 @@
+import LeanTile.Semantics
+
+/-!
+# Rule `variance_expand`
+
+A sum of squared deviations from a constant expands into sums that stream with the
+GEMM: `Σ_k (x_k − μ)² = Σ_k x_k² − 2μ·Σ_k x_k + n·μ²` (n = number of terms).
+-/
+
+namespace LeanTile
+
+/-- `Σ_k (x k - μ)^2 = Σ_k x k^2 - 2 μ Σ_k x k + |s| μ^2`. -/
+theorem sum_sq_sub_const {ι : Type} (s : Finset ι) (μ : ℝ) (x : ι → ℝ) :
+    ∑ k ∈ s, (x k - μ) ^ 2 = ∑ k ∈ s, x k ^ 2 - 2 * μ * ∑ k ∈ s, x k + (s.card : ℝ) * μ ^ 2 := by
+  have h : ∀ k ∈ s, (x k - μ) ^ 2 = x k ^ 2 - 2 * μ * x k + μ ^ 2 := fun k _ => by ring
+  rw [Finset.sum_congr rfl h]
+  first
+    | (rw [Finset.sum_add_distrib, Finset.sum_sub_distrib, Finset.sum_const, nsmul_eq_mul,
+        Finset.mul_sum]; done)
+    | (simp only [Finset.sum_add_distrib, Finset.sum_sub_distrib, Finset.sum_const, nsmul_eq_mul,
+        Finset.mul_sum])
+
+end LeanTile
