@@ -30,7 +30,13 @@ lean:
 check-lean: setup
 	$(PYTHON) -m leantile check-lean
 
+# Export, derive every candidate, emit TileLang, lower to CUDA C for sm_90 (and, on a GPU,
+# check each kernel against the reference and time it).
 kernels: setup lean export
+	$(PYTHON) -m leantile kernels --out build/kernels
+	@if $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
+	  $(PYTHON) benchmarks/gpu_check_and_time.py --out benchmarks/results; \
+	else echo "kernels: no CUDA GPU here: emitted and lowered only (GPU check and timing skipped)"; fi
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

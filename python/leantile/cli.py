@@ -101,7 +101,7 @@ def _extra_commands():
 
 
 # Each module defines register(subparsers), keeping this file about the graph basics.
-EXTRA_COMMAND_MODULES: tuple[str, ...] = ("derive.command", "lean_command")
+EXTRA_COMMAND_MODULES: tuple[str, ...] = ("derive.command", "lean_command", "kernels_command")
 
 
 def main(argv=None) -> int:

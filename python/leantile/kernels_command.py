@@ -1,0 +1,109 @@
+"""`leantile kernels [SOURCE ...] [--out build/kernels] [--size k=v ...] [--nvcc]`: for each
+built-in (or the given sources: a built-in name, file.json, module.py:function), derive
+every candidate, emit <out>/<arch>/<candidate>.py (TileLang), lower each kernel to CUDA C
+for sm_90 (<candidate>.cu next to it), and write <out>/index.json describing all of them.
+
+Runs without a GPU. Without tilelang the TileLang modules are still written and the index
+says the lowering was skipped. A candidate that fails to lower is recorded in the index with
+its error, and the command exits with status 1 after writing everything else.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import architectures
+from .files import write_atomic
+from .sources import load_source, parse_sizes
+
+
+def _tilelang_available() -> bool:
+    try:
+        import tilelang  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc: bool = False,
+                  arch: str = "sm_90", log=print) -> dict:
+    """Do the work of `leantile kernels`; return the index (also written to out/index.json)."""
+    from .derive import candidates, derive
+    from .emit import emit_module, emit_plan_to_dir, load_module
+
+    graphs = [load_source(s, sizes) for s in sources]  # every source parses before anything is written
+    can_lower = _tilelang_available()
+    if not can_lower:
+        log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
+    entries = []
+    for g in graphs:
+        for c in candidates(g):
+            plan = derive(g, c.name)
+            t0 = time.perf_counter()
+            path = emit_plan_to_dir(plan, out / g.name)
+            entry = {
+                "arch": g.name, "candidate": c.name, "summary": c.summary,
+                "steps": [s.model_dump(mode="json") for s in c.steps],
+                "axes": dict(plan.axes), "tiles": dict(plan.tiles),
+                "module": str(path.relative_to(out)),
+                "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
+                "lowered": None, "cuda": None, "error": None,
+            }
+            if can_lower:
+                entry.update(_lower(plan, emit_module(plan), load_module, path, arch, nvcc))
+            entry["seconds"] = round(time.perf_counter() - t0, 2)
+            status = {True: "ok", False: "FAILED", None: "emitted"}[entry["lowered"]]
+            log(f"{g.name}/{c.name}: {len(plan.kernels)} kernel(s) {status}"
+                + (f": {entry['error']}" if entry["error"] else ""))
+            entries.append(entry)
+    index = {"target": {"kind": "cuda", "arch": arch}, "tilelang": can_lower, "candidates": entries}
+    write_atomic(out / "index.json", json.dumps(index, indent=1) + "\n")
+    log(f"wrote {out / 'index.json'} ({len(entries)} candidates)")
+    return index
+
+
+def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool) -> dict:
+    from .lower import compile_cuda, hopper_features, lower_to_cuda
+
+    res: dict = {"lowered": False}
+    try:
+        mod = load_module(source, f"{plan.graph}_{plan.candidate}".replace("+", "_"))
+        funcs = mod.build_kernel()
+        parts, feats = [], {}
+        for k in plan.kernels:
+            cu = lower_to_cuda(funcs[k.name], arch=arch)
+            f = hopper_features(cu)
+            f.pop("markers", None)
+            feats[k.name] = f
+            parts.append(f"// ---- kernel {k.name}: {k.role}\n{cu}")
+            if nvcc:
+                compile_cuda(cu, arch="sm_90a" if arch.startswith("sm_90") else arch)
+        cu_path = path.with_suffix(".cu")
+        write_atomic(cu_path, f"// {plan.graph} / {plan.candidate}: CUDA C from TileLang for {arch}\n\n"
+                     + "\n\n".join(parts))
+        res.update(lowered=True, cuda=cu_path.name, hopper=feats, nvcc="ok" if nvcc else None)
+    except Exception as e:  # recorded (LoweringError or an emitter error), not fatal: the other candidates still build
+        msg = str(e).strip().splitlines()
+        res["error"] = f"{type(e).__name__}: {msg[-1] if msg else ''}"
+    return res
+
+
+def cmd_kernels(args) -> int:
+    sources = args.sources or list(architectures.NAMES)
+    index = build_kernels(sources, Path(args.out), parse_sizes(args.size), nvcc=args.nvcc)
+    failed = [e for e in index["candidates"] if e["lowered"] is False]
+    for e in failed:
+        print(f"error: {e['arch']}/{e['candidate']}: {e['error']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("kernels", help="emit TileLang for every candidate and lower it to CUDA C (no GPU needed)")
+    s.add_argument("sources", nargs="*", metavar="SOURCE",
+                   help="built-in name, file.json or module.py:function (default: every built-in)")
+    s.add_argument("--out", default="build/kernels", help="output folder (default build/kernels)")
+    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
+    s.add_argument("--nvcc", action="store_true", help="also compile each kernel with nvcc for sm_90a")
+    s.set_defaults(fn=cmd_kernels)
