@@ -38,6 +38,7 @@ class Buffer(_M):
 class Tile(_M):
     axis: str
     block: int = Field(ge=1)
+    param: Optional[str] = None  # the tile parameter the block came from (block_m, ...)
 
 
 class Stream(_M):
@@ -45,6 +46,7 @@ class Stream(_M):
     block: int = Field(ge=1)
     stages: int = Field(2, ge=1)
     aliases: tuple[str, ...] = ()  # other names of the same axis (B's side of a contraction)
+    param: Optional[str] = None  # the tile parameter the block came from
 
 
 class State(_M):

@@ -64,9 +64,15 @@ class KernelBuilder:
                       threads=self.threads)
 
 
-def _grid(axes, tiled: dict[str, int]) -> list[Tile]:
-    """Tile the named axes with their blocks; every other output axis is a batch axis."""
-    return [Tile(axis=a, block=tiled.get(a, 1)) for a in axes]
+def _grid(axes, tiled: dict[str, str], tiles: dict) -> list[Tile]:
+    """Tile the named axes with the named tile parameters; every other axis is a batch axis."""
+    return [Tile(axis=a, block=tiles[tiled[a]], param=tiled[a]) if a in tiled else Tile(axis=a, block=1)
+            for a in axes]
+
+
+def _stream(axis: str, param: str, tiles: dict, aliases=()) -> Stream:
+    return Stream(axis=axis, block=tiles[param], stages=tiles["stages"], param=param,
+                  aliases=tuple(sorted(set(aliases) - {axis})))
 
 
 def _dtype_of(g: ir.Graph, i: int) -> str:
@@ -103,9 +109,8 @@ def flash_kernel(g: ir.Graph, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
     t = s.axis
     row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
     kb = KernelBuilder(f"flash_{pv.id}", "online-softmax attention: softmax(Q K^T) V, t streamed",
-                       _grid([a for a in qk.axes if a != t], {row: tiles["block_m"]}),
-                       Stream(axis=t, block=tiles["block_n"], stages=tiles["stages"],
-                              aliases=tuple({pv.axis_b} - {t})), tiles["threads"])
+                       _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
+                       _stream(t, "block_n", tiles, [pv.axis_b]), tiles["threads"])
     dq = _dtype_of(g, q.id)
     Qs = kb.buf(f"{q.name}_shared", q.axes, "shared", dq, q.id)
     Ks = kb.buf(f"{k.name}_shared", k.axes, "shared", _dtype_of(g, k.id), k.id)
@@ -219,8 +224,8 @@ def row_stats_kernel(g: ir.Graph, c: GemmChoice, tiles: dict) -> tuple[Kernel, l
     base = g.node(s.base)
     rows = [a for a in base.axes if a != s.axis]
     kb = KernelBuilder(f"row_stats_{s.matmuls[0]}", "per-row statistics of the GEMM's LHS, stored for its epilogue",
-                       _grid(rows, {rows[-1]: tiles["block_m"]} if rows else {}),
-                       Stream(axis=s.axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+                       _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
+                       _stream(s.axis, "block_k", tiles), tiles["threads"])
     x = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
     kb.body.append(Load(src=value_name(g, s.base), dst=x))
     have: dict[int, str] = {}
@@ -237,8 +242,8 @@ def colsum_kernel(g: ir.Graph, w: int, axis: str, tiles: dict) -> Kernel:
     wn = g.node(w)
     cols = [a for a in wn.axes if a != axis]
     kb = KernelBuilder(f"colsum_{value_name(g, w)}", f"column sums of {value_name(g, w)} over {axis} (mean pullout)",
-                       _grid(cols, {cols[-1]: tiles["block_n"]} if cols else {}),
-                       Stream(axis=axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+                       _grid(cols, {cols[-1]: "block_n"} if cols else {}, tiles),
+                       _stream(axis, "block_k", tiles), tiles["threads"])
     t = kb.buf(f"{value_name(g, w)}_shared", wn.axes, "shared", _dtype_of(g, w), w)
     acc = kb.buf(f"colsum_{value_name(g, w)}", cols, "fragment", "acc")
     kb.prologue.append(Fill(dst=acc, value="0"))
@@ -255,14 +260,13 @@ def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> K
     m_axis = next((a for a in reversed(base.axes) if a != s.axis and a in out_axes
                    and all(a not in g.node(mm.b).axes for mm in mms)), None)
     n_axis = next((a for a in reversed(out_axes) if a not in base.axes), None)
-    tiled = {a: b for a, b in ((m_axis, tiles["block_m"]), (n_axis, tiles["block_n"])) if a}
+    tiled = {a: p for a, p in ((m_axis, "block_m"), (n_axis, "block_n")) if a}
     what = "dual GEMM" if len(mms) == 2 else "GEMM"
     kb = KernelBuilder(f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
                        + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
-                       _grid(out_axes, tiled),
-                       Stream(axis=s.axis, block=tiles["block_k"], stages=tiles["stages"],
-                              aliases=tuple(sorted({mm.axis_b for mm in mms} - {s.axis}))), tiles["threads"])
+                       _grid(out_axes, tiled, tiles),
+                       _stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), tiles["threads"])
     xs = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
     kb.body.append(Load(src=value_name(g, s.base), dst=xs))
     have: dict[int, str] = {}
@@ -318,11 +322,11 @@ def node_kernel(g: ir.Graph, i: int, tiles: dict) -> Kernel:
     if isinstance(n, ir.Matmul):
         return gemm_kernel(g, GemmChoice(GemmSite([i], n.a, n.axis_a, [])), tiles, [i])
     ax = list(n.axes)
-    tiled = dict(zip(ax[-2:], [tiles["block_m"], tiles["block_n"]][-len(ax[-2:]):])) if ax else {}
-    if isinstance(n, ir.Reduce):
+    if isinstance(n, ir.Reduce):  # one tiled row axis: the fragment is block_m x block_k
+        tiled = {ax[-1]: "block_m"} if ax else {}
         x = g.node(n.x)
-        kb = KernelBuilder(f"reduce_{i}", f"{n.kind} of {value_name(g, n.x)} over {n.axis}", _grid(ax, tiled),
-                           Stream(axis=n.axis, block=tiles["block_k"], stages=tiles["stages"]), tiles["threads"])
+        kb = KernelBuilder(f"reduce_{i}", f"{n.kind} of {value_name(g, n.x)} over {n.axis}", _grid(ax, tiled, tiles),
+                           _stream(n.axis, "block_k", tiles), tiles["threads"])
         t = kb.buf(f"{value_name(g, n.x)}_frag", x.axes, "fragment", "acc", n.x)
         acc = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
         init = "0" if n.kind == "sum" else "-inf"
@@ -332,7 +336,8 @@ def node_kernel(g: ir.Graph, i: int, tiles: dict) -> Kernel:
                     Reduce(dst=acc, src=t, kind=n.kind, axis=n.axis, accumulate=True)]
         kb.epilogue.append(Store(src=acc, dst=value_name(g, i)))
         return kb.build()
-    kb = KernelBuilder(f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled), None, tiles["threads"])
+    tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):])) if ax else {}
+    kb = KernelBuilder(f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
     have: dict[int, str] = {}
     args = tuple(_operand(g, a, kb, have) for a in n.args())
     dst = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)

@@ -112,6 +112,11 @@ def tile_param_of(plan: Plan, k: Kernel) -> dict[str, str]:
     in grid order (block_n alone for a single tiled axis whose size matches only block_n).
     A block that matches none of the parameters becomes a constant.
     """
+    recorded = {g.axis: g.param for g in k.grid if g.param}
+    if k.stream and k.stream.param:
+        recorded[k.stream.axis] = k.stream.param
+    if recorded:  # plans record their parameters; the guess below serves older plan JSON
+        return recorded
     t = plan.tiles or {}
     out: dict[str, str] = {}
     if k.stream:
