@@ -128,3 +128,48 @@ def test_plan_json_roundtrip():
     from leantile.plan import Plan
     p = derive(architectures.build("layernorm_linear_gelu"))
     assert Plan.model_validate(json.loads(p.model_dump_json())) == p
+
+
+def _scaled_attention(**sizes):
+    from leantile.dag import build_graph_with_output
+
+    def body(g):
+        q, k, v = (g.input(n, ax) for n, ax in (("Q", ["h", "t_q", "d_h"]), ("K", ["h", "t_kv", "d_h"]),
+                                                  ("V", ["h", "t_kv", "d_h"])))
+        s = g.div(g.matmul(q, k, "d_h", "d_h"), g.sqrt(g.size_const("d_h")))
+        return g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv")
+    return build_graph_with_output("attention_scaled", {"h": 2, "t_q": 5, "t_kv": 7, "d_h": 16, **sizes}, body)
+
+
+def test_scaled_attention_folds_the_scale_into_exp2():
+    g = _scaled_attention()
+    [k] = derive(g).kernels
+    consts = [a for s in k.body if isinstance(s, Map) and s.fn == "fma" for a in s.args if a.startswith("#")]
+    import math
+    assert consts and all(abs(float(c[1:]) - 0.25 / math.log(2)) < 1e-12 for c in consts)  # 1/sqrt(16) * log2 e
+    assert "div" not in [s.fn for s in k.body if isinstance(s, Map)]
+
+
+def test_long_softmax_row_streams_with_online_state():
+    from leantile.dag import build_graph_with_output
+    g = build_graph_with_output("softmax_row", {"rows": 4096, "cols": 65536},
+                                lambda b: b.softmax(b.input("X", ["rows", "cols"]), "cols"))
+    stats, norm = derive(g).kernels
+    assert stats.stream.axis == "cols" and {s.combine for s in stats.states} == {"max", "rescaled_sum"}
+    assert norm.stream is None and [t.axis for t in norm.grid if t.block > 1] == ["rows", "cols"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_scaled_attention_and_row_softmax_match_reference(seed):
+    import torch
+    from leantile import interp, reference
+    from leantile.dag import build_graph_with_output
+    row = build_graph_with_output("softmax_row", {"rows": 3, "cols": 19},
+                                  lambda b: b.softmax(b.input("X", ["rows", "cols"]), "cols"))
+    for g in (_scaled_attention(), row):
+        t = reference.random_inputs(g, seed=seed, scale=8.0)
+        ref = reference.evaluate(g, t, compute_dtype=torch.float64)["out"]
+        for c in candidates(g):
+            out = interp.run(derive(g, c.name, {"block_m": 2, "block_n": 4}), {k: v.double() for k, v in t.items()},
+                             dtype=torch.float64)["out"]
+            assert ((out - ref).norm() / ref.norm()).item() < 1e-12, c.name

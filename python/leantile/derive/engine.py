@@ -15,7 +15,7 @@ from .. import ir
 from ..plan import Buffer, Plan
 from . import kernels as K
 from .rules import rule
-from .sites import FlashSite, GemmSite, find_flash, find_gemms
+from .sites import FlashSite, GemmSite, SoftmaxSite, find_flash, find_gemms, find_softmax_rows
 
 
 class DerivationError(ValueError):
@@ -35,10 +35,11 @@ class Candidate:
 
 
 # ------------------------------------------------------------------ enumeration
-def _flash_steps(s: FlashSite, exp2: bool) -> list[ir.Step]:
-    out = [step("softmax_shift", [s.mx, s.sub]), step("online_softmax", s.nodes, axis=s.axis)]
+def _online_steps(s: FlashSite | SoftmaxSite, exp2: bool) -> list[ir.Step]:
+    sm = s.softmax if isinstance(s, FlashSite) else s
+    out = [step("softmax_shift", [sm.mx, sm.sub]), step("online_softmax", s.nodes, axis=s.axis)]
     if exp2:
-        out.append(step("exp_to_exp2", [s.exp]))
+        out.append(step("exp_to_exp2", [sm.exp]))
     return out
 
 
@@ -75,10 +76,13 @@ def _gemm_variants(g: ir.Graph, s: GemmSite) -> list[tuple[str, list[ir.Step]]]:
 def candidates(g: ir.Graph) -> list[Candidate]:
     flash = find_flash(g)
     claimed = {i for s in flash for i in s.nodes}
+    rows = find_softmax_rows(g, claimed)
     gemms = [s for s in find_gemms(g, claimed) if s.peels or len(s.matmuls) > 1 or s.epilogue]
     options: list[list[tuple[str, list[ir.Step]]]] = []
     for s in flash:
-        options.append([("online_exp2", _flash_steps(s, True)), ("online", _flash_steps(s, False))])
+        options.append([("online_exp2", _online_steps(s, True)), ("online", _online_steps(s, False))])
+    for s in rows:
+        options.append([("online_row_exp2", _online_steps(s, True)), ("online_row", _online_steps(s, False))])
     for s in gemms:
         options.append(_gemm_variants(g, s))
     out, seen = [], set()
@@ -118,6 +122,9 @@ def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") 
     tiles = {**K.DEFAULT_TILES, **(tiles or {})}
     flash_sites = {s.nodes: s for s in find_flash(g)}
     claimed = {i for s in flash_sites.values() for i in s.nodes}
+    row_sites = {s.nodes: s for s in find_softmax_rows(g, claimed)}
+    online_sites = {**flash_sites, **row_sites}
+    softmaxes = [s.softmax if isinstance(s, FlashSite) else s for s in online_sites.values()]
     gemm_sites = find_gemms(g, claimed)
     flash: dict[tuple, dict] = {}
     gemm: dict[int, K.GemmChoice] = {}  # keyed by first matmul
@@ -133,14 +140,15 @@ def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") 
             _fail(k, st, f"cites {st.theorem}, but the rule's theorem is {rule(st.rule).theorem}")
         at = tuple(st.at)
         if st.rule == "online_softmax":
-            if at not in flash_sites:
-                _fail(k, st, "not a matmul -> softmax -> matmul chain with private intermediates")
+            if at not in online_sites:
+                _fail(k, st, "not a softmax (alone, or between two matmuls) with private intermediates")
             flash[at] = {"exp2": False}
         elif st.rule == "softmax_shift":
-            if not any(at == (s.mx, s.sub) for s in flash_sites.values()):
+            if not any(at == (s.mx, s.sub) for s in softmaxes):
                 _fail(k, st, "not the max and subtraction of a softmax")
         elif st.rule == "exp_to_exp2":
-            key = next((key for key, s in flash_sites.items() if at == (s.exp,) and key in flash), None)
+            key = next((key for key, s in online_sites.items()
+                        if at == ((s.softmax if isinstance(s, FlashSite) else s).exp,) and key in flash), None)
             if key is None:
                 _fail(k, st, "not the exp of a softmax already streamed by online_softmax")
             flash[key]["exp2"] = True
@@ -190,7 +198,7 @@ def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") 
             raise DerivationError(f"matmuls {c.site.matmuls}: fused with a shared LHS but no dual_gemm step")
         if c.mean and c.stats != "fused":
             raise DerivationError(f"matmul {c.site.matmuls[0]}: mean_pullout needs stream_stats mode=fused")
-    return _assemble(g, [flash_sites[k] for k in flash], flash, gemm, tiles, name)
+    return _assemble(g, [online_sites[k] for k in flash], flash, gemm, tiles, name)
 
 
 def _assemble(g, flash_list, flash_opts, gemm, tiles, name) -> Plan:
@@ -206,9 +214,14 @@ def _assemble(g, flash_list, flash_opts, gemm, tiles, name) -> Plan:
             produced[i] = kern.name
 
     for s in flash_list:
-        kern = K.flash_kernel(g, s, flash_opts[s.nodes]["exp2"], tiles)
-        qk, pv = g.node(s.qk), g.node(s.pv)
-        add(kern, [qk.a, qk.b, pv.b], [s.pv])
+        exp2 = flash_opts[s.nodes]["exp2"]
+        if isinstance(s, FlashSite):
+            qk, pv = g.node(s.qk), g.node(s.pv)
+            add(K.flash_kernel(g, s, exp2, tiles), [qk.a, qk.b, pv.b], [s.pv])
+        else:
+            stats, norm = K.softmax_row_kernels(g, s, exp2, tiles)
+            add(stats, [s.src], [s.mx, s.sm])
+            add(norm, [s.src, s.mx, s.sm], [s.div])
 
     extra_globals = []
     for c in gemm.values():

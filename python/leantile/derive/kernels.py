@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 
 from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store, Stream, Tile
-from .sites import FlashSite, GemmSite, is_leaf_value, unary_chain
+from .sites import FlashSite, GemmSite, SoftmaxSite, unary_chain
 
-LOG2E = repr(1.0 / math.log(2.0))
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "stages": 2, "threads": 256}
 
 
@@ -102,13 +101,52 @@ def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
     return dst
 
 
-# ---------------------------------------------------------------------------- flash
+# ---------------------------------------------------------------------------- online softmax
+def _exponent(kb, sm: SoftmaxSite, dst: str, x: str, m_scaled: str | None, m: str, exp2: bool) -> list:
+    """dst = exp(c (x - m)): with exp2, one multiply-add exp2(x c' - m c'), c' = c log2 e."""
+    if exp2:
+        return [Map(dst=dst, fn="fma", args=(x, f"#{repr(sm.scale / math.log(2.0))}", m_scaled)),
+                Map(dst=dst, fn="exp2", args=(dst,))]
+    out = [Map(dst=dst, fn="sub", args=(x, m))]
+    if sm.scale != 1.0:
+        out.append(Map(dst=dst, fn="mul", args=(dst, f"#{repr(sm.scale)}")))
+    return out + [Map(dst=dst, fn="exp", args=(dst,))]
+
+
+def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes) -> tuple[list, str, str, str]:
+    """The per-block state update of online softmax over raw scores S (the max is taken of the
+    raw scores: with c > 0, c max(s) = max(c s)). Returns (statements, m, l, rescale)."""
+    t = sm.axis
+    m = kb.buf(value_name(g, sm.mx), row_axes, "fragment", "acc", sm.mx)
+    m_prev = kb.buf(f"{m}_prev", row_axes, "fragment", "acc")
+    alpha = kb.buf("rescale", row_axes, "fragment", "acc")
+    l = kb.buf(value_name(g, sm.sm), row_axes, "fragment", "acc", sm.sm)
+    kb.states += [State(buffer=m, init="-inf", combine="max"), State(buffer=l, init="0", combine="rescaled_sum")]
+    kb.prologue += [Fill(dst=m, value="-inf"), Fill(dst=l, value="0")]
+    body = []
+    if g.axes[t] % kb.stream.block:
+        body.append(Mask(dst=S, axis=t, value="-inf"))  # padded positions must not win the max
+    body += [Map(dst=m_prev, fn="copy", args=(m,)),
+             Reduce(dst=m, src=S, kind="max", axis=t, accumulate=True)]
+    m_scaled = None
+    if exp2:
+        m_scaled = kb.buf(f"{m}_scaled", row_axes, "fragment", "acc")
+        body.append(Map(dst=m_scaled, fn="mul", args=(m, f"#{repr(-sm.scale / math.log(2.0))}")))
+    body += _exponent(kb, sm, alpha, m_prev, m_scaled, m, exp2)
+    body += _exponent(kb, sm, P, S, m_scaled, m, exp2)
+    body += [Map(dst=l, fn="mul", args=(l, alpha)),
+             Reduce(dst=l, src=P, kind="sum", axis=t, accumulate=True)]
+    return body, m, l, alpha
+
+
 def flash_kernel(g: ir.Graph, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
+    sm = s.softmax
     qk, pv = g.node(s.qk), g.node(s.pv)
     q, k, v = g.node(qk.a), g.node(qk.b), g.node(pv.b)
     t = s.axis
     row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
-    kb = KernelBuilder(f"flash_{pv.id}", "online-softmax attention: softmax(Q K^T) V, t streamed",
+    scaled = f" (scale {sm.scale:.6g} folded into the exponent)" if sm.scale_node is not None else ""
+    kb = KernelBuilder(f"flash_{pv.id}", f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
                        _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
                        _stream(t, "block_n", tiles, [pv.axis_b]), tiles["threads"])
     dq = _dtype_of(g, q.id)
@@ -116,44 +154,55 @@ def flash_kernel(g: ir.Graph, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
     Ks = kb.buf(f"{k.name}_shared", k.axes, "shared", _dtype_of(g, k.id), k.id)
     Vs = kb.buf(f"{v.name}_shared", v.axes, "shared", _dtype_of(g, v.id), v.id)
     S = kb.buf(value_name(g, s.qk), qk.axes, "fragment", "acc", s.qk)
-    P = kb.buf(value_name(g, s.exp), qk.axes, "fragment", "acc", s.exp)
-    Ph = kb.buf(f"{value_name(g, s.exp)}_cast", qk.axes, "fragment", dq, s.exp)
-    m = kb.buf(value_name(g, s.mx), g.node(s.mx).axes, "fragment", "acc", s.mx)
-    m_prev = kb.buf(f"{m}_prev", g.node(s.mx).axes, "fragment", "acc")
-    alpha = kb.buf("rescale", g.node(s.mx).axes, "fragment", "acc")
-    l = kb.buf(value_name(g, s.sm), g.node(s.sm).axes, "fragment", "acc", s.sm)
+    P = kb.buf(value_name(g, sm.exp), qk.axes, "fragment", "acc", sm.exp)
+    Ph = kb.buf(f"{value_name(g, sm.exp)}_cast", qk.axes, "fragment", dq, sm.exp)
     o = kb.buf(value_name(g, s.pv), pv.axes, "fragment", "acc", s.pv)
-    out = value_name(g, s.pv)
-    kb.states = [State(buffer=m, init="-inf", combine="max"),
-                 State(buffer=l, init="0", combine="rescaled_sum"),
-                 State(buffer=o, init="0", combine="rescaled_sum")]
-    kb.prologue = [Load(src=q.name, dst=Qs), Fill(dst=m, value="-inf"), Fill(dst=l, value="0"),
-                   Fill(dst=o, value="0")]
-    body = [Load(src=k.name, dst=Ks),
-            Gemm(a=Qs, b=Ks, acc=S, axis_a=qk.axis_a, axis_b=qk.axis_b, clear=True)]
-    if g.axes[t] % tiles["block_n"]:
-        body.append(Mask(dst=S, axis=t, value="-inf"))  # padded keys must not win the max
-    body += [Map(dst=m_prev, fn="copy", args=(m,)),
-             Reduce(dst=m, src=S, kind="max", axis=t, accumulate=True)]
-    if exp2:  # exp(x - m) = exp2(x*c - m*c), c = log2 e: one multiply-add, then exp2
-        mneg = kb.buf(f"{m}_scaled", g.node(s.mx).axes, "fragment", "acc")
-        body += [Map(dst=mneg, fn="mul", args=(m, f"#-{LOG2E}")),
-                 Map(dst=alpha, fn="fma", args=(m_prev, f"#{LOG2E}", mneg)),
-                 Map(dst=alpha, fn="exp2", args=(alpha,)),
-                 Map(dst=P, fn="fma", args=(S, f"#{LOG2E}", mneg)),
-                 Map(dst=P, fn="exp2", args=(P,))]
-    else:
-        body += [Map(dst=alpha, fn="sub", args=(m_prev, m)), Map(dst=alpha, fn="exp", args=(alpha,)),
-                 Map(dst=P, fn="sub", args=(S, m)), Map(dst=P, fn="exp", args=(P,))]
-    body += [Map(dst=l, fn="mul", args=(l, alpha)),
-             Reduce(dst=l, src=P, kind="sum", axis=t, accumulate=True),
-             Map(dst=o, fn="mul", args=(o, alpha)),
-             Map(dst=Ph, fn="copy", args=(P,)),
-             Load(src=v.name, dst=Vs),
-             Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
-    kb.body = body
-    kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=out)]
+    kb.prologue = [Load(src=q.name, dst=Qs)]
+    update, m, l, alpha = _online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes)
+    kb.states.append(State(buffer=o, init="0", combine="rescaled_sum"))
+    kb.prologue.append(Fill(dst=o, value="0"))
+    kb.body = [Load(src=k.name, dst=Ks),
+               Gemm(a=Qs, b=Ks, acc=S, axis_a=qk.axis_a, axis_b=qk.axis_b, clear=True),
+               *update,
+               Map(dst=o, fn="mul", args=(o, alpha)),
+               Map(dst=Ph, fn="copy", args=(P,)),
+               Load(src=v.name, dst=Vs),
+               Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
+    kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=value_name(g, s.pv))]
     return kb.build()
+
+
+def softmax_row_kernels(g: ir.Graph, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tuple[Kernel, Kernel]:
+    """A softmax whose row is too long for registers: kernel 1 streams the row once keeping
+    (m, l) online and stores them; kernel 2 writes exp(c (x - m)) / l tile by tile."""
+    x, t = g.node(sm.src), sm.axis
+    rows = [a for a in x.axes if a != t]
+    row_axes = g.node(sm.mx).axes
+    kb = KernelBuilder(f"softmax_stats_{sm.div}", f"online row max and sum of exp over {t} (one pass)",
+                       _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
+                       _stream(t, "block_n", tiles), tiles["threads"])
+    xt = kb.buf(f"{value_name(g, sm.src)}_frag", x.axes, "fragment", "acc", sm.src)
+    P = kb.buf(value_name(g, sm.exp), x.axes, "fragment", "acc", sm.exp)
+    update, m, l, _ = _online_update(g, kb, sm, xt, P, exp2, row_axes)
+    kb.body = [Load(src=value_name(g, sm.src), dst=xt), *update]
+    kb.epilogue = [Store(src=m, dst=value_name(g, sm.mx)), Store(src=l, dst=value_name(g, sm.sm))]
+    stats = kb.build()
+
+    ax = list(g.node(sm.div).axes)
+    tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):]))
+    nb = KernelBuilder(f"softmax_normalize_{sm.div}", f"exp(x - m) / l, tile by tile over {t}",
+                       _grid(ax, tiled, tiles), None, tiles["threads"])
+    have: dict[int, str] = {}
+    xf, mf, lf = (_operand(g, i, nb, have) for i in (sm.src, sm.mx, sm.sm))
+    p = nb.buf(value_name(g, sm.exp), g.node(sm.exp).axes, "fragment", "acc", sm.exp)
+    out = nb.buf(value_name(g, sm.div), g.node(sm.div).axes, "fragment", "acc", sm.div)
+    m_scaled = None
+    if exp2:
+        m_scaled = nb.buf(f"{mf}_scaled", row_axes, "fragment", "acc")
+        nb.body.append(Map(dst=m_scaled, fn="mul", args=(mf, f"#{repr(-sm.scale / math.log(2.0))}")))
+    nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
+    nb.body += [Map(dst=out, fn="div", args=(p, lf)), Store(src=out, dst=value_name(g, sm.div))]
+    return stats, nb.build()
 
 
 # ---------------------------------------------------------------------------- GEMM family

@@ -20,53 +20,121 @@ def is_leaf_value(n) -> bool:
     return isinstance(n, (ir.Const, ir.SizeConst))
 
 
+def const_value(g: ir.Graph, i: int) -> float | None:
+    """The value of a scalar built from constants and axis sizes only, else None."""
+    import math
+    n = g.node(i)
+    if isinstance(n, ir.Const):
+        return n.number
+    if isinstance(n, ir.SizeConst):
+        return float(g.axes[n.axis])
+    if n.axes or not isinstance(n, (ir.Unary, ir.Binary)):
+        return None
+    vals = [const_value(g, a) for a in n.args()]
+    if any(v is None for v in vals):
+        return None
+    f = {"neg": lambda x: -x, "square": lambda x: x * x, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
+         "recip": lambda x: 1 / x, "exp": math.exp, "exp2": lambda x: 2.0 ** x,
+         "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "div": lambda a, b: a / b, "max": max}.get(n.op)
+    try:
+        return None if f is None else float(f(*vals))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
 @dataclass(frozen=True)
-class FlashSite:
-    """O = matmul(softmax_t(matmul(Q, K)), V) over t."""
-    qk: int
+class SoftmaxSite:
+    """exp(z - max_t z) / sum_t exp(z - max_t z), z = src or src scaled by a constant c > 0."""
     mx: int
     sub: int
     exp: int
     sm: int
     div: int
-    pv: int
-    axis: str  # the softmax / streamed axis (named as in K)
+    axis: str
+    src: int  # the raw scores the kernel reads
+    scale_node: int | None = None  # mul(src, c) or div(src, c) folded into the exponent
+    scale: float = 1.0
 
     @property
     def nodes(self) -> tuple[int, ...]:
-        return (self.qk, self.mx, self.sub, self.exp, self.sm, self.div, self.pv)
+        head = (self.scale_node,) if self.scale_node is not None else ()
+        return (*head, self.mx, self.sub, self.exp, self.sm, self.div)
 
 
-def find_flash(g: ir.Graph) -> list[FlashSite]:
+def _scaled(g: ir.Graph, z) -> tuple[int, int | None, float] | None:
+    """(src, scale node, c) when z = src * c or src / c with c a positive constant."""
+    if isinstance(z, ir.Binary) and z.op in ("mul", "div") and z.axes == g.node(z.a).axes:
+        c = const_value(g, z.b)
+        if c is not None and c > 0:
+            return z.a, z.id, (c if z.op == "mul" else 1.0 / c)
+    return None
+
+
+def find_softmax(g: ir.Graph) -> list[SoftmaxSite]:
     us = users(g)
     out = []
-    for pv in g.nodes:
-        if not isinstance(pv, ir.Matmul):
-            continue
-        div = g.node(pv.a)
+    for div in g.nodes:
         if not (isinstance(div, ir.Binary) and div.op == "div"):
             continue
         e, sm = g.node(div.a), g.node(div.b)
         if not (isinstance(e, ir.Unary) and e.op == "exp" and isinstance(sm, ir.Reduce)
                 and sm.kind == "sum" and sm.x == e.id):
             continue
-        t = sm.axis
         sub = g.node(e.x)
         if not (isinstance(sub, ir.Binary) and sub.op == "sub"):
             continue
-        qk, mx = g.node(sub.a), g.node(sub.b)
-        if not (isinstance(mx, ir.Reduce) and mx.kind == "max" and mx.x == qk.id and mx.axis == t
-                and isinstance(qk, ir.Matmul) and pv.axis_a == t):
+        z, mx = g.node(sub.a), g.node(sub.b)
+        if not (isinstance(mx, ir.Reduce) and mx.kind == "max" and mx.x == z.id and mx.axis == sm.axis):
+            continue
+        inner = {z.id: {mx.id, sub.id}, mx.id: {sub.id}, sub.id: {e.id}, e.id: {sm.id, div.id}, sm.id: {div.id}}
+        if any(set(us[i]) != allowed for i, allowed in inner.items()):
+            continue  # an intermediate is used elsewhere: it must be materialised
+        src, scale_node, c = z.id, None, 1.0
+        sc = _scaled(g, z)
+        if sc and set(us[sc[0]]) == {z.id}:
+            src, scale_node, c = sc
+        out.append(SoftmaxSite(mx.id, sub.id, e.id, sm.id, div.id, sm.axis, src, scale_node, c))
+    return out
+
+
+@dataclass(frozen=True)
+class FlashSite:
+    """O = matmul(softmax_t(matmul(Q, K) [* c]), V) over t."""
+    qk: int
+    softmax: SoftmaxSite
+    pv: int
+
+    @property
+    def axis(self) -> str:
+        return self.softmax.axis
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        return (self.qk, *self.softmax.nodes, self.pv)
+
+
+def find_flash(g: ir.Graph) -> list[FlashSite]:
+    us = users(g)
+    out = []
+    for s in find_softmax(g):
+        qk, t = g.node(s.src), s.axis
+        pvs = us[s.div]
+        if len(pvs) != 1 or not isinstance(qk, ir.Matmul):
+            continue
+        pv = g.node(pvs[0])
+        if not (isinstance(pv, ir.Matmul) and pv.a == s.div and pv.axis_a == t):
             continue
         q, k = g.node(qk.a), g.node(qk.b)
         if t in q.axes or t not in k.axes:
             continue  # the streamed axis must come from K (one softmax row per query)
-        inner = {qk.id: {mx.id, sub.id}, mx.id: {sub.id}, sub.id: {e.id}, e.id: {sm.id, div.id},
-                 sm.id: {div.id}, div.id: {pv.id}}
-        if any(set(us[i]) != allowed for i, allowed in inner.items()):
-            continue  # an intermediate is used elsewhere: it must be materialised, no flash
-        out.append(FlashSite(qk.id, mx.id, sub.id, e.id, sm.id, div.id, pv.id, t))
+        out.append(FlashSite(qk.id, s, pv.id))
     return out
+
+
+def find_softmax_rows(g: ir.Graph, claimed: set[int]) -> list[SoftmaxSite]:
+    """Softmaxes not inside an attention pattern: streamed along the row by the online rule."""
+    return [s for s in find_softmax(g) if not set(s.nodes) & claimed]
 
 
 @dataclass(frozen=True)
