@@ -13,7 +13,7 @@ from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store, Stream, Tile
 from .sites import FlashSite, GemmSite, SoftmaxSite, unary_chain
 
-DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "stages": 2, "threads": 256}
+DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "stages": 2, "threads": 256, "swizzle": 10}
 
 
 def value_name(g: ir.Graph, i: int) -> str:
