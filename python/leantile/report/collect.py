@@ -1,0 +1,144 @@
+"""Everything one report shows, gathered into plain data (rendered by html.py and md.py)."""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import architectures, ir, symbolic
+from ..derive import candidates, replay, rule
+from ..derive.rules import END_TO_END
+from ..show import graph_text
+from . import bench, evidence, formulas, picture
+
+PROOF_WORDS = {"checked": "checked", "failed": "failed", "unchecked": "unchecked (no Lean toolchain)"}
+
+
+@dataclass
+class Step:
+    index: int
+    rule: str
+    theorem: str
+    statement: str
+    rewrite: str
+    at: tuple[int, ...]
+    params: dict
+    before: str
+    after: str
+
+
+@dataclass
+class Proof:
+    theorem: str
+    rules: list[str]
+    status: str  # checked | failed | unchecked
+    axioms: list[str] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def words(self) -> str:
+        return PROOF_WORDS.get(self.status, self.status)
+
+
+@dataclass
+class Report:
+    name: str
+    source: str
+    graph: ir.Graph
+    arch_lang: str
+    arch_label: str
+    arch_text: str
+    graph_svg: str
+    graph_how: str
+    candidates: list[tuple[str, str]]
+    chosen: str
+    chosen_why: str
+    tiles: dict
+    steps: list[Step]
+    proofs: list[Proof]
+    evidence: list[evidence.Result]
+    sympy: list[tuple[str, bool | None, str]]
+    kernel: str
+    kernel_error: str
+    bench: bench.Bench
+
+
+def camel(name: str) -> str:
+    return "".join(w[:1].upper() + w[1:] for w in name.split("_"))
+
+
+def arch_source(spec: str, g: ir.Graph, root: Path) -> tuple[str, str, str]:
+    """(language, label, text): the Lean source when a file exists, else the Python builder."""
+    lean = root / "lean" / "LeanTile" / "Architectures" / f"{camel(g.name)}.lean"
+    if lean.is_file():
+        return "lean", str(lean.relative_to(root)), lean.read_text()
+    if spec in architectures.NAMES:
+        mod = architectures.module(spec)
+        return "python", inspect.getsourcefile(mod) or spec, inspect.getsource(mod)
+    if ".py:" in spec:
+        path, _, func = spec.rpartition(":")
+        text = Path(path).read_text()
+        try:  # just the function when it can be found
+            import ast
+            node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == func)
+            text = ast.get_source_segment(text, node) or text
+        except (StopIteration, SyntaxError):
+            pass
+        return "python", spec, text
+    return "text", spec, graph_text(g)
+
+
+def choose(g: ir.Graph, b: bench.Bench):
+    """The candidate the report shows: the tuned sweep's best when it names one of ours."""
+    cands = candidates(g)
+    if b.sweep and any(c.name == b.sweep.get("candidate") for c in cands):
+        c = next(c for c in cands if c.name == b.sweep["candidate"])
+        return c, dict(b.sweep.get("tiles") or {}), f"fastest in the tuning sweep ({b.sweep_source})"
+    return cands[0], {}, "the default (first) candidate; no tuning sweep for this workload"
+
+
+def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
+            examples: int = 20, seed: int = 0) -> Report:
+    b = bench.latest(results_dir, g.name)
+    chosen, tiles, why = choose(g, b)
+    plan = replay(g, chosen.steps, tiles, chosen.name)
+    steps = []
+    for k, s in enumerate(chosen.steps, 1):
+        r = rule(s.rule)
+        before, after = formulas.step_formulas(g, s)
+        steps.append(Step(k, s.rule, s.theorem, r.statement, r.rewrite, tuple(s.at), dict(s.params), before, after))
+    fused = {i for s in chosen.steps for i in s.at}
+    svg, how = picture.graph_svg(g, fused)
+    lang, label, text = arch_source(spec, g, root)
+    kernel, kernel_error = "", ""
+    try:
+        from ..emit import emit_module
+        kernel = emit_module(plan)
+    except Exception as e:  # the emitter is optional for the rest of the report
+        kernel_error = f"{type(e).__name__}: {e}"
+    return Report(
+        name=g.name, source=spec, graph=g, arch_lang=lang, arch_label=label, arch_text=text,
+        graph_svg=svg, graph_how=how,
+        candidates=[(c.name, c.summary) for c in candidates(g)], chosen=chosen.name, chosen_why=why,
+        tiles=dict(plan.tiles), steps=steps, proofs=proofs_for(chosen.steps, g.name, statuses),
+        evidence=evidence.property_check(g, examples=examples, seed=seed),
+        sympy=symbolic.run([s.rule for s in chosen.steps]),
+        kernel=kernel, kernel_error=kernel_error, bench=b)
+
+
+def proofs_for(steps, name: str, statuses) -> list[Proof]:
+    """One row per theorem the derivation cites (plus the end-to-end lemma), in step order."""
+    by_thm = {s.theorem: s for s in statuses}
+    rows: dict[str, list[str]] = {}
+    for s in steps:
+        rows.setdefault(s.theorem, []).append(s.rule)
+    if steps and name in END_TO_END:
+        rows.setdefault(END_TO_END[name], []).append("end to end")
+    out = []
+    for thm, rules in rows.items():
+        st = by_thm.get(thm)
+        if st is None:
+            out.append(Proof(thm, rules, "failed", message="not among the theorems `leantile check-lean` checks"))
+        else:
+            out.append(Proof(thm, list(dict.fromkeys(rules)), st.status, list(st.axioms), st.message))
+    return out

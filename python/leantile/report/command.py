@@ -1,0 +1,29 @@
+"""`leantile report [SOURCE ...] [--format html|md] [--out build/reports]`."""
+from __future__ import annotations
+
+from .. import architectures
+from ..sources import parse_sizes
+
+
+def cmd_report(args) -> int:
+    from .build import FORMATS, write_reports
+
+    formats = tuple(args.format) if args.format else FORMATS
+    for p in write_reports(args.source or list(architectures.NAMES), args.out, formats,
+                           examples=args.examples, seed=args.seed, sizes=parse_sizes(args.size)):
+        if p.suffix in (".html", ".md"):
+            print(f"wrote {p}")
+    return 0
+
+
+def register(sub):
+    s = sub.add_parser("report", help="write proof-checked derivation reports (HTML and Markdown)")
+    s.add_argument("source", nargs="*", metavar="SOURCE",
+                   help="built-in name, file.json, or module.py:function (default: every built-in)")
+    s.add_argument("--format", action="append", choices=("html", "md"),
+                   help="html or md (repeatable; default: both)")
+    s.add_argument("--out", default="build/reports", help="output folder (default: build/reports)")
+    s.add_argument("--examples", type=int, default=20, help="random examples per candidate and dtype (default 20)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the numeric check (default 0)")
+    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes (built-ins and .py sources)")
+    s.set_defaults(fn=cmd_report)
