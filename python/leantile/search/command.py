@@ -1,0 +1,97 @@
+"""`leantile search ARCH [ARCH ...] [--budget N] [--islands K] [--gpus 0,1] [--db PATH]
+[--policy momentum|random] [--seed S] [--fake] [--out DIR] [--plot DIR] [--size K=V ...]`
+
+For each workload: search derivation candidates x tile parameters for the fastest kernel
+that verifies against the reference, log every measurement to SQLite (rerunning the same
+command resumes the search), and save the top-1 to DIR/<arch>.json (benchmarks/tuned by
+default; with --fake, build/search/tuned, so a synthetic run never shadows a real one).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .. import architectures
+from ..sources import parse_sizes
+
+
+def cmd_search(args) -> int:
+    from ..tuned import save_tuned
+    from .db import SearchDB
+    from .driver import Workload, run_search, tuned_entry
+    from .space import Space
+
+    names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
+    for n in names:
+        architectures.module(n)  # unknown name -> one clear error before anything runs
+    if args.budget < 1 or args.islands < 1:
+        print("error: --budget and --islands must be positive", file=sys.stderr)
+        return 1
+    try:
+        gpus = [int(x) for x in args.gpus.split(",") if x.strip()]
+    except ValueError:
+        print(f"error: --gpus {args.gpus!r}: expected device numbers such as 0,1", file=sys.stderr)
+        return 1
+    sizes = parse_sizes(args.size)
+    db = SearchDB(args.db)
+    out = Path(args.out or ("build/search/tuned" if args.fake else "benchmarks/tuned"))
+    measurer = None
+    status = 0
+    try:
+        for name in names:
+            wl = Workload.builtin(name, sizes)
+            space = Space(wl.graph(), include_unfused=args.all_candidates)
+            if args.fake:
+                from .roofline import workload_cost
+                from .workers import FakeMeasurer
+
+                measurer = FakeMeasurer(space, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
+            elif measurer is None:
+                from .workers import GpuMeasurer
+
+                measurer = GpuMeasurer(gpus or [0], compile_workers=args.compile_workers)
+            print(f"{name}: {len(space)} points over {len(space.candidates)} candidate(s), "
+                  f"budget {args.budget}, policy {args.policy}, {args.islands} island(s)")
+            res = run_search(wl, measurer, args.policy, args.budget, args.islands, args.seed, db, space=space,
+                             log=print)
+            gpu = measurer.gpu_name
+            print(f"{name}: best {res.best_ms:.4f} ms = {res.best} ({res.target_ms / res.best_ms:.0%} of the "
+                  f"roofline floor {res.target_ms:.4f} ms); {res.new} new, {res.replayed} replayed; "
+                  f"{sum(e.get('kind') == 'backtrack' for e in res.events)} backtracks, "
+                  f"{sum(e.get('kind') == 'crossover' for e in res.events)} crossovers"
+                  if res.best else f"{name}: no point verified")
+            entry = tuned_entry(res, gpu)
+            if entry is None:
+                status = 1
+                continue
+            print(f"wrote {save_tuned(entry, out)}")
+            if args.plot:
+                try:
+                    from .plot import plot_history
+
+                    print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms)}")
+                except ImportError:
+                    print("plot: matplotlib is not installed", file=sys.stderr)
+    finally:
+        if measurer is not None:
+            measurer.close()
+        db.close()
+    return status
+
+
+def register(sub) -> None:
+    s = sub.add_parser("search", help="search candidates x tile parameters for the fastest verified kernel")
+    s.add_argument("arch", nargs="+", metavar="ARCH", help="built-in name(s), or 'all'")
+    s.add_argument("--budget", type=int, default=64, help="points evaluated per workload (default 64)")
+    s.add_argument("--islands", type=int, default=4, help="islands (momentum) / batch size (random)")
+    s.add_argument("--gpus", default="0", help="GPU ids, one measuring process each (default 0)")
+    s.add_argument("--db", default="build/search/search.sqlite", help="SQLite log (resume by rerunning)")
+    s.add_argument("--policy", choices=("momentum", "random"), default="momentum")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--fake", action="store_true", help="synthetic cost model instead of a GPU (tests, demos)")
+    s.add_argument("--out", default=None, help="tuned-config folder (default benchmarks/tuned)")
+    s.add_argument("--plot", default=None, metavar="DIR", help="write DIR/<arch>.png of the history")
+    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
+    s.add_argument("--compile-workers", type=int, default=None, help="CPU compile processes (default: all cores)")
+    s.add_argument("--all-candidates", action="store_true", help="include the unfused fallback candidate")
+    s.set_defaults(fn=cmd_search)

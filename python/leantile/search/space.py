@@ -1,0 +1,281 @@
+"""The search space of one workload: derivation candidates x tile parameters.
+
+A point is (candidate, tiles), where tiles holds only the parameters the candidate's
+kernels use (an attention plan has no block_k). Points are valid for the shape:
+
+  - a block is never beyond the next power of two of the largest axis it tiles (as the
+    emitter's own get_configs rule: a larger block only computes padding);
+  - kernels whose GEMM accumulator feeds a row reduction or a second GEMM use the FullRow
+    warp policy: 16-row slices per warp, so threads <= 2 * block_m and the slices divide
+    evenly over the warps (threads=384 has no partition of a 128-row tile, anchors-h200.md);
+  - the shared memory of every kernel (shared tiles, streamed ones times `stages`) fits the
+    H200's 227 KiB per block; fragments (summed as if all were live at once, an over-count)
+    stay under 4 KiB per thread: 128x128 attention at 128 threads counts 1.8 KiB and still
+    ran (2.3x slower, spilling), so only grossly spilling points are cut.
+
+Everything else is left to the measurement: a point that fails to lower or compile is
+recorded as such and costs one unit of budget.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from dataclasses import dataclass, field
+
+from .. import ir
+
+DOMAINS: dict[str, tuple[int, ...]] = {
+    "block_m": (64, 128, 256),
+    "block_n": (64, 128, 256),
+    "block_k": (32, 64, 128),
+    "stages": (1, 2, 3, 4),
+    "threads": (128, 256, 384, 512),
+}
+ORDER = ("block_m", "block_n", "block_k", "stages", "threads")
+SMEM_LIMIT = 227 * 1024  # H200 (sm_90): max dynamic shared memory per block
+FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4, "f8e4m3": 1, "f8e5m2": 1}
+
+
+@dataclass(frozen=True, order=True)
+class Point:
+    candidate: str
+    tiles: tuple[tuple[str, int], ...]  # sorted by ORDER
+
+    @staticmethod
+    def make(candidate: str, tiles: dict) -> "Point":
+        return Point(candidate, tuple((p, int(tiles[p])) for p in ORDER if p in tiles))
+
+    @property
+    def tile_dict(self) -> dict[str, int]:
+        return dict(self.tiles)
+
+    def key(self) -> str:
+        return json.dumps({"candidate": self.candidate, "tiles": self.tile_dict}, sort_keys=True)
+
+    @staticmethod
+    def from_key(s: str) -> "Point":
+        d = json.loads(s)
+        return Point.make(d["candidate"], d["tiles"])
+
+    def __str__(self) -> str:
+        return f"{self.candidate}[" + ",".join(f"{k[6:] if k.startswith('block_') else k}={v}"
+                                             for k, v in self.tiles) + "]"
+
+
+@dataclass
+class _Term:
+    """One on-chip buffer: bytes = size * prod(params); times stages when streamed."""
+    const: int
+    params: tuple[str, ...]
+    streamed: bool
+
+
+@dataclass
+class CandidateInfo:
+    name: str
+    params: tuple[str, ...]  # tile parameters used, in ORDER
+    defaults: dict[str, int]
+    limits: dict[str, int] = field(default_factory=dict)  # largest axis each block param tiles
+    full_row: bool = False
+    smem: list[list[_Term]] = field(default_factory=list)  # per kernel
+    frag: list[list[_Term]] = field(default_factory=list)  # per kernel
+
+    def _bytes(self, terms, t) -> int:
+        return sum(x.const * math.prod(t[p] for p in x.params) * (t.get("stages", 1) if x.streamed else 1)
+                   for x in terms)
+
+    def check(self, t: dict) -> str | None:
+        """None when the tiles are valid for this candidate, else the reason."""
+        for p in self.params:
+            if p not in t:
+                return f"missing {p}"
+        for p, lim in self.limits.items():
+            if p in t and t[p] > max(16, 1 << max(0, (lim - 1).bit_length())):
+                return f"{p}={t[p]} beyond axis {lim}"
+        if self.full_row and "block_m" in t and "threads" in t:
+            warps, slices = t["threads"] // 32, t["block_m"] // 16
+            if warps > slices or slices % warps:
+                return f"FullRow: {t['block_m']} rows over {warps} warps"
+        for terms in self.smem:
+            b = self._bytes(terms, t)
+            if b > SMEM_LIMIT:
+                return f"shared memory {b // 1024} KiB > {SMEM_LIMIT // 1024} KiB"
+        if "threads" in t:
+            for terms in self.frag:
+                b = self._bytes(terms, t) / t["threads"]
+                if b > FRAG_BYTES_PER_THREAD:
+                    return f"fragments {b:.0f} B/thread > {FRAG_BYTES_PER_THREAD}"
+        return None
+
+
+def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
+    """Which tile parameters a candidate's kernels use and what its buffers cost, read from
+    the plan at the default tiles (block sizes are recovered by parameter name)."""
+    from ..derive import derive
+    from ..derive.kernels import DEFAULT_TILES
+    from ..plan import Load
+
+    plan = derive(g, cand, dict(DEFAULT_TILES))
+    used: set[str] = {"threads"}
+    info = CandidateInfo(cand, (), {})
+    try:
+        from ..emit.tilelang import _KernelWriter, tile_param_of
+    except ImportError:  # emitter API moved: fall back to the plan's own records
+        _KernelWriter, tile_param_of = None, None
+    for k in plan.kernels:
+        axis_param: dict[str, str] = {}
+        if tile_param_of is not None:
+            axis_param.update(tile_param_of(plan, k))
+        else:
+            axis_param.update({t.axis: t.param for t in k.grid if t.param})
+            if k.stream and k.stream.param:
+                axis_param[k.stream.axis] = k.stream.param
+        if k.stream:
+            used.add("stages")
+            sp = axis_param.get(k.stream.axis) or k.stream.param
+            if sp:
+                for a in k.stream.aliases:
+                    axis_param.setdefault(a, sp)
+        used |= set(axis_param.values())
+        for a, p in axis_param.items():
+            if a in plan.axes and p in ("block_m", "block_n", "block_k"):
+                info.limits[p] = max(info.limits.get(p, 0), plan.axes[a])
+        batch = {t.axis for t in k.grid if t.block == 1}
+        streamed = {s.dst for s in k.body if isinstance(s, Load)}
+        smem, frag = [], []
+        for b in k.buffers:
+            if b.scope == "global":
+                continue
+            const, params = DTYPE_BYTES.get(b.dtype, 4), []
+            for a in b.axes:
+                if a in batch:
+                    continue
+                if a in axis_param:
+                    params.append(axis_param[a])
+                else:
+                    const *= plan.axes.get(a, 1)
+            term = _Term(const, tuple(params), b.name in streamed and b.scope == "shared")
+            (smem if b.scope == "shared" else frag).append(term)
+        info.smem.append(smem)
+        info.frag.append(frag)
+        if _KernelWriter is not None:
+            try:
+                w = _KernelWriter(plan, k)
+                w.write()
+                info.full_row = info.full_row or bool(w.full_row)
+            except Exception:
+                pass
+    info.params = tuple(p for p in ORDER if p in used)
+    info.defaults = {p: int(DEFAULT_TILES[p]) for p in info.params}
+    return info
+
+
+class Space:
+    """All valid points of one graph. Small (hundreds of points), so enumerated eagerly."""
+
+    def __init__(self, g: ir.Graph, domains: dict | None = None, include_unfused: bool = False,
+                 candidates: list[str] | None = None, infos: dict[str, CandidateInfo] | None = None):
+        from ..derive import candidates as all_candidates
+
+        self.graph = g
+        self.domains = {**DOMAINS, **(domains or {})}
+        if infos is not None:
+            self.infos = dict(infos)
+        else:
+            names = [c.name for c in all_candidates(g)]
+            if not include_unfused and len(names) > 1:
+                names = [n for n in names if n != "unfused"]
+            if candidates:
+                unknown = set(candidates) - set(names)
+                if unknown:
+                    raise ValueError(f"{g.name}: no candidate(s) {sorted(unknown)} (have {names})")
+                names = [n for n in names if n in candidates]
+            self.infos = {n: analyse(g, n) for n in names}
+        self.candidates = list(self.infos)
+        self._points: dict[str, list[Point]] = {}
+        for c, info in self.infos.items():
+            pts = []
+            for vals in itertools.product(*(self.domains[p] for p in info.params)):
+                t = dict(zip(info.params, vals))
+                if info.check(t) is None:
+                    pts.append(Point.make(c, t))
+            self._points[c] = pts
+        self.all = [p for c in self.candidates for p in self._points[c]]
+        self._set = set(self.all)
+        if not self.all:
+            raise ValueError(f"{g.name}: no valid point in the search space")
+
+    def __len__(self):
+        return len(self.all)
+
+    def __contains__(self, p: Point) -> bool:
+        return p in self._set
+
+    def why_invalid(self, p: Point) -> str | None:
+        if p.candidate not in self.infos:
+            return f"unknown candidate {p.candidate!r}"
+        return self.infos[p.candidate].check(p.tile_dict)
+
+    # ------------------------------------------------------------------ moves
+    def _idx(self, p: str, v: int) -> float:
+        dom = self.domains[p]
+        return dom.index(v) if v in dom else min(range(len(dom)), key=lambda i: abs(math.log2(dom[i] / v)))
+
+    def repair(self, candidate: str, tiles: dict) -> Point:
+        """The valid point of `candidate` nearest to `tiles` (index distance per parameter)."""
+        info = self.infos[candidate]
+        want = {p: tiles.get(p, info.defaults[p]) for p in info.params}
+        p0 = Point.make(candidate, want)
+        if p0 in self._set:
+            return p0
+        return min(self._points[candidate],
+                   key=lambda q: (sum(abs(self._idx(k, v) - self._idx(k, want[k])) for k, v in q.tiles), q))
+
+    def default(self, candidate: str | None = None) -> Point:
+        """The derivation's own default tiles (DEFAULT_TILES), made valid."""
+        c = candidate or self.candidates[0]
+        return self.repair(c, self.infos[c].defaults)
+
+    def random(self, rng: random.Random) -> Point:
+        return rng.choice(self.all)
+
+    def neighbours(self, p: Point) -> list[Point]:
+        """One parameter one step up or down its domain, or the same tiles under another
+        candidate (repaired). Only valid points."""
+        out: list[Point] = []
+        t = p.tile_dict
+        for k, v in p.tiles:
+            dom = self.domains[k]
+            i = dom.index(v) if v in dom else int(self._idx(k, v))
+            for j in (i - 1, i + 1):
+                if 0 <= j < len(dom):
+                    q = Point.make(p.candidate, {**t, k: dom[j]})
+                    if q in self._set:
+                        out.append(q)
+        for c in self.candidates:
+            if c != p.candidate:
+                q = self.repair(c, t)
+                if q not in out:
+                    out.append(q)
+        return out
+
+    def mutate(self, p: Point, rng: random.Random, steps: int = 1) -> Point:
+        for _ in range(steps):
+            nb = self.neighbours(p)
+            if nb:
+                p = rng.choice(nb)
+        return p
+
+    def crossover(self, a: Point, b: Point, rng: random.Random) -> Point:
+        """Uniform crossover: the candidate of one parent, each parameter from either."""
+        cand = rng.choice([a.candidate, b.candidate])
+        ta, tb = a.tile_dict, b.tile_dict
+        keys = self.infos[cand].params
+        child = {}
+        for k in keys:
+            opts = [t[k] for t in (ta, tb) if k in t]
+            child[k] = rng.choice(opts) if opts else self.infos[cand].defaults[k]
+        return self.repair(cand, child)

@@ -1,0 +1,275 @@
+"""Measuring points: a CPU compile pool and one worker process per GPU, or a fake.
+
+GpuMeasurer.measure(workload, points):
+  1. CPU, in parallel (concurrent.futures processes, one per core): derive the plan at the
+     point's tiles, emit the TileLang module to build/search/<arch>/<candidate>_<hash>.py
+     (TileLang reads function source from files), and lower every kernel to CUDA C for sm_90
+     (leantile.lower.lower_to_cuda, no GPU): a point that does not lower never reaches a GPU.
+  2. GPU, one process per device (CUDA_VISIBLE_DEVICES set before CUDA starts): compile
+     the module (tilelang.compile, nvcc), allocate NaN-poisoned outputs and intermediates,
+     run once on fresh random inputs, compare every output with the fp32 reference
+     (finite, relative error < 2e-2 for fp16), and only then time it with
+     triton.testing.do_bench_cudagraph (median; launch overhead excluded, as anchors-h200.md
+     recommends for workloads of tens of microseconds).
+     A worker that dies (a CUDA fault poisons its context) fails its job and is restarted.
+
+FakeMeasurer: a deterministic synthetic cost model over a Space, for CPU tests.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import queue
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .space import Point, Space
+
+TOL = {"f16": 2e-2, "bf16": 4e-2, "f32": 1e-4}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    compile_ok: bool
+    verified_ok: bool
+    time_ms: float | None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.compile_ok and self.verified_ok and self.time_ms is not None
+
+    @property
+    def score(self) -> float:
+        """What the policy sees: the time, or +inf for a point that failed."""
+        return float(self.time_ms) if self.ok else math.inf
+
+
+# ------------------------------------------------------------------------ fake
+def _h01(*parts) -> float:
+    d = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(d[:8], "big") / 2**64
+
+
+class FakeMeasurer:
+    """time = floor * 1.3 * (1 + distance to a hidden optimum + candidate penalty + bumps).
+
+    The distance is weighted per parameter in domain-index units (to the power 1.5), so the
+    landscape is smooth with deterministic hash bumps (local minima); `fail_rate` of the
+    points "fail to compile" (never the optimum). Everything depends only on `seed`."""
+    gpu_name = "fake"
+
+    def __init__(self, space: Space, floor_ms: float = 0.01, seed: int = 0, fail_rate: float = 0.05,
+                 ruggedness: float = 0.08):
+        self.space, self.floor, self.seed = space, floor_ms, seed
+        self.fail_rate, self.ruggedness = fail_rate, ruggedness
+        rng = random.Random(f"fake-{seed}")
+        self.hint = rng.choice(space.all)
+        self.cand_pen = {c: (0.0 if c == self.hint.candidate else rng.uniform(0.1, 0.4)) for c in space.candidates}
+        self.weight = {p: rng.uniform(0.1, 0.4) for p in space.domains}
+        self.calls = 0
+        self.seen: list[Point] = []
+
+    def _idx(self, p: str, v: int) -> int:
+        return self.space.domains[p].index(v)
+
+    def fails(self, p: Point) -> bool:
+        return p != self.hint and _h01(self.seed, "fail", p.key()) < self.fail_rate
+
+    def cost(self, p: Point) -> float:
+        h = self.hint.tile_dict
+        d = sum(self.weight[k] * abs(self._idx(k, v) - self._idx(k, h[k])) ** 1.5
+                for k, v in p.tiles if k in h)
+        bump = 0.0 if p == self.hint else self.ruggedness * _h01(self.seed, "bump", p.key())
+        return self.floor * 1.3 * (1.0 + d + self.cand_pen[p.candidate] + bump)
+
+    def optimum(self) -> tuple[Point, float]:
+        return min(((p, self.cost(p)) for p in self.space.all if not self.fails(p)), key=lambda x: (x[1], x[0]))
+
+    def measure(self, workload, points: list[Point]) -> list[Measurement]:
+        out = []
+        for p in points:
+            self.calls += 1
+            self.seen.append(p)
+            if self.fails(p):
+                out.append(Measurement(False, False, None, "fake: does not compile"))
+            else:
+                out.append(Measurement(True, True, self.cost(p)))
+        return out
+
+    def close(self):
+        pass
+
+
+# ------------------------------------------------------------------------ CPU compile stage
+def _import_file(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def compile_job(arch: str, sizes: dict, candidate: str, tiles: dict, build_dir: str, lower: bool = True) -> dict:
+    """Derive, emit and (optionally) lower one point on the CPU. Runs in a pool process."""
+    from .. import architectures
+    from ..derive import derive
+    from ..emit import emit_module
+    from ..files import write_atomic
+
+    try:
+        g = architectures.build(arch, **sizes)
+        plan = derive(g, candidate, tiles)
+        src = emit_module(plan)
+        h = hashlib.sha1(src.encode()).hexdigest()[:12]
+        safe = re.sub(r"[^\w]", "_", candidate)
+        path = Path(build_dir) / arch / f"{safe}_{h}.py"
+        if not path.exists():
+            write_atomic(path, src)
+        if lower:
+            from ..lower import lower_to_cuda
+
+            mod = _import_file(path, f"leantile_search_{safe}_{h}")
+            for f in mod.build_kernel().values():
+                lower_to_cuda(f, arch="sm_90")
+        return {"ok": True, "path": str(path)}
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        return {"ok": False, "error": f"{type(e).__name__}: {msg[-1] if msg else ''}"[:500]}
+
+
+# ------------------------------------------------------------------------ GPU stage
+def _measure_on_gpu(path: str, arch: str, sizes: dict, dtype: str, refs: dict, rep: int) -> dict:
+    import torch
+    import triton.testing as tt
+
+    from .. import architectures, reference
+
+    key = (arch, json.dumps(sizes, sort_keys=True))
+    if key not in refs:
+        g = architectures.build(arch, **sizes)
+        inputs = {k: v.cuda() for k, v in reference.random_inputs(g, seed=1).items()}
+        want = reference.evaluate(g, inputs, compute_dtype=torch.float32)
+        refs[key] = (inputs, {k: v.float() for k, v in want.items()})
+    inputs, want = refs[key]
+    mod = _import_file(Path(path), "leantile_search_" + Path(path).stem)
+    try:
+        kernels = mod.compile_kernels(target="cuda")
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        return {"compile_ok": False, "verified_ok": False, "error": f"compile: {type(e).__name__}: {msg[-1] if msg else ''}"[:500]}
+    bufs = mod.allocate(inputs)  # outputs and intermediates NaN-poisoned
+    outs = mod.run(kernels, bufs)
+    torch.cuda.synchronize()
+    tol = TOL.get(dtype, 2e-2)
+    for name, ref in want.items():
+        got = outs[name].float()
+        err = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+        if not bool(torch.isfinite(got).all()) or not err < tol:
+            return {"compile_ok": True, "verified_ok": False, "error": f"output {name}: rel err {err:.3g} (tol {tol})"}
+
+    def call():
+        mod.run(kernels, bufs)
+    ms = tt.do_bench_cudagraph(call, rep=rep, return_mode="median")
+    return {"compile_ok": True, "verified_ok": True, "time_ms": float(ms)}
+
+
+def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
+    """One process per GPU: receive (job id, arch, sizes, dtype, module path), send results."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    import torch
+
+    outq.put(("hello", gpu, torch.cuda.get_device_name(0)))
+    refs: dict = {}
+    while True:
+        job = inq.get()
+        if job is None:
+            return
+        jid, arch, sizes, dtype, path = job
+        outq.put(("start", gpu, jid))
+        fatal = False
+        try:
+            res = _measure_on_gpu(path, arch, sizes, dtype, refs, rep)
+        except Exception as e:
+            msg = str(e).strip().splitlines()
+            res = {"compile_ok": True, "verified_ok": False, "error": f"{type(e).__name__}: {msg[-1] if msg else ''}"[:500]}
+            fatal = "cuda" in str(e).lower() or "illegal" in str(e).lower()
+        outq.put(("done", gpu, jid, res))
+        if fatal:  # a CUDA fault poisons the context: start afresh
+            os._exit(3)
+
+
+class GpuMeasurer:
+    def __init__(self, gpus=(0,), compile_workers: int | None = None, build_dir: str = "build/search",
+                 lower: bool = True, rep: int = 100, job_timeout_s: float = 600.0):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.ctx = mp.get_context("spawn")
+        self.gpus, self.build_dir, self.lower, self.rep = list(gpus), build_dir, lower, rep
+        self.job_timeout_s = job_timeout_s
+        self.pool = ProcessPoolExecutor(max_workers=compile_workers or os.cpu_count() or 1, mp_context=self.ctx)
+        self.inq, self.outq = self.ctx.Queue(), self.ctx.Queue()
+        self.procs = {g: self._spawn(g) for g in self.gpus}
+        self.gpu_name = None
+        for _ in self.gpus:
+            kind, gpu, name = self.outq.get(timeout=300)
+            self.gpu_name = self.gpu_name or name
+
+    def _spawn(self, gpu):
+        p = self.ctx.Process(target=gpu_worker, args=(gpu, self.inq, self.outq, self.rep), daemon=True)
+        p.start()
+        return p
+
+    def measure(self, workload, points: list[Point]) -> list[Measurement]:
+        from concurrent.futures import as_completed
+
+        results: list[Measurement | None] = [None] * len(points)
+        futs = {self.pool.submit(compile_job, workload.arch, dict(workload.sizes), p.candidate, p.tile_dict,
+                                 self.build_dir, self.lower): i for i, p in enumerate(points)}
+        pending, inflight = set(), {}
+        for fut in as_completed(futs):  # a point goes to the GPUs as soon as it is compiled
+            i = futs[fut]
+            try:
+                r = fut.result()
+            except Exception as e:  # the pool process died
+                r = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            if not r["ok"]:
+                results[i] = Measurement(False, False, None, r["error"])
+                continue
+            self.inq.put((i, workload.arch, dict(workload.sizes), workload.dtype, r["path"]))
+            pending.add(i)
+        while pending:
+            try:
+                msg = self.outq.get(timeout=5)
+            except queue.Empty:
+                for g, p in list(self.procs.items()):
+                    if not p.is_alive():  # its job failed with it
+                        jid = inflight.pop(g, None)
+                        if jid is not None and jid in pending:
+                            results[jid] = Measurement(True, False, None, f"GPU worker {g} died (exit {p.exitcode})")
+                            pending.discard(jid)
+                        self.procs[g] = self._spawn(g)
+                continue
+            if msg[0] == "start":
+                inflight[msg[1]] = msg[2]
+            elif msg[0] == "done":
+                _, g, jid, res = msg
+                inflight.pop(g, None)
+                results[jid] = Measurement(res["compile_ok"], res["verified_ok"], res.get("time_ms"), res.get("error"))
+                pending.discard(jid)
+        return results  # type: ignore[return-value]
+
+    def close(self):
+        for _ in self.procs:
+            self.inq.put(None)
+        for p in self.procs.values():
+            p.join(timeout=10)
+            if p.is_alive():
+                p.terminate()
+        self.pool.shutdown(cancel_futures=True)

@@ -1,0 +1,186 @@
+"""Search on the CPU with the FakeMeasurer: optimum found, interventions when stuck,
+resume without re-measuring, random budget, tuned-file round trip, the CLI."""
+import hashlib
+import json
+import math
+
+import pytest
+
+from leantile import architectures
+from leantile.search import MomentumParams, Point, Space, Workload, run_search, workload_cost
+from leantile.search.db import SearchDB
+from leantile.search.policy import MomentumPolicy
+from leantile.search.workers import FakeMeasurer, Measurement
+from leantile.tuned import load_tuned, save_tuned
+
+
+@pytest.fixture(scope="module")
+def att():
+    wl = Workload.builtin("attention")
+    return wl, Space(wl.graph())
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    wl = Workload.builtin("rmsnorm_mlp")
+    return wl, Space(wl.graph())
+
+
+def fake(space, wl, seed=0, **kw):
+    return FakeMeasurer(space, floor_ms=workload_cost(wl.graph()).floor_ms, seed=seed, **kw)
+
+
+def test_space_is_valid_and_moves_stay_in_it(att, mlp):
+    import random
+    rng = random.Random(0)
+    for _, s in (att, mlp):
+        assert len(s) > 20 and s.default() in s
+        for p in s.all[:: max(1, len(s) // 20)]:
+            assert s.why_invalid(p) is None
+            assert all(q in s for q in s.neighbours(p))
+            assert s.crossover(p, s.random(rng), rng) in s
+    _, s = att
+    # 128x256 tiles at 2 stages need 288 KiB of shared memory: cut
+    assert "shared memory" in s.why_invalid(Point.make("online_exp2", dict(block_m=128, block_n=256, stages=2,
+                                                                                threads=256)))
+    # FullRow flash: 384 threads cannot split a 128-row tile (anchors-h200.md)
+    assert "FullRow" in s.why_invalid(Point.make("online_exp2", dict(block_m=128, block_n=128, stages=2,
+                                                                         threads=384)))
+    assert s.default() == Point.make("online_exp2", dict(block_m=128, block_n=128, stages=2, threads=256))
+
+
+def test_roofline_attention():
+    c = workload_cost(architectures.build("attention"))
+    assert c.bound == "compute" and c.flops >= 4 * 16 * 4096 * 4096 * 128
+    assert c.bytes == 4 * 16 * 4096 * 128 * 2  # Q, K, V in, O out, fp16
+    assert 0.15 < c.floor_ms < 0.2  # below cuDNN's 0.213 ms
+
+
+@pytest.mark.parametrize("which,budget", [("att", 40), ("mlp", 90)])
+def test_momentum_finds_the_synthetic_optimum(which, budget, att, mlp, request):
+    wl, s = att if which == "att" else mlp
+    fm = fake(s, wl)
+    opt, opt_ms = fm.optimum()
+    res = run_search(wl, fm, "momentum", budget=budget, islands=4, seed=0)
+    assert res.best == opt and res.best_ms == pytest.approx(opt_ms)
+    assert fm.calls == res.evaluated <= budget
+    assert len(set(fm.seen)) == len(fm.seen)  # never measures a point twice
+
+
+def test_momentum_beats_random_on_average(mlp):
+    wl, s = mlp
+    gaps = {"momentum": [], "random": []}
+    for seed in range(4):
+        for pol in gaps:
+            fm = fake(s, wl, seed=seed)
+            res = run_search(wl, fm, pol, budget=48, islands=4, seed=seed)
+            gaps[pol].append(res.best_ms / fm.optimum()[1])
+    assert sum(gaps["momentum"]) <= sum(gaps["random"])
+
+
+def test_stuck_islands_backtrack_and_cross_over(mlp):
+    wl, s = mlp
+
+    class Flat:  # no progress anywhere except the first points: every island gets stuck
+        gpu_name = "flat"
+        calls = 0
+
+        def measure(self, workload, points):
+            self.calls += len(points)
+            return [Measurement(True, True, 1.0 + 0.01 * (hashlib.sha1(p.key().encode()).digest()[0] % 7))
+                    for p in points]
+
+    res = run_search(wl, Flat(), "momentum", budget=60, islands=3, seed=1)
+    kinds = {e["kind"] for e in res.events}
+    assert {"backtrack", "crossover"} <= kinds
+    for e in res.events:
+        assert e["momentum"] < MomentumParams().threshold or e["reason"] == "exhausted"
+        if e["kind"] == "crossover":  # chosen by absolute progress: the mate is ahead
+            assert e["mate"] != e["island"]
+
+
+def test_momentum_update_rule(att):
+    wl, s = att
+    pol = MomentumPolicy(s, target_ms=1.0, seed=0, islands=1, params=MomentumParams(beta=0.5, threshold=0.1))
+    assert pol.relative_progress(3.0, 2.0) == pytest.approx(0.5)  # closed half the gap to the floor
+    assert pol.relative_progress(3.0, 4.0) == 0.0
+    assert pol.relative_progress(math.inf, 2.0) == 1.0
+    assert pol.relative_progress(3.0, math.inf) == 0.0
+    (prop,) = pol.propose()
+    pol.observe(prop, 3.0)
+    assert pol.islands[0].momentum == pytest.approx(1.0)
+    for m in (0.5, 0.25, 0.125):  # three flat steps halve it each time
+        (prop,) = pol.propose()
+        pol.observe(prop, 5.0)
+        assert pol.islands[0].momentum == pytest.approx(m)
+    (prop,) = pol.propose()
+    pol.observe(prop, 5.0)  # 0.0625 < 0.1: intervene, momentum reset
+    assert pol.events and pol.events[-1]["kind"] in ("backtrack", "restart")
+    assert pol.islands[0].momentum == 1.0
+
+
+def test_resume_from_db_does_not_remeasure(tmp_path, mlp):
+    wl, s = mlp
+    db = SearchDB(tmp_path / "s.sqlite")
+    fm1 = fake(s, wl)
+    r1 = run_search(wl, fm1, "momentum", budget=22, islands=4, seed=3, db=db)
+    assert r1.new == 22 and len(db.rows(wl.key)) == 22
+    db.close()
+    db = SearchDB(tmp_path / "s.sqlite")  # a new process, the same file
+    fm2 = fake(s, wl)
+    r2 = run_search(wl, fm2, "momentum", budget=50, islands=4, seed=3, db=db)
+    assert r2.replayed == 22 and r2.new == 28 and fm2.calls == 28
+    assert not set(fm2.seen) & set(fm1.seen)
+    fm3 = fake(s, wl)
+    whole = run_search(wl, fm3, "momentum", budget=50, islands=4, seed=3)  # uninterrupted
+    assert [h["point"] for h in r2.history] == [h["point"] for h in whole.history]
+    assert (r2.best, r2.best_ms) == (whole.best, whole.best_ms)
+    rows = db.rows(wl.key)
+    assert len(rows) == 50 and [r["step"] for r in rows] == list(range(50))
+    assert {"compile_ok", "verified_ok", "time_ms", "island", "timestamp"} <= set(rows[0])
+    evs = db.events(wl.key)
+    assert [e["seq"] for e in evs] == list(range(len(whole.events)))  # replayed events not duplicated
+
+
+def test_random_policy_respects_budget(att, mlp):
+    for wl, s in (att, mlp):
+        fm = fake(s, wl)
+        res = run_search(wl, fm, "random", budget=13, islands=4, seed=5)
+        assert fm.calls == res.evaluated == 13 and len(set(fm.seen)) == 13
+        assert fm.seen[0] == s.default()
+    wl, s = att  # a budget beyond the space stops when the space is exhausted
+    fm = fake(s, wl)
+    res = run_search(wl, fm, "random", budget=10 * len(s), islands=4, seed=5)
+    assert fm.calls == len(s) and res.best == fm.optimum()[0]
+
+
+def test_tuned_round_trip(tmp_path):
+    shape = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128}
+    e = {"arch": "attention", "shape": shape, "dtype": "f16", "gpu": "NVIDIA H200", "candidate": "online_exp2",
+         "tiles": {"block_m": 128, "block_n": 128, "stages": 2, "threads": 256}, "time_ms": 0.25}
+    save_tuned(e, tmp_path)
+    save_tuned({**e, "gpu": "fake", "candidate": "online", "time_ms": 0.001}, tmp_path)
+    assert load_tuned("attention", shape, "f16", root=tmp_path) == ("online_exp2", e["tiles"])
+    assert load_tuned("attention", shape, "f16", gpu="fake", root=tmp_path)[0] == "online"
+    save_tuned({**e, "tiles": {**e["tiles"], "stages": 3}, "time_ms": 0.24}, tmp_path)  # same key: replaced
+    assert load_tuned("attention", shape, "f16", gpu="h200", root=tmp_path)[1]["stages"] == 3
+    data = json.loads((tmp_path / "attention.json").read_text())
+    assert len(data["entries"]) == 2 and data["schema"] == "leantile-tuned/v1"
+    assert load_tuned("attention", {**shape, "h": 8}, "f16", root=tmp_path) is None
+    assert load_tuned("attention", shape, "bf16", root=tmp_path) is None
+    assert load_tuned("matmul", shape, "f16", root=tmp_path) is None
+
+
+def test_cli_fake_search_writes_tuned_and_resumes(tmp_path, capsys):
+    from leantile.cli import main
+    args = ["search", "attention", "--fake", "--budget", "12", "--islands", "3", "--db", str(tmp_path / "d.sqlite"),
+            "--out", str(tmp_path / "tuned")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "12 new, 0 replayed" in out
+    shape = dict(architectures.build("attention").axes)
+    got = load_tuned("attention", shape, "f16", gpu="fake", root=tmp_path / "tuned")
+    assert got is not None and got[0] in ("online_exp2", "online")
+    assert main(args) == 0
+    assert "0 new, 12 replayed" in capsys.readouterr().out
+    assert main(["search", "nosuch", "--fake"]) == 1
