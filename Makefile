@@ -17,11 +17,16 @@ $(STAMP): pyproject.toml
 test: setup
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q tests
 
-# With a Lean toolchain the Lean exporter is authoritative; without one, the Python mirror
-# writes the same bytes (tests/lean holds the two together).
+# With a Lean toolchain the Lean exporter is authoritative (it writes the built-ins and the
+# user architectures registered in lean/LeanTile/Architectures.lean); without one, the Python
+# mirrors write the same bytes (tests/lean holds the two together): the built-ins, then every
+# user architecture in examples/architectures/*.py (function `build`).
+EXAMPLES := $(patsubst %,%:build,$(sort $(wildcard examples/architectures/*.py)))
+
 export: setup
 	@if command -v lake >/dev/null 2>&1; then lake exe leantile-export exports; \
-	else $(PYTHON) -m leantile export --out exports; fi
+	else $(PYTHON) -m leantile export --out exports && \
+	  $(PYTHON) -m leantile export --out exports $(EXAMPLES); fi
 
 lean:
 	@if command -v lake >/dev/null 2>&1; then lake exe cache get && lake build; \
@@ -30,13 +35,21 @@ lean:
 check-lean: setup
 	$(PYTHON) -m leantile check-lean
 
-# Export, derive every candidate, emit TileLang, lower to CUDA C for sm_90 (and, on a GPU,
-# check each kernel against the reference and time it).
-kernels: setup lean export
-	$(PYTHON) -m leantile kernels --out build/kernels
+# Derive every candidate of every graph in exports/ (built-ins and user architectures), emit
+# TileLang, lower to CUDA C for sm_90 (and, on a GPU, check each kernel against the reference
+# and time it). With lake, `lean` + `export` regenerate exports/ from the Lean sources first;
+# without it the committed exports are used as they are.
+kernels: setup
+	@if command -v lake >/dev/null 2>&1; then $(MAKE) --no-print-directory lean export; \
+	else echo "kernels: no lake on PATH: using the committed exports/*.json"; fi
+	$(PYTHON) -m leantile kernels --out build/kernels exports
 	@if $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
-	  $(PYTHON) benchmarks/gpu_check_and_time.py --out benchmarks/results; \
+	  $(PYTHON) benchmarks/gpu_check_and_time.py --out benchmarks/results exports/*.json; \
 	else echo "kernels: no CUDA GPU here: emitted and lowered only (GPU check and timing skipped)"; fi
+
+# Proof-checked derivation reports: build/reports/<arch>.html and .md, plus index pages.
+report: setup
+	$(PYTHON) -m leantile report --out build/reports
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

@@ -1,9 +1,10 @@
-"""On a GPU: for each built-in at its published shape, derive the default candidate, emit
+"""On a GPU: for each built-in at its published shape (or each given source: a built-in
+name, an exports/*.json file or module.py:function, as `leantile kernels` takes them), derive the default candidate, emit
 TileLang, compile, check against the float32 reference on fresh random inputs (outputs
 NaN-poisoned first), and time it against torch eager, torch.compile and the vendor path in
 the same process (triton do_bench with L2 flush, and do_bench_cudagraph).
 
-    python benchmarks/gpu_check_and_time.py [ARCH ...] [--out DIR]
+    python benchmarks/gpu_check_and_time.py [SOURCE ...] [--out DIR]
 
 Prints a table and writes DIR/gpu_results.json. A check failure is reported, not hidden.
 """
@@ -21,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from leantile import architectures, reference
+from leantile.sources import load_source
 from leantile.derive import derive
 from leantile.emit import emit_module
 
@@ -64,15 +66,36 @@ def baselines(name, t):
             n = rms(t["X"])
             return (n @ t["W_up"]) * (n @ t["W_gate"])
         return f, {}
+    if name == "geglu":
+        return (lambda: F.gelu(t["X"] @ t["W_gate"], approximate="tanh") * (t["X"] @ t["W_up"])), {}
+    if name == "attention_scaled":
+        d_h = t["Q"].shape[-1]
+        eager = lambda: torch.softmax((t["Q"] @ t["K"].transpose(-1, -2)).float() / math.sqrt(d_h), -1).half() @ t["V"]
+        def sdpa(backend):
+            def f():
+                with torch.nn.attention.sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(t["Q"][None], t["K"][None], t["V"][None])[0]
+            return f
+        return eager, {"sdpa_cudnn": sdpa(torch.nn.attention.SDPBackend.CUDNN_ATTENTION),
+                       "sdpa_flash": sdpa(torch.nn.attention.SDPBackend.FLASH_ATTENTION)}
+    if name == "softmax_row":
+        return (lambda: torch.softmax(t["X"], -1)), {}
+    if name not in architectures.NAMES:  # any other user graph: the unfused reference in f16 on the GPU
+        return (lambda: reference.evaluate(g_of[name], t, check=False)["out"]), {}
     if name == "layernorm_linear_gelu":
         return (lambda: F.gelu(F.layer_norm(t["X"], t["X"].shape[-1:], eps=1e-5) @ t["W"] + t["b"],
                                approximate="tanh")), {"cublas_matmul_alone": lambda: t["X"] @ t["W"]}
     raise KeyError(name)
 
 
-def run_one(name, seed=0):
+g_of: dict = {}  # graph name -> graph, for the generic baseline
+
+
+def run_one(source, seed=0):
     import triton.testing as tt
-    g = architectures.build(name)
+    g = load_source(source)
+    name = g.name
+    g_of[name] = g
     plan = derive(g)
     row = {"arch": name, "candidate": plan.candidate, "kernels": [k.name for k in plan.kernels]}
     t0 = time.time()

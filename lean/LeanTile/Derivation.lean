@@ -69,7 +69,21 @@ def layernormLinearGeluDerivation : List Step :=
   , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [3, 8], params := [("mode", .str "fused")] }
   , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [16, 17], params := [] } ]
 
-/-- The derivation exported with built-in `name`. -/
+-- User architectures (lean/LeanTile/Architectures/{Geglu,AttentionScaled,SoftmaxRow}.lean,
+-- Python mirrors in examples/architectures/): the same engine's default derivation.
+def gegluDerivation : List Step :=
+  [ { rule := "dual_gemm", thm := "LeanTile.dual_gemm_shared_lhs", sites := [3, 5], params := [] }
+  , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [4, 6], params := [] } ]
+def attentionScaledDerivation : List Step :=
+  [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [7, 8], params := [] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_fold", sites := [3, 6, 7, 8, 9, 10, 11, 12], params := [("axis", .str "t_kv")] }
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [9], params := [] } ]
+def softmaxRowDerivation : List Step :=
+  [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [1, 2], params := [] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_fold", sites := [1, 2, 3, 4, 5], params := [("axis", .str "cols")] }
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [3], params := [] } ]
+
+/-- The derivation exported with architecture `name` (`[]` for an unknown name). -/
 def derivationOf (name : String) : List Step :=
   match name with
   | "attention" => attentionDerivation
@@ -78,6 +92,9 @@ def derivationOf (name : String) : List Step :=
   | "rmsnorm" => rmsnormDerivation
   | "rmsnorm_mlp" => rmsnormMlpDerivation
   | "layernorm_linear_gelu" => layernormLinearGeluDerivation
+  | "geglu" => gegluDerivation
+  | "attention_scaled" => attentionScaledDerivation
+  | "softmax_row" => softmaxRowDerivation
   | _ => []
 
 end LeanTile

@@ -35,19 +35,26 @@ def cmd_show(args) -> int:
     return 0
 
 
-def exported_graph(name: str, sizes: dict | None = None) -> ir.Graph:
-    """A built-in with its default derivation attached, as `leantile export` writes it."""
+def exported_graph(source: str, sizes: dict | None = None) -> ir.Graph:
+    """A graph with its default derivation attached, as `leantile export` writes it.
+    `source`: a built-in name, file.json or module.py:function (see leantile.sources).
+    A JSON file that already carries a derivation (a Lean export) keeps it."""
     from .derive import default_steps
 
-    g = architectures.build(name, **(sizes or {}))
-    return g.with_derivation(default_steps(g))
+    g = load_source(source, sizes)
+    return g if g.derivation else g.with_derivation(default_steps(g))
 
 
 def cmd_export(args) -> int:
-    names = args.arch or list(architectures.NAMES)
-    for n in names:
-        architectures.module(n)  # unknown name -> GraphError before anything is written
-    graphs = [exported_graph(n) for n in names]  # build all first: nothing written on error
+    sources = args.sources or list(architectures.NAMES)
+    sizes = parse_sizes(args.size)
+    # build (and derive) everything first: a failing source leaves nothing written
+    graphs = [exported_graph(s, sizes) for s in sources]
+    names = [g.name for g in graphs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ir.GraphError([f"export: two sources build a graph named {dup[0]!r}; "
+                             "each writes <name>.json"])
     out = Path(args.out)
     for g in graphs:
         write_atomic(out / f"{g.name}.json", g.to_json())
@@ -79,9 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
     s.set_defaults(fn=cmd_show)
 
-    s = sub.add_parser("export", help="write exports/<arch>.json for built-ins")
-    s.add_argument("arch", nargs="*", metavar="ARCH", help="built-ins to export (default: all)")
+    s = sub.add_parser("export", help="write <out>/<name>.json (graph + default derivation)")
+    s.add_argument("sources", nargs="*", metavar="SOURCE",
+                   help="built-in name, file.json or module.py:function (default: every built-in)")
     s.add_argument("--out", default="exports")
+    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
     s.set_defaults(fn=cmd_export)
 
     s = sub.add_parser("validate", help="validate graph JSON files")
@@ -101,7 +110,7 @@ def _extra_commands():
 
 
 # Each module defines register(subparsers), keeping this file about the graph basics.
-EXTRA_COMMAND_MODULES: tuple[str, ...] = ("derive.command", "lean_command", "kernels_command")
+EXTRA_COMMAND_MODULES: tuple[str, ...] = ("derive.command", "lean_command", "kernels_command", "report.command", "search.command")
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,10 @@ built-in (or the given sources: a built-in name, file.json, module.py:function),
 every candidate, emit <out>/<arch>/<candidate>.py (TileLang), lower each kernel to CUDA C
 for sm_90 (<candidate>.cu next to it), and write <out>/index.json describing all of them.
 
+Nothing half-written: everything is built in a hidden staging folder next to <out> and
+moved into place only when every source has derived and emitted; an error before that
+leaves <out> as it was.
+
 Runs without a GPU. Without tilelang the TileLang modules are still written and the index
 says the lowering was skipped. A candidate that fails to lower is recorded in the index with
 its error, and the command exits with status 1 after writing everything else.
@@ -10,7 +14,10 @@ its error, and the command exits with status 1 after writing everything else.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,15 +37,39 @@ def _tilelang_available() -> bool:
 def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc: bool = False,
                   arch: str = "sm_90", log=print) -> dict:
     """Do the work of `leantile kernels`; return the index (also written to out/index.json)."""
-    from .derive import candidates, derive
+    graphs = [load_source(s, sizes) for s in sources]  # every source parses before anything is written
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        index = _build_into(graphs, stage, nvcc, arch, log)
+        _publish(stage, out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    log(f"wrote {out / 'index.json'} ({len(index['candidates'])} candidates)")
+    return index
+
+
+def _publish(stage: Path, out: Path) -> None:
+    """Move every staged file into out (index.json last), each by an atomic rename."""
+    files = sorted((f for f in stage.rglob("*") if f.is_file()), key=lambda f: f.name == "index.json")
+    for f in files:
+        dst = out / f.relative_to(stage)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(f, dst)
+
+
+def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
+    from .derive import candidates, derive, replay
     from .emit import emit_module, emit_plan_to_dir, load_module
 
-    graphs = [load_source(s, sizes) for s in sources]  # every source parses before anything is written
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
     entries = []
     for g in graphs:
+        if g.derivation:  # an export carries its derivation (Lean's): it must replay
+            replay(g, g.derivation)
         for c in candidates(g):
             plan = derive(g, c.name)
             t0 = time.perf_counter()
@@ -49,6 +80,7 @@ def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc
                 "axes": dict(plan.axes), "tiles": dict(plan.tiles),
                 "module": str(path.relative_to(out)),
                 "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
+                "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
                 "lowered": None, "cuda": None, "error": None,
             }
             if can_lower:
@@ -60,7 +92,6 @@ def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc
             entries.append(entry)
     index = {"target": {"kind": "cuda", "arch": arch}, "tilelang": can_lower, "candidates": entries}
     write_atomic(out / "index.json", json.dumps(index, indent=1) + "\n")
-    log(f"wrote {out / 'index.json'} ({len(entries)} candidates)")
     return index
 
 
@@ -92,6 +123,7 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool) ->
 
 def cmd_kernels(args) -> int:
     sources = args.sources or list(architectures.NAMES)
+    sources = [str(f) for s in sources for f in (sorted(Path(s).glob("*.json")) if Path(s).is_dir() else [s])]
     index = build_kernels(sources, Path(args.out), parse_sizes(args.size), nvcc=args.nvcc)
     failed = [e for e in index["candidates"] if e["lowered"] is False]
     for e in failed:
@@ -102,7 +134,8 @@ def cmd_kernels(args) -> int:
 def register(sub) -> None:
     s = sub.add_parser("kernels", help="emit TileLang for every candidate and lower it to CUDA C (no GPU needed)")
     s.add_argument("sources", nargs="*", metavar="SOURCE",
-                   help="built-in name, file.json or module.py:function (default: every built-in)")
+                   help="built-in name, file.json, module.py:function, or a folder of .json exports "
+                        "(default: every built-in)")
     s.add_argument("--out", default="build/kernels", help="output folder (default build/kernels)")
     s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
     s.add_argument("--nvcc", action="store_true", help="also compile each kernel with nvcc for sm_90a")

@@ -23,7 +23,10 @@ def parse_sizes(pairs: list[str] | None) -> dict[str, int]:
 
 
 def _user_line(e: BaseException, p: Path):
-    """The last traceback line inside the user's file p, so errors point at their code."""
+    """The line of the user's file p where e happened, so errors point at their code: for a
+    SyntaxError its own line, otherwise the last traceback frame inside p."""
+    if isinstance(e, SyntaxError) and e.filename and Path(e.filename).resolve() == p.resolve():
+        return e.lineno or "?"
     tb, line = e.__traceback__, None
     while tb is not None:
         if Path(tb.tb_frame.f_code.co_filename).resolve() == p.resolve():
@@ -43,19 +46,25 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
     sys.modules[name] = mod
     try:
         mod_spec.loader.exec_module(mod)
+    except ir.GraphError as e:  # a graph built at import time
+        sys.modules.pop(name, None)
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {x}" for x in e.problems]) from None
     except Exception as e:  # the user's module: say where it broke
-        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {type(e).__name__}: {e}"]) from None
+        sys.modules.pop(name, None)
+        msg = e.msg if isinstance(e, SyntaxError) else str(e)
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {type(e).__name__}: {msg}"]) from None
     fn = getattr(mod, func, None)
-    if fn is None:
+    if not callable(fn):
         raise ir.GraphError([f"{spec}: {path} defines no function {func!r}"])
     try:
         g = fn(**sizes)
-    except ir.GraphError as e:
-        raise ir.GraphError([f"{path}: {func}: {x}" for x in e.problems]) from None
+    except ir.GraphError as e:  # the builder refused a node: the line that asked for it
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {x}" for x in e.problems]) from None
     except Exception as e:
         raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {type(e).__name__}: {e}"]) from None
     if not isinstance(g, ir.Graph):
-        raise ir.GraphError([f"{spec}: returned {type(g).__name__}, expected a leantile graph"])
+        raise ir.GraphError([f"{spec}: returned {type(g).__name__}, expected a leantile graph "
+                             "(build it with leantile.dag.build_graph_with_output)"])
     return g
 
 

@@ -194,7 +194,12 @@ class Interpreter:
 
     def call(self, op: str, values: list, where: str):
         if op in PRIMITIVES:
-            return getattr(self.g, PRIMITIVES[op])(*values)
+            from leantile.ir import GraphError
+
+            try:
+                return getattr(self.g, PRIMITIVES[op])(*values)
+            except GraphError as e:  # the builder refused: name the Lean file and line
+                raise DslError(f"{where}: {'; '.join(e.problems)}") from None
         if op in self.subdags:
             return self.run(self.subdags[op], values)
         raise DslError(f"{where}: {op!r} is neither a DagM builder nor a known subdag")

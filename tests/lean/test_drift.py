@@ -10,18 +10,21 @@ import re
 import pytest
 
 import lean_dsl as L
+from byo_sources import EXAMPLES
 from leantile import architectures as A
 from leantile.dag import DagM
+from leantile.sources import load_source
 
 
-def test_every_builtin_has_a_lean_file():
-    assert set(L.architecture_defs()) == set(A.NAMES)
+def test_every_architecture_has_a_lean_file():
+    """Built-ins and user architectures (examples/architectures/) alike."""
+    assert set(L.architecture_defs()) == set(A.NAMES) | set(EXAMPLES)
 
 
-@pytest.mark.parametrize("name", A.NAMES)
+@pytest.mark.parametrize("name", list(A.NAMES) + list(EXAMPLES))
 def test_lean_architecture_builds_the_python_graph(name):
     lean_graph = L.build_from_lean(name)
-    py_graph = A.build(name)
+    py_graph = load_source(EXAMPLES.get(name, name))
     lean_seq = [n.model_dump(mode="json") for n in lean_graph.nodes]
     py_seq = [n.model_dump(mode="json") for n in py_graph.nodes]
     for i, (a, b) in enumerate(zip(lean_seq, py_seq)):
@@ -56,10 +59,50 @@ def test_every_mapped_builder_is_defined_in_dagm():
         assert hasattr(DagM, py), f"Python DagM lacks {py}"
 
 
+def _lean_table(text: str, name: str) -> list[str]:
+    block = text.split(f"def {name} ", 1)[1].split("\ndef ", 1)[0]
+    return re.findall(r'\("(\w+)",\s*\w+Graph\)', block)
+
+
 def test_builtins_table_lists_every_architecture():
     text = (L.LEAN / "LeanTile" / "Architectures.lean").read_text()
-    names = re.findall(r'\("(\w+)",\s*\w+Graph\)', text)
-    assert names == list(A.NAMES)
+    assert _lean_table(text, "builtins") == list(A.NAMES)
+    assert _lean_table(text, "userArchitectures") == list(EXAMPLES)
+    assert "def exportedArchitectures" in text and "builtins ++ userArchitectures" in text
+
+
+def test_exporter_names_the_lean_file_of_each_architecture():
+    """Main.lean prints `error: <file>: <arch>: ...`; the file must be the one defining it."""
+    text = (L.LEAN / "LeanTile" / "Architectures.lean").read_text()
+    block = text.split("def architectureFiles", 1)[1].split("\ndef ", 1)[0]
+    files = dict(re.findall(r'\("(\w+)",\s*"([^"]+)"\)', block))
+    assert set(files) == set(A.NAMES) | set(EXAMPLES)
+    for name, f in files.items():
+        path = L.REPO / f
+        assert path.is_file(), f
+        assert any(b.graph == name for b in L.parse_file(path).values()), (name, f)
+    main = (L.LEAN / "Main.lean").read_text()
+    assert "for entry in exportedArchitectures do" in main and "architectureFiles" in main
+    assert "IO.FS.rename tmp path" in main  # written under a temporary name, renamed into place
+
+
+def test_lean_builder_error_names_file_and_line(tmp_path):
+    """Without a toolchain the reader replays a Lean architecture on the Python builder; a
+    builder refusal (here: an axis the graph does not have) names the .lean file and line."""
+    p = tmp_path / "Broken.lean"
+    p.write_text('def brokenGraph : Except String Graph :=\n'
+                 '  buildGraphWithOutput "broken" [("m", 2), ("d", 3)] do\n'
+                 '    let x ← input "X" ["m", "d"]\n'
+                 '    let s ← red .sum x "k"\n'
+                 '    pure s\n')
+    L_REPO = L.REPO
+    try:
+        L.REPO = tmp_path
+        body = L.parse_file(p)["brokenGraph"]
+    finally:
+        L.REPO = L_REPO
+    with pytest.raises(L.DslError, match=r"Broken\.lean:4: .*axis 'k'"):
+        L.Interpreter(DagM("broken", body.axes), {}).run(body, [])
 
 
 def test_reader_detects_a_reordered_subdag(tmp_path):

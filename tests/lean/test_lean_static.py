@@ -137,10 +137,11 @@ def test_lean_op_names_match_python():
 
 
 def test_derivations_are_plain_data_for_every_builtin():
+    from byo_sources import EXAMPLES
     from leantile import architectures as A
 
     text = (LEAN / "LeanTile" / "Derivation.lean").read_text()
-    for name in A.NAMES:
+    for name in list(A.NAMES) + list(EXAMPLES):
         assert re.search(rf'\| "{name}" => \w+Derivation', text), name
 
 
@@ -154,15 +155,16 @@ def _lean_derivations():
 
 
 @pytest.mark.parametrize("arch", ["attention", "swiglu", "matmul", "rmsnorm", "rmsnorm_mlp",
-                                  "layernorm_linear_gelu"])
+                                  "layernorm_linear_gelu", "geglu", "attention_scaled", "softmax_row"])
 def test_lean_derivation_matches_the_python_engine(arch):
     """Derivation.lean holds plain data copied from the Python engine with
     `lean_derivation_def`; the two must not drift (an empty list must be empty in both)."""
     lean_name = "".join(w[:1].upper() + w[1:] for w in arch.split("_"))
     lean_name = lean_name[:1].lower() + lean_name[1:]
     body = _lean_derivations()[lean_name]
+    from byo_sources import EXAMPLES
     from leantile.cli import exported_graph
-    expected = LT.lean_derivation_def(arch, exported_graph(arch).derivation)
+    expected = LT.lean_derivation_def(arch, exported_graph(EXAMPLES.get(arch, arch)).derivation)
     got = f"def {lean_name}Derivation : List Step :=\n  {body}" if body != "[]" else \
         f"def {lean_name}Derivation : List Step := []"
     norm = lambda s: " ".join(s.split())
