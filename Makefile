@@ -3,7 +3,7 @@ PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 STAMP := build/.setup-stamp
 
-.PHONY: setup test test-fast export kernels lean check-lean report clean
+.PHONY: setup test export kernels lean check-lean tune report clean
 
 setup: $(STAMP)
 
@@ -44,8 +44,12 @@ kernels: setup
 	else echo "kernels: no lake on PATH: using the committed exports/*.json"; fi
 	$(PYTHON) -m leantile kernels --out build/kernels exports
 	@if $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
-	  $(PYTHON) benchmarks/gpu_check_and_time.py --out benchmarks/results exports/*.json; \
+	  $(PYTHON) -m leantile bench --out benchmarks/results exports/*.json; \
 	else echo "kernels: no CUDA GPU here: emitted and lowered only (GPU check and timing skipped)"; fi
+
+# On a GPU: sweep tile configs of every export and store the best in benchmarks/tuned/.
+tune: setup
+	$(PYTHON) -m leantile tune exports/*.json
 
 # Proof-checked derivation reports: build/reports/<arch>.html and .md, plus index pages.
 report: setup

@@ -110,7 +110,8 @@ def _extra_commands():
 
 
 # Each module defines register(subparsers), keeping this file about the graph basics.
-EXTRA_COMMAND_MODULES: tuple[str, ...] = ("derive.command", "lean_command", "kernels_command", "report.command", "search.command")
+EXTRA_COMMAND_MODULES: tuple[str, ...] = (
+    "derive.command", "lean_command", "kernels_command", "report.command", "search.command", "tune", "bench")
 
 
 def main(argv=None) -> int:

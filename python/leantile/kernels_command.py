@@ -66,12 +66,17 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
+    from .tuned import load_tuned
+
     entries = []
     for g in graphs:
         if g.derivation:  # an export carries its derivation (Lean's): it must replay
             replay(g, g.derivation)
+        # the best (candidate, tiles) measured for this shape on a real GPU, if any
+        best = load_tuned(g.name, g.axes, g.inputs()[0].dtype if g.inputs() else "f16")
         for c in candidates(g):
-            plan = derive(g, c.name)
+            tuned = best is not None and best[0] == c.name
+            plan = derive(g, c.name, best[1] if tuned else None)
             t0 = time.perf_counter()
             path = emit_plan_to_dir(plan, out / g.name)
             entry = {
@@ -81,6 +86,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "module": str(path.relative_to(out)),
                 "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
                 "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
+                "tuned": tuned,  # tiles from benchmarks/tuned/: the configuration that ships
                 "lowered": None, "cuda": None, "error": None,
             }
             if can_lower:

@@ -1,0 +1,118 @@
+"""`leantile tune`: on a GPU, sweep every candidate x its emitted get_configs() for each
+workload, verify each kernel against the fp32 reference (NaN-poisoned outputs) before
+timing it with do_bench_cudagraph, and store the best per (arch, shape, dtype, GPU) in
+benchmarks/tuned/<arch>.json, which `leantile kernels` and `leantile bench` then use by
+default. (`leantile search` explores the larger space with a momentum policy.)
+
+    leantile tune [SOURCE ...] [--budget-s S] [--tuned-dir DIR] [--log FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import architectures, reference
+from .derive import candidates, derive
+from .sources import load_source
+
+
+def measure(plan, inputs, ref, tiles) -> dict:
+    import torch
+    import triton.testing as tt
+
+    from .bench import TOL, load_emitted
+
+    mod = load_emitted(plan, Path("build/kernels/tune"))
+    kernels = mod.compile_kernels(target="cuda", **tiles)
+    bufs = mod.allocate(inputs)
+
+    def call():
+        for spec in mod.KERNELS:
+            kernels[spec["name"]](*[bufs[p] for p in spec["params"]])
+    call()
+    torch.cuda.synchronize()
+    out = bufs[mod.OUTPUTS["out"]].float()
+    err = ((out - ref).norm() / ref.norm()).item()
+    if not (torch.isfinite(out).all() and err < TOL["float16"]):
+        return {"ok": False, "rel_err": err}
+    return {"ok": True, "rel_err": err, "gpu_ms": tt.do_bench_cudagraph(call, rep=100, return_mode="median")}
+
+
+def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) -> tuple[dict | None, list]:
+    """Best verified row for graph g, and the log of every point tried."""
+    import torch
+
+    from .emit import emit_module, load_module
+
+    inputs = {k: v.cuda() for k, v in reference.random_inputs(g, seed=1).items()}
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float32)["out"]
+    points = []
+    for c in candidates(g):
+        if c.name == "unfused" and not all_candidates:
+            continue
+        cfgs = load_module(emit_module(derive(g, c.name)), f"tune_{g.name}_{c.name}").get_configs()
+        points += [(c.name, t) for t in cfgs]
+    best, log, t0 = None, [], time.time()
+    task = progress.add_task(g.name, total=len(points)) if progress else None
+    for cand, tiles in points:
+        if time.time() - t0 > budget_s:
+            break
+        try:
+            r = measure(derive(g, cand, tiles), inputs, ref, tiles)
+        except Exception as e:  # a config that does not compile is a data point, not a crash
+            r = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+        row = {"arch": g.name, "candidate": cand, "tiles": tiles, **r}
+        log.append(row)
+        if r.get("ok") and r["gpu_ms"] < (best or {}).get("gpu_ms", float("inf")):
+            best = row
+        if progress:
+            progress.advance(task)
+    return best, log
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="leantile tune")
+    ap.add_argument("sources", nargs="*", help="built-ins, exports/*.json or module.py:function")
+    ap.add_argument("--budget-s", type=float, default=120.0, help="seconds per workload")
+    ap.add_argument("--tuned-dir", default=None, help="where <arch>.json go (default benchmarks/tuned)")
+    ap.add_argument("--log", default=None, help="write every measurement here (JSON)")
+    ap.add_argument("--all-candidates", action="store_true", help="include the unfused fallback")
+    a = ap.parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        print("tune: no CUDA GPU here; run on a GPU machine", file=sys.stderr)
+        return 1
+    from rich.progress import Progress
+
+    from .tuned import save_tuned
+    gpu = torch.cuda.get_device_name()
+    logs = []
+    with Progress() as progress:
+        for source in a.sources or architectures.NAMES:
+            g = load_source(source)
+            best, log = tune_one(g, a.budget_s, progress, a.all_candidates)
+            logs += log
+            if best is None:
+                progress.console.print(f"{g.name}: no configuration passed the check")
+                continue
+            save_tuned({"arch": g.name, "shape": dict(g.axes), "dtype": g.inputs()[0].dtype, "gpu": gpu,
+                        "candidate": best["candidate"], "tiles": best["tiles"], "time_ms": best["gpu_ms"],
+                        "rel_err": best["rel_err"], "source": "leantile tune"}, a.tuned_dir)
+            progress.console.print(f"{g.name}: {best['gpu_ms']:.4f} ms  {best['candidate']}  {best['tiles']}")
+    if a.log:
+        from .files import write_atomic
+        write_atomic(a.log, json.dumps({"device": gpu, "log": logs}, indent=1) + "\n")
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("tune", add_help=False, help="sweep tile configs on a GPU and store the best (benchmarks/tuned)")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(fn=lambda args: main(args.rest))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
