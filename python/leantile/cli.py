@@ -109,13 +109,21 @@ def _extra_commands():
     return [import_module(f"{__package__}.{mod}").register for mod in EXTRA_COMMAND_MODULES]
 
 
+PASSTHROUGH = ("bench", "tune", "check-lean")  # subcommands with their own argument parser
+
 # Each module defines register(subparsers), keeping this file about the graph basics.
 EXTRA_COMMAND_MODULES: tuple[str, ...] = (
     "derive.command", "lean_command", "kernels_command", "report.command", "search.command", "tune", "bench")
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in PASSTHROUGH:  # these parse their own arguments, options included
+        args = parser.parse_args(argv[:1])
+        args.rest = argv[1:]
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.fn(args)
     except ir.GraphError as e:
