@@ -55,17 +55,8 @@ class SearchDB:
         self.con.commit()  # one commit per row: a killed search loses at most the row in flight
 
     def rows(self, workload: str | None = None, run: str | None = None) -> list[dict]:
-        q, args = "SELECT * FROM measurements", []
-        conds = []
-        if workload is not None:
-            conds.append("workload = ?")
-            args.append(workload)
-        if run is not None:
-            conds.append("run = ?")
-            args.append(run)
-        if conds:
-            q += " WHERE " + " AND ".join(conds)
-        cur = self.con.execute(q + " ORDER BY id", args)
+        where, args = _where(workload, run)
+        cur = self.con.execute("SELECT * FROM measurements" + where + " ORDER BY id", args)
         cols = [c[0] for c in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
@@ -89,18 +80,16 @@ class SearchDB:
         self.con.commit()
 
     def events(self, workload: str | None = None, run: str | None = None) -> list[dict]:
-        q, args = "SELECT workload, run, seq, detail FROM events", []
-        conds = []
-        if workload is not None:
-            conds.append("workload = ?")
-            args.append(workload)
-        if run is not None:
-            conds.append("run = ?")
-            args.append(run)
-        if conds:
-            q += " WHERE " + " AND ".join(conds)
+        where, args = _where(workload, run)
         return [{"workload": w, "run": r, "seq": s, **json.loads(d)}
-                for w, r, s, d in self.con.execute(q + " ORDER BY workload, run, seq", args)]
+                for w, r, s, d in self.con.execute("SELECT workload, run, seq, detail FROM events" + where
+                                                   + " ORDER BY workload, run, seq", args)]
 
     def runs(self) -> list[tuple[str, str]]:
         return list(self.con.execute("SELECT DISTINCT workload, run FROM measurements ORDER BY workload, run"))
+
+
+def _where(workload: str | None, run: str | None) -> tuple[str, list]:
+    """A WHERE clause selecting one workload and/or one run (both optional)."""
+    conds = [(c, v) for c, v in (("workload = ?", workload), ("run = ?", run)) if v is not None]
+    return (" WHERE " + " AND ".join(c for c, _ in conds) if conds else ""), [v for _, v in conds]
