@@ -89,7 +89,7 @@ def opFields : Op → List (String × J)
     [("op", .str "matmul"), ("a", .nat x), ("b", .nat y), ("axis_a", .str aa), ("axis_b", .str ab)]
 
 def nodeJ (n : Node) : J :=
-  .obj ([("id", .nat n.id), ("axes", .arr (n.axes.map J.str))] ++ opFields n.op)
+  .obj (([("id", .nat n.id), ("axes", .arr (n.axes.map J.str))] : List (String × J)) ++ opFields n.op)
 
 def paramJ (v : ParamValue) : J :=
   match v with

@@ -20,8 +20,10 @@ theorem list_sum_range (g : ℕ → ℝ) (n : ℕ) :
   induction n with
   | zero => simp
   | succ n ih =>
-    rw [List.range_succ, List.map_append, list_sum_append, ih, Finset.sum_range_succ] <;>
-      simp only [List.map_cons, List.map_nil, List.sum_cons, List.sum_nil, add_zero]
+    first
+      | (rw [List.range_succ, List.map_append, list_sum_append, ih, Finset.sum_range_succ] <;>
+          simp only [List.map_cons, List.map_nil, List.sum_cons, List.sum_nil, add_zero]) <;> done
+      | simp [List.range_succ, list_sum_append, ih, Finset.sum_range_succ]
 
 /-- Summing over a flattened list of tiles is summing the tile sums. -/
 theorem sum_flatten_map (f : ℕ → ℝ) (L : List (List ℕ)) :

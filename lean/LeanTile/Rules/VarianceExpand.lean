@@ -18,6 +18,8 @@ theorem sum_sq_sub_const {ι : Type} (s : Finset ι) (μ : ℝ) (x : ι → ℝ)
     | (rw [Finset.sum_add_distrib, Finset.sum_sub_distrib, Finset.sum_const, nsmul_eq_mul,
         Finset.mul_sum]; done)
     | (simp only [Finset.sum_add_distrib, Finset.sum_sub_distrib, Finset.sum_const, nsmul_eq_mul,
-        Finset.mul_sum])
+        Finset.mul_sum]; done)
+    | (simp only [Finset.sum_add_distrib, Finset.sum_sub_distrib, Finset.sum_const, nsmul_eq_mul,
+        ← Finset.mul_sum] <;> ring)
 
 end LeanTile
