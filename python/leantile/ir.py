@@ -25,7 +25,8 @@ BINARY_OPS = ("add", "sub", "mul", "div", "max")
 REDUCE_KINDS = ("sum", "max")
 MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor
 
-Dtype = Literal["f16", "bf16", "f32", "f64"]
+# The Literal types are built from the tuples above, so each op list is written once.
+Dtype = Literal[DTYPES]
 AxisName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
 NodeId = Annotated[int, Field(ge=0)]
 
@@ -80,7 +81,7 @@ class SizeConst(_Node):
 
 
 class Unary(_Node):
-    op: Literal["exp", "exp2", "neg", "square", "sqrt", "rsqrt", "recip", "silu", "gelu_tanh"]
+    op: Literal[UNARY_OPS]
     x: NodeId
 
     def args(self):
@@ -97,7 +98,7 @@ class Cast(_Node):
 
 
 class Binary(_Node):
-    op: Literal["add", "sub", "mul", "div", "max"]
+    op: Literal[BINARY_OPS]
     a: NodeId
     b: NodeId
 
@@ -107,7 +108,7 @@ class Binary(_Node):
 
 class Reduce(_Node):
     op: Literal["reduce"]
-    kind: Literal["sum", "max"]
+    kind: Literal[REDUCE_KINDS]
     x: NodeId
     axis: AxisName
 

@@ -86,7 +86,7 @@ def test_exporter_names_the_lean_file_of_each_architecture():
     assert "IO.FS.rename tmp path" in main  # written under a temporary name, renamed into place
 
 
-def test_lean_builder_error_names_file_and_line(tmp_path):
+def test_lean_builder_error_names_file_and_line(tmp_path, monkeypatch):
     """Without a toolchain the reader replays a Lean architecture on the Python builder; a
     builder refusal (here: an axis the graph does not have) names the .lean file and line."""
     p = tmp_path / "Broken.lean"
@@ -95,29 +95,21 @@ def test_lean_builder_error_names_file_and_line(tmp_path):
                  '    let x ← input "X" ["m", "d"]\n'
                  '    let s ← red .sum x "k"\n'
                  '    pure s\n')
-    L_REPO = L.REPO
-    try:
-        L.REPO = tmp_path
-        body = L.parse_file(p)["brokenGraph"]
-    finally:
-        L.REPO = L_REPO
+    monkeypatch.setattr(L, "REPO", tmp_path)
+    body = L.parse_file(p)["brokenGraph"]
     with pytest.raises(L.DslError, match=r"Broken\.lean:4: .*axis 'k'"):
         L.Interpreter(DagM("broken", body.axes), {}).run(body, [])
 
 
-def test_reader_detects_a_reordered_subdag(tmp_path):
+def test_reader_detects_a_reordered_subdag(tmp_path, monkeypatch):
     """A Lean softmax with exp and sub swapped must not replay to the Python graph."""
     src = L.DAGM_FILE.read_text().replace(
         "  let c ← sub x m\n  let e ← exp c\n", "  let c0 ← exp x\n  let e ← sub c0 m\n")
     assert src != L.DAGM_FILE.read_text()
     p = tmp_path / "DagM.lean"
     p.write_text(src)
-    L_REPO = L.REPO
-    try:
-        L.REPO = tmp_path
-        subdags = {k: v for k, v in L.parse_file(p).items() if k in L.SUBDAGS}
-    finally:
-        L.REPO = L_REPO
+    monkeypatch.setattr(L, "REPO", tmp_path)
+    subdags = {k: v for k, v in L.parse_file(p).items() if k in L.SUBDAGS}
     g1 = DagM("t", {"m": 3, "d": 5})
     L.Interpreter(g1, subdags).run(subdags["softmaxSubdag"], [g1.input("X", ["m", "d"]), "d"])
     g2 = DagM("t", {"m": 3, "d": 5})
@@ -125,18 +117,14 @@ def test_reader_detects_a_reordered_subdag(tmp_path):
     assert [n.model_dump() for n in g1.nodes] != [n.model_dump() for n in g2.nodes]
 
 
-def test_reader_refuses_lines_outside_the_subset(tmp_path):
+def test_reader_refuses_lines_outside_the_subset(tmp_path, monkeypatch):
     p = tmp_path / "Bad.lean"
     p.write_text('def badGraph : Except String Graph :=\n'
                  '  buildGraphWithOutput "bad" [("m", 2)] do\n'
                  '    let x ← input "X" ["m"]\n'
                  '    let y ← exp (x)\n'
                  '    pure y\n')
-    L_REPO = L.REPO
-    try:
-        L.REPO = tmp_path
-        body = L.parse_file(p)["badGraph"]
-    finally:
-        L.REPO = L_REPO
+    monkeypatch.setattr(L, "REPO", tmp_path)
+    body = L.parse_file(p)["badGraph"]
     with pytest.raises(L.DslError):
         L.Interpreter(DagM("bad", {"m": 2}), {}).run(body, [])

@@ -204,7 +204,9 @@ def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") 
 def _assemble(g, flash_list, flash_opts, gemm, tiles, name) -> Plan:
     """Kernels for the fused groups, unfused kernels for everything else, in dependency order."""
     us = g.users()
-    produced: dict[int, str] = {}  # node -> kernel that writes it to global memory
+    # node id (or, for tensors that are no graph node such as a precomputed colsum, the
+    # global buffer name) -> kernel that writes it to global memory
+    produced: dict[int | str, str] = {}
     kernels, needs = {}, {}  # kernel name -> Kernel, and -> nodes it reads from global
 
     def add(kern, reads, writes):
@@ -240,18 +242,16 @@ def _assemble(g, flash_list, flash_opts, gemm, tiles, name) -> Plan:
         if c.mean and c.colsum == "precomputed":
             for m in s.matmuls:
                 w = g.node(m).b
-                ck = K.colsum_kernel(g, w, g.node(m).axis_b, tiles)
-                add(ck, [w], [])
+                colsum = f"colsum_{K.value_name(g, w)}"
+                add(K.colsum_kernel(g, w, g.node(m).axis_b, tiles), [w], [colsum])
                 cols = tuple(a for a in g.node(w).axes if a != g.node(m).axis_b)
-                extra_globals.append(Buffer(name=f"colsum_{K.value_name(g, w)}", axes=cols, scope="global",
-                                            dtype="acc"))
+                extra_globals.append(Buffer(name=colsum, axes=cols, scope="global", dtype="acc"))
+                reads.add(colsum)
         gk = K.gemm_kernel(g, c, tiles, stores)
         deps = set(reads) | ({s.base} if c.stats else set())
         add(gk, deps, stores)
         if c.stats == "separate":
             needs[gk.name] |= {v for v in vecs if not K.literal(g, v)}
-        if c.mean and c.colsum == "precomputed":
-            needs[gk.name].add(("colsum", gk.name))
 
     # Unfused kernels for every node some kernel or output needs and nobody produces.
     wanted = set(g.outputs.values()) | {i for r in needs.values() for i in r if isinstance(i, int)}
@@ -263,14 +263,11 @@ def _assemble(g, flash_list, flash_opts, gemm, tiles, name) -> Plan:
         reads = [a for a in (n.args() if not isinstance(n, ir.Matmul) else (n.a, n.b)) if not K.literal(g, a)]
         add(kern, reads, [i])
         wanted |= set(reads)
-    # Every fused kernel's row vectors come from stats kernels where stats are separate.
     order = graphlib.TopologicalSorter()
     for kname, reads in needs.items():
         deps = set()
         for r in reads:
-            if isinstance(r, tuple):  # a precomputed colsum
-                deps |= {k for k in kernels if k.startswith("colsum_")}
-            elif r in produced and produced[r] != kname:
+            if r in produced and produced[r] != kname:
                 deps.add(produced[r])
         order.add(kname, *sorted(deps))
     ordered = [kernels[k] for k in order.static_order()]
@@ -282,7 +279,7 @@ def _assemble(g, flash_list, flash_opts, gemm, tiles, name) -> Plan:
 
 def _globals(g: ir.Graph, produced: dict, extra) -> list[Buffer]:
     out = [Buffer(name=n.name, axes=n.axes, scope="global", dtype=n.dtype, node=n.id) for n in g.inputs()]
-    for i in sorted(produced):
+    for i in sorted(i for i in produced if isinstance(i, int)):
         n = g.node(i)
         out.append(Buffer(name=K.value_name(g, i), axes=n.axes, scope="global", dtype="acc", node=i))
     return out + list(extra)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store, Stream, Tile
-from .sites import FlashSite, GemmSite, SoftmaxSite, unary_chain
+from .sites import FlashSite, GemmSite, SoftmaxSite, expandable_variance, row_ancestors, unary_chain
 
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "stages": 2, "threads": 256, "swizzle": 10}
 
@@ -244,7 +244,6 @@ def _row_program(g: ir.Graph, c: GemmChoice, kb: KernelBuilder, x_tile: str, int
         stat_bufs[chain] = acc
         return acc
 
-    from .sites import expandable_variance, row_ancestors
     n_k = f"#{g.axes[s.axis]}"
     for i in row_ancestors(g, [p.vec for p in s.peels], s.axis):
         n = g.node(i)
