@@ -3,11 +3,14 @@
     python benchmarks/search_compare.py [--arch attention rmsnorm_mlp] [--budget 32] [--islands 4]
         [--seeds 0 1 2] [--gpus 0] [--db build/search/compare.sqlite] [--out benchmarks/results] [--fake]
 
-Each (arch, policy, seed) is its own search run in the DB. A point is measured once per
-workload and its result reused by every run that proposes it (`--no-share` to re-measure):
-the runs still differ only in which points they choose, each budget counts every point it
-evaluates, and the GPU time shrinks to the union of the points chosen. Prints a Markdown
-table and writes OUT/search-compare.json and .md. Columns:
+Each (arch, policy, seed) is its own search run in the DB; the runs of one workload advance
+in lockstep (leantile.search.run_lockstep), so a round compiles and measures the union of
+their proposals as one batch. A point is measured once per workload and its result reused by
+every run that proposes it (leantile.search.memo.MeasureOnce, seeded from the DB, so a
+stopped comparison resumes without re-measuring; `--no-share` to re-measure): the runs
+still differ only in which points they choose, each budget counts every point it evaluates,
+and the GPU time shrinks to the union of the points chosen. Prints a Markdown table and
+writes OUT/search-compare.json and .md. Columns:
   best ms       median over seeds of the best verified time
   / floor       that time over the roofline floor (leantile.search.roofline)
   evals to 5%   median evaluations until a run was within 5% of the best any run found
@@ -21,27 +24,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from leantile.search import Space, Workload, run_search, workload_cost
+from leantile.search import SearchRun, Space, Workload, run_lockstep, workload_cost
 from leantile.search.db import SearchDB
-
-
-class SharedCache:
-    """Measure each (workload, point) once; hand the same result to every run."""
-
-    def __init__(self, inner):
-        self.inner, self.cache = inner, {}
-        self.gpu_name = inner.gpu_name
-        self.measured = 0
-
-    def measure(self, wl, points):
-        todo = [p for p in dict.fromkeys(points) if (wl.key, p) not in self.cache]
-        for p, m in zip(todo, self.inner.measure(wl, todo) if todo else []):
-            self.cache[(wl.key, p)] = m
-        self.measured += len(todo)
-        return [self.cache[(wl.key, p)] for p in points]
-
-    def close(self):
-        self.inner.close()
+from leantile.search.memo import MeasureOnce
 
 
 def main(argv=None) -> int:
@@ -69,15 +54,13 @@ def main(argv=None) -> int:
         elif inner is None:
             from leantile.search.workers import GpuMeasurer
             inner = GpuMeasurer([int(x) for x in a.gpus.split(",")])
-        meas = inner if a.no_share else SharedCache(inner)
+        meas = inner if a.no_share else MeasureOnce(inner, db)
         gpu = meas.gpu_name
-        runs = {}
-        for policy in ("random", "momentum"):
-            for seed in a.seeds:
-                run = f"compare-{policy}-k{a.islands}-s{seed}-b{a.budget}"
-                res = run_search(wl, meas, policy, a.budget, a.islands, seed, db, run=run, space=space,
-                                 log=lambda s: print(s, flush=True))
-                runs[(policy, seed)] = res
+        keys = [(policy, seed) for policy in ("random", "momentum") for seed in a.seeds]
+        search = [SearchRun(wl, policy, a.budget, a.islands, seed, db, space=space, gpu=gpu,
+                            run=f"compare-{policy}-k{a.islands}-s{seed}-b{a.budget}",
+                            log=lambda s: print(s, flush=True)) for policy, seed in keys]
+        runs = dict(zip(keys, run_lockstep(search, meas)))
         overall = min(r.best_ms for r in runs.values())
         for policy in ("random", "momentum"):
             rs = [runs[(policy, s)] for s in a.seeds]
@@ -90,7 +73,7 @@ def main(argv=None) -> int:
                          "failed": statistics.median(sum(not h["ok"] for h in r.history) for r in rs),
                          "best_point": str(min(rs, key=lambda r: r.best_ms).best),
                          "space": len(space), "overall_best_ms": overall})
-        if isinstance(meas, SharedCache):
+        if isinstance(meas, MeasureOnce):
             print(f"{arch}: {meas.measured} distinct points measured for {2 * len(a.seeds)} runs", flush=True)
     if inner is not None:
         inner.close()

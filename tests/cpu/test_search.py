@@ -7,8 +7,10 @@ import math
 import pytest
 
 from leantile import architectures
-from leantile.search import MomentumParams, Point, Space, Workload, run_search, workload_cost
+from leantile.search import (MomentumParams, Point, SearchRun, Space, Workload, run_lockstep, run_search,
+                             workload_cost)
 from leantile.search.db import SearchDB
+from leantile.search.memo import MeasureOnce
 from leantile.search.policy import MomentumPolicy
 from leantile.search.workers import FakeMeasurer, Measurement
 from leantile.tuned import load_tuned, save_tuned
@@ -140,6 +142,55 @@ def test_resume_from_db_does_not_remeasure(tmp_path, mlp):
     assert {"compile_ok", "verified_ok", "time_ms", "island", "timestamp"} <= set(rows[0])
     evs = db.events(wl.key)
     assert [e["seq"] for e in evs] == list(range(len(whole.events)))  # replayed events not duplicated
+
+
+class Batches:
+    """Records the batches a measurer is asked for."""
+
+    def __init__(self, inner):
+        self.inner, self.batches, self.gpu_name = inner, [], "fake"
+
+    def measure(self, wl, points):
+        self.batches.append((wl.arch, list(points)))
+        return self.inner.measure(wl, points)
+
+
+def test_lockstep_runs_see_what_they_would_see_alone(att, mlp):
+    """Several runs (two workloads, both policies, two seeds) advanced in lockstep reach the
+    same histories as run alone; each round asks once per workload, for distinct points."""
+    keys = [(wl, s, pol, seed) for wl, s in (att, mlp) for pol in ("random", "momentum") for seed in (0, 1)]
+    alone = [run_search(wl, fake(s, wl), pol, budget=20, islands=4, seed=seed) for wl, s, pol, seed in keys]
+    fakes = {wl.arch: fake(s, wl) for wl, s in (att, mlp)}
+
+    class Route:
+        gpu_name = "fake"
+
+        def measure(self, wl, points):
+            return fakes[wl.arch].measure(wl, points)
+
+    rec = Batches(Route())
+    together = run_lockstep([SearchRun(wl, pol, 20, 4, seed, space=s) for wl, s, pol, seed in keys], rec)
+    for a, b in zip(alone, together):
+        assert [h["point"] for h in a.history] == [h["point"] for h in b.history]
+        assert (a.best, a.best_ms) == (b.best, b.best_ms)
+    assert len(rec.batches) == 2 * 5  # 20 evaluations / 4 islands = 5 rounds, one call per workload each
+    assert all(len(set(pts)) == len(pts) for _, pts in rec.batches)
+    assert any(len(pts) > 4 for _, pts in rec.batches)  # the runs' batches were merged
+
+
+def test_measure_once_shares_points_between_runs_and_sessions(tmp_path, mlp):
+    wl, s = mlp
+    db = SearchDB(tmp_path / "c.sqlite")
+    fm = fake(s, wl)
+    runs = [SearchRun(wl, "random", 16, 4, seed, db, run=f"r{seed}", space=s) for seed in (0, 1)]
+    runs.append(SearchRun(wl, "momentum", 16, 4, 0, db, run="m0", space=s))
+    first = run_lockstep(runs, MeasureOnce(fm, db))
+    assert fm.calls == len({h["point"] for r in first for h in r.history}) < 48
+    db.close()
+    db = SearchDB(tmp_path / "c.sqlite")  # a stopped comparison restarted: nothing is re-measured
+    fm2 = fake(s, wl)
+    again = run_lockstep([SearchRun(wl, "random", 16, 4, 1, db, run="another-name", space=s)], MeasureOnce(fm2, db))
+    assert fm2.calls == 0 and again[0].new == 16 and again[0].best_ms == first[1].best_ms
 
 
 def test_random_policy_respects_budget(att, mlp):

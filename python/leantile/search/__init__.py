@@ -8,10 +8,11 @@ the interpreter) with tile parameters; search spends GPU time only on measuring.
     policy.py    momentum islands (after PACEvolve) and random search
     db.py        SQLite log of every measurement (resume, plots)
     workers.py   CPU compile pool, one GPU worker per device, FakeMeasurer for tests
-    driver.py    the loop: propose -> (replay from DB | compile + measure) -> observe
+    driver.py    the loop: propose -> (replay from DB | compile + measure) -> observe;
+                 several runs in lockstep share one measurer (one batch per round)
     command.py   `leantile search`
 """
-from .driver import SearchResult, Workload, run_search  # noqa: F401
+from .driver import SearchResult, SearchRun, Workload, run_lockstep, run_search  # noqa: F401
 from .policy import MomentumParams, MomentumPolicy, RandomPolicy, make_policy  # noqa: F401
 from .roofline import H200, Ceilings, workload_cost  # noqa: F401
 from .space import Point, Space  # noqa: F401

@@ -18,7 +18,7 @@ from ..sources import parse_sizes
 def cmd_search(args) -> int:
     from ..tuned import save_tuned
     from .db import SearchDB
-    from .driver import Workload, run_search, tuned_entry
+    from .driver import SearchRun, Workload, run_lockstep, tuned_entry
     from .space import Space
 
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
@@ -36,8 +36,10 @@ def cmd_search(args) -> int:
     db = SearchDB(args.db)
     out = Path(args.out or ("build/search/tuned" if args.fake else "benchmarks/tuned"))
     measurer = None
+    fakes: dict = {}
     status = 0
     try:
+        searches = []
         for name in names:
             wl = Workload.builtin(name, sizes)
             space = Space(wl.graph(), include_unfused=args.all_candidates)
@@ -45,22 +47,29 @@ def cmd_search(args) -> int:
                 from .roofline import workload_cost
                 from .workers import FakeMeasurer
 
-                measurer = FakeMeasurer(space, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
+                # one synthetic landscape per workload, behind one measurer
+                fakes[wl] = FakeMeasurer(space, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
             elif measurer is None:
                 from .workers import GpuMeasurer
 
                 measurer = GpuMeasurer(gpus or [0], compile_workers=args.compile_workers)
             print(f"{name}: {len(space)} points over {len(space.candidates)} candidate(s), "
                   f"budget {args.budget}, policy {args.policy}, {args.islands} island(s)")
-            res = run_search(wl, measurer, args.policy, args.budget, args.islands, args.seed, db, space=space,
-                             log=print)
-            gpu = measurer.gpu_name
+            searches.append(SearchRun(wl, args.policy, args.budget, args.islands, args.seed, db, space=space,
+                                      log=print))
+        if args.fake:
+            measurer = _PerWorkload(fakes)
+        for r in searches:
+            r.gpu = measurer.gpu_name
+        # all workloads advance together: a round compiles every workload's batch at once
+        for res in run_lockstep(searches, measurer):
+            name, wl = res.workload.arch, res.workload
             print(f"{name}: best {res.best_ms:.4f} ms = {res.best} ({res.target_ms / res.best_ms:.0%} of the "
                   f"roofline floor {res.target_ms:.4f} ms); {res.new} new, {res.replayed} replayed; "
                   f"{sum(e.get('kind') == 'backtrack' for e in res.events)} backtracks, "
                   f"{sum(e.get('kind') == 'crossover' for e in res.events)} crossovers"
                   if res.best else f"{name}: no point verified")
-            entry = tuned_entry(res, gpu)
+            entry = tuned_entry(res, measurer.gpu_name)
             if entry is None:
                 status = 1
                 continue
@@ -77,6 +86,20 @@ def cmd_search(args) -> int:
             measurer.close()
         db.close()
     return status
+
+
+class _PerWorkload:
+    """Route each workload to its own measurer (the synthetic landscapes of --fake)."""
+    gpu_name = "fake"
+
+    def __init__(self, by_workload: dict):
+        self.by_workload = by_workload
+
+    def measure(self, wl, points):
+        return self.by_workload[wl].measure(wl, points)
+
+    def close(self):
+        pass
 
 
 def register(sub) -> None:

@@ -57,47 +57,96 @@ def run_name(policy: str, islands: int, seed: int) -> str:
     return f"{policy}-k{islands}-s{seed}"
 
 
-def run_search(workload: Workload, measurer, policy: str = "momentum", budget: int = 64, islands: int = 4,
-               seed: int = 0, db: SearchDB | None = None, run: str | None = None, space: Space | None = None,
-               ceilings: Ceilings = H200, params: MomentumParams | None = None, log=None) -> SearchResult:
-    g = workload.graph()
-    space = space or Space(g)
-    target = workload_cost(g, ceilings).floor_ms
-    pol = make_policy(policy, space, target, seed, islands, params)
-    run = run or run_name(policy, islands, seed)
-    prev = db.results(workload.key, run) if db is not None else {}
-    gpu = getattr(measurer, "gpu_name", None)
-    res = SearchResult(workload, run, None, math.inf, target, 0, 0, 0)
-    while res.evaluated < budget and not pol.exhausted():
-        props = pol.propose()[: budget - res.evaluated]
-        if not props:
-            break
-        cached = [prev.get(p.point) for p in props]
-        todo = [p.point for p, c in zip(props, cached) if c is None]
-        t0 = time.time()
-        fresh = iter(measurer.measure(workload, todo) if todo else [])
-        for prop, c in zip(props, cached):
+class SearchRun:
+    """One search, stepwise: `propose()` the points to measure, `observe()` their results.
+
+    Stepwise so that several runs can share one measurer in lockstep (`run_lockstep`): every
+    round the union of their proposals compiles and measures as one batch, which fills the
+    compile pool and the GPUs where one run's batch of K points would not."""
+
+    def __init__(self, workload: Workload, policy: str = "momentum", budget: int = 64, islands: int = 4,
+                 seed: int = 0, db: SearchDB | None = None, run: str | None = None, space: Space | None = None,
+                 ceilings: Ceilings = H200, params: MomentumParams | None = None, gpu: str | None = None, log=None):
+        g = workload.graph()
+        space = space or Space(g)
+        target = workload_cost(g, ceilings).floor_ms
+        self.pol = make_policy(policy, space, target, seed, islands, params)
+        self.budget, self.db, self.gpu, self.log = budget, db, gpu, log
+        self.run = run or run_name(policy, islands, seed)
+        self.prev = db.results(workload.key, self.run) if db is not None else {}
+        self.res = SearchResult(workload, self.run, None, math.inf, target, 0, 0, 0)
+        self._props: list = []
+        self._cached: list = []
+        self._stalled = False  # the policy proposed nothing
+        self._t0 = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self._stalled or self.res.evaluated >= self.budget or self.pol.exhausted()
+
+    def propose(self) -> list[Point]:
+        """The next batch's points that are not in the DB yet (possibly none: all replayed)."""
+        self._props = self.pol.propose()[: self.budget - self.res.evaluated]
+        self._stalled = not self._props
+        self._cached = [self.prev.get(p.point) for p in self._props]
+        self._t0 = time.time()
+        return [p.point for p, c in zip(self._props, self._cached) if c is None]
+
+    def observe(self, measured: list) -> None:
+        """Results for the points the last `propose()` returned, in its order."""
+        res, fresh = self.res, iter(measured)
+        for prop, c in zip(self._props, self._cached):
             m = c if c is not None else next(fresh)
             step = res.evaluated
             res.evaluated += 1
             if c is None:
                 res.new += 1
-                if db is not None:
-                    db.append(workload.key, run, prop.point, m, prop.island, step, prop.why, gpu)
+                if self.db is not None:
+                    self.db.append(res.workload.key, self.run, prop.point, m, prop.island, step, prop.why, self.gpu)
             else:
                 res.replayed += 1
-            pol.observe(prop, m.score)
+            self.pol.observe(prop, m.score)
             if m.score < res.best_ms:
                 res.best, res.best_ms = prop.point, m.score
             res.history.append({"step": step, "island": prop.island, "why": prop.why, "point": str(prop.point),
                                 "ok": m.ok, "time_ms": m.time_ms, "best_ms": res.best_ms, "replayed": c is not None})
-        if db is not None:
-            db.add_events(workload.key, run, pol.events)
-        if log and todo:
-            log(f"{workload.arch} {run}: {res.evaluated}/{budget} evaluated, best "
-                f"{res.best_ms:.4f} ms ({res.best}), target {target:.4f} ms, batch {time.time() - t0:.1f} s")
-    res.events = list(pol.events)
-    return res
+        if self.db is not None:
+            self.db.add_events(res.workload.key, self.run, self.pol.events)
+        if self.log and any(c is None for c in self._cached):
+            self.log(f"{res.workload.arch} {self.run}: {res.evaluated}/{self.budget} evaluated, best "
+                     f"{res.best_ms:.4f} ms ({res.best}), target {res.target_ms:.4f} ms, "
+                     f"batch {time.time() - self._t0:.1f} s")
+        self._props, self._cached = [], []
+
+    def result(self) -> SearchResult:
+        self.res.events = list(self.pol.events)
+        return self.res
+
+
+def run_search(workload: Workload, measurer, policy: str = "momentum", budget: int = 64, islands: int = 4,
+               seed: int = 0, db: SearchDB | None = None, run: str | None = None, space: Space | None = None,
+               ceilings: Ceilings = H200, params: MomentumParams | None = None, log=None) -> SearchResult:
+    r = SearchRun(workload, policy, budget, islands, seed, db, run, space, ceilings, params,
+                  getattr(measurer, "gpu_name", None), log)
+    return run_lockstep([r], measurer)[0]
+
+
+def run_lockstep(runs: list[SearchRun], measurer) -> list[SearchResult]:
+    """Advance every run one batch per round; measure the round's distinct points of each
+    workload in one call. Each run sees exactly what it would see alone (the policies are
+    deterministic given their observations), so lockstep changes wall time, not results."""
+    while True:
+        live = [r for r in runs if not r.done]
+        if not live:
+            return [r.result() for r in runs]
+        asked = [(r, r.propose()) for r in live]
+        by_wl: dict[Workload, dict[Point, None]] = {}  # ordered sets: the round's distinct points
+        for r, pts in asked:
+            by_wl.setdefault(r.res.workload, {}).update(dict.fromkeys(pts))
+        got = {(wl, p): m for wl, pts in by_wl.items() if pts
+               for p, m in zip(pts, measurer.measure(wl, list(pts)))}
+        for r, pts in asked:
+            r.observe([got[(r.res.workload, p)] for p in pts])
 
 
 def tuned_entry(res: SearchResult, gpu: str | None) -> dict | None:

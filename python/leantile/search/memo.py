@@ -1,0 +1,35 @@
+"""Measure each (workload, point) once and hand the result to every run that proposes it.
+
+Used when several runs search the same workload (benchmarks/search_compare.py: policies x
+seeds): the runs differ only in which points they choose and each still counts every point
+it evaluates against its budget, while the GPU time shrinks to the union of their points.
+Seeded from a SearchDB, it also answers points that an earlier, stopped comparison measured
+under another run's name.
+"""
+from __future__ import annotations
+
+from .db import SearchDB
+from .space import Point
+from .workers import Measurement
+
+
+class MeasureOnce:
+    def __init__(self, inner, db: SearchDB | None = None):
+        self.inner = inner
+        self.gpu_name = getattr(inner, "gpu_name", None)
+        self.cache: dict[tuple[str, Point], Measurement] = {}
+        self.measured = 0  # points this object sent to `inner`
+        if db is not None:
+            for wl, run in db.runs():
+                for p, m in db.results(wl, run).items():
+                    self.cache.setdefault((wl, p), m)
+
+    def measure(self, wl, points: list[Point]) -> list[Measurement]:
+        todo = [p for p in dict.fromkeys(points) if (wl.key, p) not in self.cache]
+        for p, m in zip(todo, self.inner.measure(wl, todo) if todo else []):
+            self.cache[(wl.key, p)] = m
+        self.measured += len(todo)
+        return [self.cache[(wl.key, p)] for p in points]
+
+    def close(self):
+        self.inner.close()
