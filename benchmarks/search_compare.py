@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -27,6 +28,21 @@ from pathlib import Path
 from leantile.search import SearchRun, Space, Workload, run_lockstep, workload_cost
 from leantile.search.db import SearchDB
 from leantile.search.memo import MeasureOnce
+from leantile.tuned import save_tuned
+
+
+class FromDBOnly:
+    """The measurer of --replay: a point the DB does not hold is an error, never a guess."""
+
+    def __init__(self, db: SearchDB):
+        self.gpu_name = next((r["gpu"] for r in db.rows() if r["gpu"]), None)
+
+    def measure(self, wl, points):
+        raise SystemExit(f"--replay: {len(points)} point(s) of {wl.arch} are not in the DB, e.g. {points[0]}; "
+                         "measure them first (--exhaustive on the GPU)")
+
+    def close(self):
+        pass
 
 
 def main(argv=None) -> int:
@@ -40,6 +56,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--fake", action="store_true", help="synthetic cost model (no GPU): checks the script")
     ap.add_argument("--no-share", action="store_true", help="re-measure points in every run")
+    ap.add_argument("--replay", action="store_true",
+                    help="no GPU: answer every point from the DB (after an --exhaustive run), so more seeds cost nothing")
+    ap.add_argument("--save-tuned", action="store_true",
+                    help="with --exhaustive: save the optimum to benchmarks/tuned/ (as `leantile search` saves its top-1)")
+    ap.add_argument("--exhaustive", action="store_true",
+                    help="also measure every point of the space (run 'exhaustive' in the DB): the true optimum")
     a = ap.parse_args(argv)
     db = SearchDB(a.db)
     rows, gpu = [], None
@@ -51,6 +73,8 @@ def main(argv=None) -> int:
         if a.fake:
             from leantile.search.workers import FakeMeasurer
             inner = FakeMeasurer(space, floor_ms=floor, seed=0)
+        elif a.replay:
+            inner = FromDBOnly(db)
         elif inner is None:
             from leantile.search.workers import GpuMeasurer
             inner = GpuMeasurer([int(x) for x in a.gpus.split(",")])
@@ -62,6 +86,27 @@ def main(argv=None) -> int:
                             log=lambda s: print(s, flush=True)) for policy, seed in keys]
         runs = dict(zip(keys, run_lockstep(search, meas)))
         overall = min(r.best_ms for r in runs.values())
+        optimum = None
+        if a.exhaustive:  # every point, each once (shared with the runs): where the runs' bests rank
+            done = db.results(wl.key, "exhaustive")
+            todo = [p for p in space.all if p not in done]
+            for i in range(0, len(todo), 64):  # in chunks, each logged: a killed call keeps what it measured
+                chunk = todo[i:i + 64]
+                for p, m in zip(chunk, meas.measure(wl, chunk)):
+                    db.append(wl.key, "exhaustive", p, m, gpu=gpu)
+                print(f"{arch}: exhaustive {min(i + 64, len(todo))}/{len(todo)} new points", flush=True)
+            every = db.results(wl.key, "exhaustive")
+            scores = sorted(m.score for m in every.values())
+            optimum = scores[0]
+            best_pt = min(every, key=lambda p: every[p].score)
+            print(f"{arch}: exhaustive over {len(scores)} points: optimum {optimum:.4f} ms at {best_pt}; "
+                  f"{sum(x == float('inf') for x in scores)} fail", flush=True)
+            overall = min(overall, optimum)
+            if a.save_tuned and math.isfinite(optimum) and not a.fake:
+                entry = {"arch": arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": gpu,
+                         "candidate": best_pt.candidate, "tiles": best_pt.tile_dict, "time_ms": round(optimum, 6),
+                         "roofline_ms": round(floor, 6), "search": {"run": "exhaustive", "evaluated": len(scores)}}
+                print(f"wrote {save_tuned(entry)}")
         for policy in ("random", "momentum"):
             rs = [runs[(policy, s)] for s in a.seeds]
             reach = [next((h["step"] + 1 for h in r.history if h["best_ms"] <= 1.05 * overall), a.budget + 1)
@@ -72,23 +117,29 @@ def main(argv=None) -> int:
                          "floor_ms": floor, "over_floor": best / floor, "evals_to_5pct": statistics.median(reach),
                          "failed": statistics.median(sum(not h["ok"] for h in r.history) for r in rs),
                          "best_point": str(min(rs, key=lambda r: r.best_ms).best),
-                         "space": len(space), "overall_best_ms": overall})
+                         "space": len(space), "overall_best_ms": overall, "optimum_ms": optimum,
+                         "rank_each": ([sum(x < r.best_ms for x in scores) + 1 for r in rs] if optimum else None)})
         if isinstance(meas, MeasureOnce):
             print(f"{arch}: {meas.measured} distinct points measured for {2 * len(a.seeds)} runs", flush=True)
     if inner is not None:
         inner.close()
     md = [f"GPU: {gpu}; budget {a.budget} evaluations per run, {a.islands} islands (random: batch {a.islands}), "
           f"seeds {a.seeds}", "",
-          "| workload | policy | best ms (median) | / floor | evals to within 5% of best (median) | failed (median) | best point |",
-          "|---|---|---|---|---|---|---|"]
+          "| workload | policy | best ms (median) | / floor | / optimum | rank in space (median) "
+          "| evals to within 5% of best (median) | failed (median) | best point |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        opt = f"{r['best_ms'] / r['optimum_ms']:.3f}x" if r["optimum_ms"] else "n/a"
+        rank = f"{statistics.median(r['rank_each']):g}" if r["rank_each"] else "n/a"
         md.append(f"| {r['arch']} ({r['space']} points) | {r['policy']} | {r['best_ms']:.4f} | {r['over_floor']:.2f}x "
-                  f"| {r['evals_to_5pct']:g} | {r['failed']:g} | {r['best_point']} |")
+                  f"| {opt} | {rank} | {r['evals_to_5pct']:g} | {r['failed']:g} | {r['best_point']} |")
     text = "\n".join(md) + "\n"
     print("\n" + text)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = "search-compare-fake" if a.fake else "search-compare"
+    if a.replay:
+        stem += "-replay"
     (out / f"{stem}.json").write_text(json.dumps({"gpu": gpu, "args": vars(a), "rows": rows}, indent=1) + "\n")
     (out / f"{stem}.md").write_text(text)
     print(f"wrote {out / (stem + '.json')} and .md")

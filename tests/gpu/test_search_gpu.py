@@ -10,7 +10,7 @@ from leantile.search.db import SearchDB
 from leantile.search.workers import GpuMeasurer
 
 pytestmark = pytest.mark.gpu
-SIZES = {"m": 512, "n": 512, "k": 512}
+SIZES = {"m": 512, "d": 512, "n": 512}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_gpu_measurer_verifies_then_times(measurer, tmp_path):
 def test_gpu_measurer_rejects_what_does_not_verify():
     """With a tolerance of 0 no fp16 kernel matches the fp32 reference: the point must come
     back unverified with no time, which shows the check runs before the timing."""
-    wl = Workload.builtin("matmul", {"m": 256, "n": 256, "k": 256})
+    wl = Workload.builtin("matmul", {"m": 256, "d": 256, "n": 256})
     p = Space(wl.graph()).all[0]
     bad = GpuMeasurer([0], compile_workers=2, tol=0.0)
     try:
