@@ -45,10 +45,51 @@ class FromDBOnly:
         pass
 
 
+def exhaustive(db, wl, space, meas, gpu, arch):
+    """Measure every point not yet in the DB's 'exhaustive' run; return {point: measurement}."""
+    done = db.results(wl.key, "exhaustive")
+    todo = [p for p in space.all if p not in done]
+    for i in range(0, len(todo), 64):  # in chunks, each logged: a killed call keeps what it measured
+        chunk = todo[i:i + 64]
+        for p, m in zip(chunk, meas.measure(wl, chunk)):
+            db.append(wl.key, "exhaustive", p, m, gpu=gpu)
+        print(f"{arch}: exhaustive {min(i + 64, len(todo))}/{len(todo)} new points", flush=True)
+    return db.results(wl.key, "exhaustive")
+
+
+def summarise(arch, policy, budget, a, rs, floor, overall, scores, space) -> dict:
+    """One table row: the runs of one policy at one budget, over the seeds."""
+    optimum = scores[0] if scores else None
+    reach = [next((h["step"] + 1 for h in r.history if h["best_ms"] <= 1.05 * overall), budget + 1) for r in rs]
+    best = statistics.median(r.best_ms for r in rs)
+    return {"arch": arch, "policy": policy, "budget": budget, "islands": a.islands, "seeds": a.seeds,
+            "best_ms": best, "best_ms_each": [r.best_ms for r in rs], "floor_ms": floor, "over_floor": best / floor,
+            "evals_to_5pct": statistics.median(reach),
+            "within_5pct": sum(r.best_ms <= 1.05 * overall for r in rs) / len(rs),
+            "failed": statistics.median(sum(not h["ok"] for h in r.history) for r in rs),
+            "best_point": str(min(rs, key=lambda r: r.best_ms).best), "space": len(space),
+            "overall_best_ms": overall, "optimum_ms": optimum,
+            "rank_each": [sum(x < r.best_ms for x in scores) + 1 for r in rs] if scores else None}
+
+
+def table(rows, gpu, a) -> str:
+    md = [f"GPU: {gpu}; {a.islands} islands (random: batch {a.islands}), seeds {a.seeds}", "",
+          "| workload | budget | policy | best ms (median) | / floor | / optimum | rank in space (median) "
+          "| runs within 5% of optimum | evals to within 5% (median) | failed (median) | best point |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        opt = f"{r['best_ms'] / r['optimum_ms']:.3f}x" if r["optimum_ms"] else "n/a"
+        rank = f"{statistics.median(r['rank_each']):g}" if r["rank_each"] else "n/a"
+        md.append(f"| {r['arch']} ({r['space']} points) | {r['budget']} | {r['policy']} | {r['best_ms']:.4f} "
+                  f"| {r['over_floor']:.2f}x | {opt} | {rank} | {r['within_5pct']:.0%} | {r['evals_to_5pct']:g} "
+                  f"| {r['failed']:g} | {r['best_point']} |")
+    return "\n".join(md) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", nargs="+", default=["attention", "rmsnorm_mlp"])
-    ap.add_argument("--budget", type=int, default=32)
+    ap.add_argument("--budget", type=int, nargs="+", default=[32], help="one or more budgets")
     ap.add_argument("--islands", type=int, default=4)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--gpus", default="0")
@@ -58,10 +99,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-share", action="store_true", help="re-measure points in every run")
     ap.add_argument("--replay", action="store_true",
                     help="no GPU: answer every point from the DB (after an --exhaustive run), so more seeds cost nothing")
-    ap.add_argument("--save-tuned", action="store_true",
-                    help="with --exhaustive: save the optimum to benchmarks/tuned/ (as `leantile search` saves its top-1)")
     ap.add_argument("--exhaustive", action="store_true",
                     help="also measure every point of the space (run 'exhaustive' in the DB): the true optimum")
+    ap.add_argument("--save-tuned", action="store_true",
+                    help="with --exhaustive: save the optimum to benchmarks/tuned/ (as `leantile search` saves its top-1)")
     a = ap.parse_args(argv)
     db = SearchDB(a.db)
     rows, gpu = [], None
@@ -80,60 +121,33 @@ def main(argv=None) -> int:
             inner = GpuMeasurer([int(x) for x in a.gpus.split(",")])
         meas = inner if a.no_share else MeasureOnce(inner, db)
         gpu = meas.gpu_name
-        keys = [(policy, seed) for policy in ("random", "momentum") for seed in a.seeds]
-        search = [SearchRun(wl, policy, a.budget, a.islands, seed, db, space=space, gpu=gpu,
-                            run=f"compare-{policy}-k{a.islands}-s{seed}-b{a.budget}",
-                            log=lambda s: print(s, flush=True)) for policy, seed in keys]
+        keys = [(b, policy, seed) for b in a.budget for policy in ("random", "momentum") for seed in a.seeds]
+        search = [SearchRun(wl, policy, b, a.islands, seed, db, space=space, gpu=gpu,
+                            run=f"compare-{policy}-k{a.islands}-s{seed}-b{b}",
+                            log=lambda s: print(s, flush=True)) for b, policy, seed in keys]
         runs = dict(zip(keys, run_lockstep(search, meas)))
-        overall = min(r.best_ms for r in runs.values())
-        optimum = None
+        overall, scores = min(r.best_ms for r in runs.values()), []
         if a.exhaustive:  # every point, each once (shared with the runs): where the runs' bests rank
-            done = db.results(wl.key, "exhaustive")
-            todo = [p for p in space.all if p not in done]
-            for i in range(0, len(todo), 64):  # in chunks, each logged: a killed call keeps what it measured
-                chunk = todo[i:i + 64]
-                for p, m in zip(chunk, meas.measure(wl, chunk)):
-                    db.append(wl.key, "exhaustive", p, m, gpu=gpu)
-                print(f"{arch}: exhaustive {min(i + 64, len(todo))}/{len(todo)} new points", flush=True)
-            every = db.results(wl.key, "exhaustive")
+            every = exhaustive(db, wl, space, meas, gpu, arch)
             scores = sorted(m.score for m in every.values())
-            optimum = scores[0]
             best_pt = min(every, key=lambda p: every[p].score)
-            print(f"{arch}: exhaustive over {len(scores)} points: optimum {optimum:.4f} ms at {best_pt}; "
-                  f"{sum(x == float('inf') for x in scores)} fail", flush=True)
-            overall = min(overall, optimum)
-            if a.save_tuned and math.isfinite(optimum) and not a.fake:
+            print(f"{arch}: exhaustive over {len(scores)} points: optimum {scores[0]:.4f} ms at {best_pt}; "
+                  f"{sum(x == math.inf for x in scores)} fail", flush=True)
+            overall = min(overall, scores[0])
+            if a.save_tuned and math.isfinite(scores[0]) and not a.fake:
                 entry = {"arch": arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": gpu,
-                         "candidate": best_pt.candidate, "tiles": best_pt.tile_dict, "time_ms": round(optimum, 6),
+                         "candidate": best_pt.candidate, "tiles": best_pt.tile_dict, "time_ms": round(scores[0], 6),
                          "roofline_ms": round(floor, 6), "search": {"run": "exhaustive", "evaluated": len(scores)}}
                 print(f"wrote {save_tuned(entry)}")
-        for policy in ("random", "momentum"):
-            rs = [runs[(policy, s)] for s in a.seeds]
-            reach = [next((h["step"] + 1 for h in r.history if h["best_ms"] <= 1.05 * overall), a.budget + 1)
-                     for r in rs]
-            best = statistics.median(r.best_ms for r in rs)
-            rows.append({"arch": arch, "policy": policy, "budget": a.budget, "islands": a.islands,
-                         "seeds": a.seeds, "best_ms": best, "best_ms_each": [r.best_ms for r in rs],
-                         "floor_ms": floor, "over_floor": best / floor, "evals_to_5pct": statistics.median(reach),
-                         "failed": statistics.median(sum(not h["ok"] for h in r.history) for r in rs),
-                         "best_point": str(min(rs, key=lambda r: r.best_ms).best),
-                         "space": len(space), "overall_best_ms": overall, "optimum_ms": optimum,
-                         "rank_each": ([sum(x < r.best_ms for x in scores) + 1 for r in rs] if optimum else None)})
+        for b in a.budget:
+            for policy in ("random", "momentum"):
+                rs = [runs[(b, policy, s)] for s in a.seeds]
+                rows.append(summarise(arch, policy, b, a, rs, floor, overall, scores, space))
         if isinstance(meas, MeasureOnce):
-            print(f"{arch}: {meas.measured} distinct points measured for {2 * len(a.seeds)} runs", flush=True)
+            print(f"{arch}: {meas.measured} distinct points measured for {len(keys)} runs", flush=True)
     if inner is not None:
         inner.close()
-    md = [f"GPU: {gpu}; budget {a.budget} evaluations per run, {a.islands} islands (random: batch {a.islands}), "
-          f"seeds {a.seeds}", "",
-          "| workload | policy | best ms (median) | / floor | / optimum | rank in space (median) "
-          "| evals to within 5% of best (median) | failed (median) | best point |",
-          "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        opt = f"{r['best_ms'] / r['optimum_ms']:.3f}x" if r["optimum_ms"] else "n/a"
-        rank = f"{statistics.median(r['rank_each']):g}" if r["rank_each"] else "n/a"
-        md.append(f"| {r['arch']} ({r['space']} points) | {r['policy']} | {r['best_ms']:.4f} | {r['over_floor']:.2f}x "
-                  f"| {opt} | {rank} | {r['evals_to_5pct']:g} | {r['failed']:g} | {r['best_point']} |")
-    text = "\n".join(md) + "\n"
+    text = table(rows, gpu, a)
     print("\n" + text)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
