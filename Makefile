@@ -2,6 +2,7 @@
 PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 STAMP := build/.setup-stamp
+SEARCH_BUDGET ?= 32
 
 .PHONY: setup test export kernels lean check-lean tune report clean
 
@@ -36,14 +37,19 @@ check-lean: setup
 	$(PYTHON) -m leantile check-lean
 
 # Derive every candidate of every graph in exports/ (built-ins and user architectures), emit
-# TileLang, lower to CUDA C for sm_90 (and, on a GPU, check each kernel against the reference
-# and time it). With lake, `lean` + `export` regenerate exports/ from the Lean sources first;
-# without it the committed exports are used as they are.
+# TileLang, lower to CUDA C for sm_90; on a GPU, also search tile configs for every workload
+# that has no tuned entry for this GPU yet (`leantile search --missing-only`, resumable from
+# benchmarks/results/search.sqlite), then check each kernel against the reference and time it.
+# With lake, `lean` + `export` regenerate exports/ from the Lean sources first; without it the
+# committed exports are used as they are.
 kernels: setup
 	@if command -v lake >/dev/null 2>&1; then $(MAKE) --no-print-directory lean export; \
 	else echo "kernels: no lake on PATH: using the committed exports/*.json"; fi
 	$(PYTHON) -m leantile kernels --out build/kernels exports
 	@if $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
+	  $(PYTHON) -m leantile search --missing-only --budget $(SEARCH_BUDGET) --gpus all \
+	    --db benchmarks/results/search.sqlite exports/*.json || \
+	    echo "kernels: the search found no verified point for some workload (above); its default tiles are benchmarked"; \
 	  $(PYTHON) -m leantile bench --out benchmarks/results exports/*.json; \
 	else echo "kernels: no CUDA GPU here: emitted and lowered only (GPU check and timing skipped)"; fi
 

@@ -81,3 +81,15 @@ def load_source(spec: str, sizes: dict | None = None) -> ir.Graph:
         return _from_python(spec, sizes)
     raise ir.GraphError([f"{spec!r}: not a built-in ({', '.join(architectures.NAMES)}), "
                          "a .json file, or module.py:function"])
+
+
+def load_source_at(spec: str, sizes: dict) -> ir.Graph:
+    """The graph of `spec` at exactly the full shape `sizes`, in any process (a search's compile
+    pool and GPU workers rebuild their workload this way). A JSON source has a fixed shape,
+    which must be the one asked for."""
+    if spec.endswith(".json"):
+        g = ir.load(spec)
+        if dict(g.axes) != dict(sizes):
+            raise ir.GraphError([f"{spec}: shape {dict(g.axes)} is not the requested {dict(sizes)}"])
+        return g
+    return load_source(spec, sizes)

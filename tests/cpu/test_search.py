@@ -235,3 +235,30 @@ def test_cli_fake_search_writes_tuned_and_resumes(tmp_path, capsys):
     assert main(args) == 0
     assert "0 new, 12 replayed" in capsys.readouterr().out
     assert main(["search", "nosuch", "--fake"]) == 1
+
+
+def test_cli_searches_user_sources_and_skips_tuned_ones(tmp_path, capsys):
+    """A user architecture (a JSON export and a module.py:function) is searched like a
+    built-in, keyed by its graph's name; --missing-only then skips what has an entry."""
+    from leantile.cli import main
+    from leantile.sources import load_source
+    root = architectures.__file__.rsplit("/python/", 1)[0]
+    srcs = [f"{root}/exports/geglu.json", f"{root}/examples/architectures/softmax_row.py:build"]
+    common = ["--fake", "--budget", "8", "--db", str(tmp_path / "d.sqlite"), "--out", str(tmp_path / "tuned")]
+    assert main(["search", *srcs, *common]) == 0
+    for src, name in zip(srcs, ("geglu", "softmax_row")):
+        g = load_source(src)
+        assert g.name == name and load_tuned(name, dict(g.axes), "f16", gpu="fake", root=tmp_path / "tuned")
+    capsys.readouterr()
+    assert main(["search", *srcs, "matmul", "--missing-only", *common]) == 0
+    out = capsys.readouterr().out
+    assert "geglu: tuned for fake already" in out and "softmax_row: tuned for fake already" in out
+    assert "matmul: best" in out and "geglu: best" not in out
+
+
+def test_search_of_a_json_source_at_another_shape_is_refused():
+    from leantile.ir import GraphError
+    from leantile.sources import load_source_at
+    root = architectures.__file__.rsplit("/python/", 1)[0]
+    with pytest.raises(GraphError, match="geglu.json: shape"):
+        load_source_at(f"{root}/exports/geglu.json", {"m": 8, "d": 8, "n": 8})

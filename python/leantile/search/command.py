@@ -1,4 +1,4 @@
-"""`leantile search ARCH [ARCH ...] [--budget N] [--islands K] [--gpus 0,1] [--db PATH]
+"""`leantile search SOURCE [SOURCE ...] [--missing-only] [--budget N] [--islands K] [--gpus 0,1] [--db PATH]
 [--policy momentum|random] [--seed S] [--fake] [--out DIR] [--plot DIR] [--size K=V ...]`
 
 For each workload: search derivation candidates x tile parameters for the fastest kernel
@@ -22,26 +22,31 @@ def cmd_search(args) -> int:
     from .space import Space
 
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
-    for n in names:
-        architectures.module(n)  # unknown name -> one clear error before anything runs
     if args.budget < 1 or args.islands < 1:
         print("error: --budget and --islands must be positive", file=sys.stderr)
         return 1
     try:
-        gpus = [int(x) for x in args.gpus.split(",") if x.strip()]
+        gpus = _all_gpus() if args.gpus == "all" else [int(x) for x in args.gpus.split(",") if x.strip()]
     except ValueError:
         print(f"error: --gpus {args.gpus!r}: expected device numbers such as 0,1", file=sys.stderr)
         return 1
     sizes = parse_sizes(args.size)
-    db = SearchDB(args.db)
+    # every source loads before anything runs: a bad name or file is one clear error
+    workloads = [Workload.from_source(n, sizes) for n in names]
     out = Path(args.out or ("build/search/tuned" if args.fake else "benchmarks/tuned"))
+    if args.missing_only:
+        workloads = _without_tuned_entry(workloads, gpus, args.fake, out)
+        if not workloads:
+            print("search: every workload already has a tuned entry for this GPU (--missing-only)")
+            return 0
+    db = SearchDB(args.db)
     measurer = None
     fakes: dict = {}
     status = 0
     try:
         searches = []
-        for name in names:
-            wl = Workload.builtin(name, sizes)
+        for wl in workloads:
+            name = wl.arch
             space = Space(wl.graph(), include_unfused=args.all_candidates)
             if args.fake:
                 from .roofline import workload_cost
@@ -88,6 +93,32 @@ def cmd_search(args) -> int:
     return status
 
 
+def _all_gpus() -> list[int]:
+    import torch
+
+    return list(range(torch.cuda.device_count())) or [0]
+
+
+def _without_tuned_entry(workloads: list, gpus: list[int], fake: bool, out: Path) -> list:
+    """The workloads with no benchmarks/tuned entry for this GPU (by name), so that
+    `make kernels` on a GPU searches only what has never been searched there."""
+    from ..tuned import load_tuned
+
+    gpu = "fake" if fake else None
+    if not fake:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.cuda.get_device_name(gpus[0] if gpus else 0)
+    keep = []
+    for wl in workloads:
+        if gpu and load_tuned(wl.arch, dict(wl.sizes), wl.dtype, gpu, root=out) is not None:
+            print(f"{wl.arch}: tuned for {gpu} already ({out / (wl.arch + '.json')}); skipped")
+        else:
+            keep.append(wl)
+    return keep
+
+
 class _PerWorkload:
     """Route each workload to its own measurer (the synthetic landscapes of --fake)."""
     gpu_name = "fake"
@@ -104,10 +135,13 @@ class _PerWorkload:
 
 def register(sub) -> None:
     s = sub.add_parser("search", help="search candidates x tile parameters for the fastest verified kernel")
-    s.add_argument("arch", nargs="+", metavar="ARCH", help="built-in name(s), or 'all'")
+    s.add_argument("arch", nargs="+", metavar="SOURCE",
+                   help="built-in name(s) or 'all', exports/*.json files, or module.py:function")
+    s.add_argument("--missing-only", action="store_true",
+                   help="skip workloads that already have a tuned entry for this GPU")
     s.add_argument("--budget", type=int, default=64, help="points evaluated per workload (default 64)")
     s.add_argument("--islands", type=int, default=4, help="islands (momentum) / batch size (random)")
-    s.add_argument("--gpus", default="0", help="GPU ids, one measuring process each (default 0)")
+    s.add_argument("--gpus", default="0", help="GPU ids, one measuring process each, or 'all' (default 0)")
     s.add_argument("--db", default="build/search/search.sqlite", help="SQLite log (resume by rerunning)")
     s.add_argument("--policy", choices=("momentum", "random"), default="momentum")
     s.add_argument("--seed", type=int, default=0)

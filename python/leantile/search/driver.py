@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import architectures, ir
+from ..sources import load_source, load_source_at
 from .db import SearchDB
 from .policy import MomentumParams, make_policy
 from .roofline import H200, Ceilings, workload_cost
@@ -21,18 +22,26 @@ from .space import Point, Space
 
 @dataclass(frozen=True)
 class Workload:
-    arch: str
+    arch: str  # the graph's name (what benchmarks/tuned/ and the DB key by)
     sizes: tuple[tuple[str, int], ...]  # the full shape, sorted
     dtype: str = "f16"
+    source: str = ""  # where the graph comes from (leantile.sources); "" = the built-in `arch`
 
     @staticmethod
     def builtin(arch: str, sizes: dict | None = None) -> "Workload":
-        g = architectures.build(arch, **(sizes or {}))
+        return Workload.from_source(arch, sizes)
+
+    @staticmethod
+    def from_source(source: str, sizes: dict | None = None) -> "Workload":
+        """A built-in name, an exports/*.json file or module.py:function (with axis overrides
+        where the source takes them); errors name the source."""
+        g = load_source(source, sizes or {})
         dt = g.inputs()[0].dtype if g.inputs() else "f16"
-        return Workload(arch, tuple(sorted(g.axes.items())), dt)
+        return Workload(g.name, tuple(sorted(g.axes.items())), dt,
+                        "" if source in architectures.NAMES else source)
 
     def graph(self) -> ir.Graph:
-        return architectures.build(self.arch, **dict(self.sizes))
+        return load_source_at(self.source or self.arch, dict(self.sizes))
 
     @property
     def key(self) -> str:

@@ -119,22 +119,22 @@ def _import_file(path: Path, name: str):
     return mod
 
 
-def compile_job(arch: str, sizes: dict, candidate: str, tiles: dict, build_dir: str, lower: bool = True,
+def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir: str, lower: bool = True,
                 precompile: bool = False) -> dict:
     """Derive, emit and lower (or, with `precompile`, compile with nvcc into TileLang's disk
     cache) one point on the CPU. Runs in a pool process."""
-    from .. import architectures
     from ..derive import derive
     from ..emit import emit_module
+    from ..sources import load_source_at
     from ..files import write_atomic
 
     try:
-        g = architectures.build(arch, **sizes)
+        g = load_source_at(source, sizes)
         plan = derive(g, candidate, tiles)
         src = emit_module(plan)
         h = hashlib.sha1(src.encode()).hexdigest()[:12]
         safe = re.sub(r"[^\w]", "_", candidate)
-        path = Path(build_dir) / arch / f"{safe}_{h}.py"
+        path = Path(build_dir) / g.name / f"{safe}_{h}.py"
         if not path.exists():
             write_atomic(path, src)
         if precompile:  # same call as the GPU worker's, so its compile hits the cache
@@ -152,15 +152,16 @@ def compile_job(arch: str, sizes: dict, candidate: str, tiles: dict, build_dir: 
 
 
 # ------------------------------------------------------------------------ GPU stage
-def _measure_on_gpu(path: str, arch: str, sizes: dict, dtype: str, refs: dict, rep: int, tol: float) -> dict:
+def _measure_on_gpu(path: str, source: str, sizes: dict, dtype: str, refs: dict, rep: int, tol: float) -> dict:
     import torch
     import triton.testing as tt
 
-    from .. import architectures, reference
+    from .. import reference
+    from ..sources import load_source_at
 
-    key = (arch, json.dumps(sizes, sort_keys=True))
+    key = (source, json.dumps(sizes, sort_keys=True))
     if key not in refs:
-        g = architectures.build(arch, **sizes)
+        g = load_source_at(source, sizes)
         inputs = {k: v.cuda() for k, v in reference.random_inputs(g, seed=1).items()}
         want = reference.evaluate(g, inputs, compute_dtype=torch.float32)
         refs[key] = (inputs, {k: v.float() for k, v in want.items()})
@@ -187,7 +188,7 @@ def _measure_on_gpu(path: str, arch: str, sizes: dict, dtype: str, refs: dict, r
 
 
 def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
-    """One process per GPU: receive (job id, arch, sizes, dtype, module path, tolerance), send results."""
+    """One process per GPU: receive (job id, source, sizes, dtype, module path, tolerance), send results."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     import torch
 
@@ -197,11 +198,11 @@ def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
         job = inq.get()
         if job is None:
             return
-        jid, arch, sizes, dtype, path, tol = job
+        jid, source, sizes, dtype, path, tol = job
         outq.put(("start", gpu, jid))
         fatal = False
         try:
-            res = _measure_on_gpu(path, arch, sizes, dtype, refs, rep, tol)
+            res = _measure_on_gpu(path, source, sizes, dtype, refs, rep, tol)
         except Exception as e:
             msg = str(e).strip().splitlines()
             res = {"compile_ok": True, "verified_ok": False, "error": f"{type(e).__name__}: {msg[-1] if msg else ''}"[:500]}
@@ -239,7 +240,8 @@ class GpuMeasurer:
         from concurrent.futures import as_completed
 
         results: list[Measurement | None] = [None] * len(points)
-        futs = {self.pool.submit(compile_job, workload.arch, dict(workload.sizes), p.candidate, p.tile_dict,
+        source = workload.source or workload.arch
+        futs = {self.pool.submit(compile_job, source, dict(workload.sizes), p.candidate, p.tile_dict,
                                  self.build_dir, self.lower, self.precompile): i for i, p in enumerate(points)}
         pending, inflight = set(), {}
         for fut in as_completed(futs):  # a point goes to the GPUs as soon as it is compiled
@@ -252,7 +254,7 @@ class GpuMeasurer:
                 results[i] = Measurement(False, False, None, r["error"])
                 continue
             tol = self.tol if self.tol is not None else TOL.get(workload.dtype, 2e-2)
-            self.inq.put((i, workload.arch, dict(workload.sizes), workload.dtype, r["path"], tol))
+            self.inq.put((i, source, dict(workload.sizes), workload.dtype, r["path"], tol))
             pending.add(i)
         while pending:
             try:
