@@ -46,6 +46,17 @@ def save_tuned(entry: dict, root: str | Path | None = None) -> Path:
     return path
 
 
+def faster_entry(entry: dict, root: str | Path | None = None) -> dict | None:
+    """The stored entry for entry's (shape, dtype, gpu) when it is faster than `entry`, else
+    None: a short or interrupted search must not replace what a longer one found."""
+    path = Path(root or tuned_dir()) / f"{entry['arch']}.json"
+    key = (json.dumps(entry["shape"], sort_keys=True), entry["dtype"], entry["gpu"])
+    for e in _read(path)["entries"]:
+        if (json.dumps(e.get("shape"), sort_keys=True), e.get("dtype"), e.get("gpu")) == key:
+            return e if e.get("time_ms", float("inf")) < entry["time_ms"] else None
+    return None
+
+
 def load_tuned(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = None,
                root: str | Path | None = None) -> tuple[str, dict] | None:
     """(candidate, tiles) of the best entry for this shape and dtype, or None.

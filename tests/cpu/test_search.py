@@ -262,3 +262,57 @@ def test_search_of_a_json_source_at_another_shape_is_refused():
     root = architectures.__file__.rsplit("/python/", 1)[0]
     with pytest.raises(GraphError, match="geglu.json: shape"):
         load_source_at(f"{root}/exports/geglu.json", {"m": 8, "d": 8, "n": 8})
+
+
+def test_cli_keeps_a_faster_stored_entry_unless_replace(tmp_path, capsys):
+    from leantile.cli import main
+    out = ["--fake", "--out", str(tmp_path / "tuned")]
+    assert main(["search", "matmul", "--budget", "40", "--db", str(tmp_path / "a.sqlite"), *out]) == 0
+    path = tmp_path / "tuned" / "matmul.json"
+    long_run = path.read_text()
+    capsys.readouterr()
+    # the same seed's first 4 points are a prefix of the long run: its best cannot be faster
+    assert main(["search", "matmul", "--budget", "4", "--db", str(tmp_path / "b.sqlite"), *out]) == 0
+    assert "kept the stored entry" in capsys.readouterr().out and path.read_text() == long_run
+    assert main(["search", "matmul", "--budget", "4", "--db", str(tmp_path / "c.sqlite"), "--replace", *out]) == 0
+    assert json.loads(path.read_text())["entries"][0]["search"]["evaluated"] == 4
+
+
+def test_cli_interrupted_search_saves_its_best_so_far(tmp_path, capsys, monkeypatch):
+    """Ctrl-C (or SIGTERM, handled the same way) in the third batch: exit 130, the best of the
+    first two batches is saved, and rerunning resumes from the DB."""
+    from leantile.cli import main
+    calls = {"n": 0}
+    real = FakeMeasurer.measure
+
+    def flaky(self, wl, points):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(self, wl, points)
+
+    monkeypatch.setattr(FakeMeasurer, "measure", flaky)
+    args = ["search", "swiglu", "--fake", "--budget", "16", "--db", str(tmp_path / "d.sqlite"),
+            "--out", str(tmp_path / "tuned")]
+    assert main(args) == 130
+    assert "interrupted" in capsys.readouterr().err
+    db = SearchDB(tmp_path / "d.sqlite")
+    rows = db.rows()
+    assert len(rows) == 8  # two batches of 4 islands
+    saved = json.loads((tmp_path / "tuned" / "swiglu.json").read_text())["entries"][0]
+    assert saved["time_ms"] == pytest.approx(min(r["time_ms"] for r in rows if r["verified_ok"]), rel=1e-5)
+    assert main(args) == 0
+    assert "8 new, 8 replayed" in capsys.readouterr().out
+
+
+def test_sigterm_stops_a_search_like_ctrl_c():
+    import os
+    import signal
+    import time
+    from leantile.search.command import _sigterm_as_interrupt
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with _sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2)  # not reached: the handler raises as soon as Python checks for signals
+    assert signal.getsignal(signal.SIGTERM) is before  # restored

@@ -8,6 +8,8 @@ default; with --fake, build/search/tuned, so a synthetic run never shadows a rea
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
 from pathlib import Path
 
@@ -16,9 +18,8 @@ from ..sources import parse_sizes
 
 
 def cmd_search(args) -> int:
-    from ..tuned import save_tuned
     from .db import SearchDB
-    from .driver import SearchRun, Workload, run_lockstep, tuned_entry
+    from .driver import SearchRun, Workload, run_lockstep
     from .space import Space
 
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
@@ -67,30 +68,70 @@ def cmd_search(args) -> int:
         for r in searches:
             r.gpu = measurer.gpu_name
         # all workloads advance together: a round compiles every workload's batch at once
-        for res in run_lockstep(searches, measurer):
-            name, wl = res.workload.arch, res.workload
-            print(f"{name}: best {res.best_ms:.4f} ms = {res.best} ({res.target_ms / res.best_ms:.0%} of the "
-                  f"roofline floor {res.target_ms:.4f} ms); {res.new} new, {res.replayed} replayed; "
-                  f"{sum(e.get('kind') == 'backtrack' for e in res.events)} backtracks, "
-                  f"{sum(e.get('kind') == 'crossover' for e in res.events)} crossovers"
-                  if res.best else f"{name}: no point verified")
-            entry = tuned_entry(res, measurer.gpu_name)
-            if entry is None:
-                status = 1
-                continue
-            print(f"wrote {save_tuned(entry, out)}")
-            if args.plot:
-                try:
-                    from .plot import plot_history
-
-                    print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms)}")
-                except ImportError:
-                    print("plot: matplotlib is not installed", file=sys.stderr)
+        try:
+            with _sigterm_as_interrupt():
+                results = run_lockstep(searches, measurer)
+        except KeyboardInterrupt:  # keep what was found; rerunning the command resumes from the DB
+            results = [r.result() for r in searches]
+            print("search: interrupted; saving the best verified point of each workload so far "
+                  "(rerun the same command to continue)", file=sys.stderr)
+            status = 130
+        for res in results:
+            if _report(res, measurer.gpu_name, out, args, db) is None:
+                status = status or 1
     finally:
         if measurer is not None:
             measurer.close()
         db.close()
     return status
+
+
+def _report(res, gpu: str | None, out: Path, args, db):
+    """Print one workload's outcome and save its top-1 unless a faster entry is stored."""
+    from ..tuned import faster_entry, save_tuned
+    from .driver import tuned_entry
+
+    name, wl = res.workload.arch, res.workload
+    print(f"{name}: best {res.best_ms:.4f} ms = {res.best} ({res.target_ms / res.best_ms:.0%} of the "
+          f"roofline floor {res.target_ms:.4f} ms); {res.new} new, {res.replayed} replayed; "
+          f"{sum(e.get('kind') == 'backtrack' for e in res.events)} backtracks, "
+          f"{sum(e.get('kind') == 'crossover' for e in res.events)} crossovers"
+          if res.best else f"{name}: no point verified")
+    entry = tuned_entry(res, gpu)
+    if entry is None:
+        return None
+    kept = None if args.replace else faster_entry(entry, out)
+    if kept is not None:
+        print(f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
+              f"faster than this search's best; --replace overwrites it")
+    else:
+        print(f"wrote {save_tuned(entry, out)}")
+    if args.plot:
+        try:
+            from .plot import plot_history
+
+            print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms)}")
+        except ImportError:
+            print("plot: matplotlib is not installed", file=sys.stderr)
+    return entry
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """`timeout` and job schedulers stop a search with SIGTERM: treat it as Ctrl-C, so the
+    best points found so far are still saved."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _all_gpus() -> list[int]:
@@ -137,6 +178,8 @@ def register(sub) -> None:
     s = sub.add_parser("search", help="search candidates x tile parameters for the fastest verified kernel")
     s.add_argument("arch", nargs="+", metavar="SOURCE",
                    help="built-in name(s) or 'all', exports/*.json files, or module.py:function")
+    s.add_argument("--replace", action="store_true",
+                   help="save the search's best even where a faster entry is stored")
     s.add_argument("--missing-only", action="store_true",
                    help="skip workloads that already have a tuned entry for this GPU")
     s.add_argument("--budget", type=int, default=64, help="points evaluated per workload (default 64)")
