@@ -147,3 +147,18 @@ def test_cli_writes_index(tmp_path, capsys):
     assert not (tmp_path / "index.html").exists()
     assert main(["report", "no_such_arch", "--out", str(tmp_path)]) == 1
     assert "no_such_arch" in capsys.readouterr().err
+
+
+def test_index_lists_every_report_in_the_folder(tmp_path):
+    """Two runs into one folder: the index links both runs' pages; a page deleted by hand
+    drops out of the index of its format at the next run."""
+    def linked(fmt):
+        text = (tmp_path / f"index.{fmt}").read_text()
+        return {n for n in ("matmul", "swiglu", "geglu") if (f'href="{n}.html"' if fmt == "html" else f"]({n}.md)") in text}
+
+    write_reports(["matmul"], tmp_path, examples=1)
+    write_reports(["swiglu"], tmp_path, examples=1)
+    assert linked("html") == linked("md") == {"matmul", "swiglu"}
+    (tmp_path / "matmul.md").unlink()
+    write_reports(["swiglu"], tmp_path, examples=1)
+    assert linked("html") == {"matmul", "swiglu"} and linked("md") == {"swiglu"}
