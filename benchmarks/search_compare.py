@@ -19,6 +19,7 @@ writes OUT/search-compare.json and .md. Columns:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import statistics
@@ -57,6 +58,11 @@ def exhaustive(db, wl, space, meas, gpu, arch):
     return db.results(wl.key, "exhaustive")
 
 
+def space_sha(space) -> str:
+    """Which space the runs searched: a replay reproduces a comparison only over the same points."""
+    return hashlib.sha256("\n".join(sorted(p.key() for p in space.all)).encode()).hexdigest()[:16]
+
+
 def summarise(arch, policy, budget, a, rs, floor, overall, scores, space) -> dict:
     """One table row: the runs of one policy at one budget, over the seeds."""
     optimum = scores[0] if scores else None
@@ -68,6 +74,7 @@ def summarise(arch, policy, budget, a, rs, floor, overall, scores, space) -> dic
             "within_5pct": sum(r.best_ms <= 1.05 * overall for r in rs) / len(rs),
             "failed": statistics.median(sum(not h["ok"] for h in r.history) for r in rs),
             "best_point": str(min(rs, key=lambda r: r.best_ms).best), "space": len(space),
+            "space_sha": space_sha(space),
             "overall_best_ms": overall, "optimum_ms": optimum,
             "rank_each": [sum(x < r.best_ms for x in scores) + 1 for r in rs] if scores else None}
 

@@ -78,7 +78,8 @@ def sizes_of(name):
 
 tiles = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]),
                                "block_n": st.sampled_from([1, 2, 3, 5, 8]),
-                               "block_k": st.sampled_from([1, 2, 3, 4, 8])})
+                               "block_k": st.sampled_from([1, 2, 3, 4, 8]),
+                               "block_r": st.sampled_from([1, 2, 3, 4, 8])})
 
 
 @pytest.mark.parametrize("name", NAMES)

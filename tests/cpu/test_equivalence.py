@@ -19,7 +19,8 @@ def arch_sizes(name):
 
 tiles = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]),
                                "block_n": st.sampled_from([1, 2, 3, 5, 8]),
-                               "block_k": st.sampled_from([1, 2, 3, 4, 8])})
+                               "block_k": st.sampled_from([1, 2, 3, 4, 8]),
+                               "block_r": st.sampled_from([1, 2, 3, 4, 8])})
 
 
 @pytest.mark.parametrize("name", architectures.NAMES)

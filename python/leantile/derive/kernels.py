@@ -2,7 +2,14 @@
 
 Buffer names follow the graph (`matmul_10`, `red_max_4`, `X_shared`) so the emitted
 TileLang reads like a hand-written kernel. Tile sizes come from `tiles`
-(block_m, block_n, block_k, stages, threads), never from the derivation.
+(block_m, block_n, block_k, block_r, stages, threads), never from the derivation.
+
+block_r is the kept-axis block of a standalone reduction kernel (the row statistics of a
+norm computed before its GEMM, the column sums of a weight): such a kernel has only
+(axis / block) CTAs, so it needs a block of its own, smaller than the GEMM's block_m, to
+fill the GPU (at block_m=128 and m=1024 it ran on 8 of the H200's 132 SMs). Its default,
+128, is block_m's default: default plans keep the row blocks they were measured with (a
+column-sum kernel used block_n before).
 """
 from __future__ import annotations
 
@@ -13,7 +20,8 @@ from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store, Stream, Tile
 from .sites import FlashSite, GemmSite, SoftmaxSite, expandable_variance, row_ancestors, unary_chain
 
-DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "stages": 2, "threads": 256, "swizzle": 10}
+DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
+                 "swizzle": 10}
 
 
 def value_name(g: ir.Graph, i: int) -> str:
@@ -272,7 +280,7 @@ def row_stats_kernel(g: ir.Graph, c: GemmChoice, tiles: dict) -> tuple[Kernel, l
     base = g.node(s.base)
     rows = [a for a in base.axes if a != s.axis]
     kb = KernelBuilder(f"row_stats_{s.matmuls[0]}", "per-row statistics of the GEMM's LHS, stored for its epilogue",
-                       _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
+                       _grid(rows, {rows[-1]: "block_r"} if rows else {}, tiles),
                        _stream(s.axis, "block_k", tiles), tiles["threads"])
     x = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
     kb.body.append(Load(src=value_name(g, s.base), dst=x))
@@ -290,7 +298,7 @@ def colsum_kernel(g: ir.Graph, w: int, axis: str, tiles: dict) -> Kernel:
     wn = g.node(w)
     cols = [a for a in wn.axes if a != axis]
     kb = KernelBuilder(f"colsum_{value_name(g, w)}", f"column sums of {value_name(g, w)} over {axis} (mean pullout)",
-                       _grid(cols, {cols[-1]: "block_n"} if cols else {}, tiles),
+                       _grid(cols, {cols[-1]: "block_r"} if cols else {}, tiles),
                        _stream(axis, "block_k", tiles), tiles["threads"])
     t = kb.buf(f"{value_name(g, w)}_shared", wn.axes, "shared", _dtype_of(g, w), w)
     acc = kb.buf(f"colsum_{value_name(g, w)}", cols, "fragment", "acc")

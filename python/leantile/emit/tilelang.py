@@ -38,11 +38,11 @@ class EmitError(ValueError):
 
 TL_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
              "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
-TUNABLE = ("block_m", "block_n", "block_k", "stages", "threads", "swizzle")
+TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle")
 # names the generated code uses itself; buffer names that collide are renamed
 RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "i", "j", "l", "i0", "i1", "i2", "i3",
             "main", "dtype", "accum_dtype", "threads", "stages", "block_m", "block_n",
-            "block_k", "AXES", "GLOBALS", "KERNELS", "OUTPUTS", "TILE_PARAMS", "DTYPE",
+            "block_k", "block_r", "AXES", "GLOBALS", "KERNELS", "OUTPUTS", "TILE_PARAMS", "DTYPE",
             "ACCUM_DTYPE", "GRAPH", "CANDIDATE", "math"}
 LOOP_VARS = ("i", "j", "l", "i3", "i4", "i5")
 GRID_VARS = ("bx", "by", "bz")
@@ -639,10 +639,11 @@ def _configs(plan: Plan, used: set[str], full_row: bool = False) -> list[dict]:
     for k in plan.kernels:
         for a, p in tile_param_of(plan, k).items():
             limit[p] = max(limit.get(p, 0), plan.axes[a])
-    options = {"block_m": (64, 128), "block_n": (64, 128, 256), "block_k": (32, 64), "stages": (2, 3, 4),
+    options = {"block_m": (64, 128), "block_n": (64, 128, 256), "block_k": (32, 64), "block_r": (16, 32, 64),
+               "stages": (2, 3, 4),
                "threads": (128, 256), "swizzle": (0, 10)}
     out = [base]
-    for p in ("block_m", "block_n", "block_k", "stages", "threads", "swizzle"):
+    for p in TUNABLE:
         if p not in base:
             continue
         for v in options[p]:

@@ -30,10 +30,11 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     "block_m": (64, 128, 256),
     "block_n": (64, 128, 256),
     "block_k": (32, 64, 128),
+    "block_r": (16, 32, 64, 128),  # standalone reduction kernels (row statistics, column sums)
     "stages": (1, 2, 3, 4),
     "threads": (128, 256, 384, 512),
 }
-ORDER = ("block_m", "block_n", "block_k", "stages", "threads")
+ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads")
 SMEM_LIMIT = 227 * 1024  # H200 (sm_90): max dynamic shared memory per block
 FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4, "f8e4m3": 1, "f8e5m2": 1}
@@ -141,7 +142,7 @@ def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
                     axis_param.setdefault(a, sp)
         used |= set(axis_param.values())
         for a, p in axis_param.items():
-            if a in plan.axes and p in ("block_m", "block_n", "block_k"):
+            if a in plan.axes and p in ("block_m", "block_n", "block_k", "block_r"):
                 info.limits[p] = max(info.limits.get(p, 0), plan.axes[a])
         batch = {t.axis for t in k.grid if t.block == 1}
         streamed = {s.dst for s in k.body if isinstance(s, Load)}
