@@ -7,7 +7,7 @@ kernels use (an attention plan has no block_k). Points are valid for the shape:
     emitter's own get_configs rule: a larger block only computes padding);
   - kernels whose GEMM accumulator feeds a row reduction or a second GEMM use the FullRow
     warp policy: 16-row slices per warp, so threads <= 2 * block_m and the slices divide
-    evenly over the warps (threads=384 has no partition of a 128-row tile, anchors-h200.md);
+    evenly over the warps (anchors-h200.md: 12 warps have no partition of a 128-row tile);
   - the shared memory of every kernel (shared tiles, streamed ones times `stages`) fits the
     H200's 227 KiB per block; fragments (summed as if all were live at once, an over-count)
     stay under 4 KiB per thread: 128x128 attention at 128 threads counts 1.8 KiB and still
@@ -32,7 +32,9 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     "block_k": (32, 64, 128),
     "block_r": (16, 32, 64, 128),  # standalone reduction kernels (row statistics, column sums)
     "stages": (1, 2, 3, 4),
-    "threads": (128, 256, 384, 512),
+    # no 384: 12 warps never compiled on the H200 (docs/search.md: no wgmma warp partition of
+    # any block here, no layout for the row-statistics reduction), so it only spent budget
+    "threads": (128, 256, 512),
 }
 ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads")
 SMEM_LIMIT = 227 * 1024  # H200 (sm_90): max dynamic shared memory per block
