@@ -316,3 +316,13 @@ def test_sigterm_stops_a_search_like_ctrl_c():
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(2)  # not reached: the handler raises as soon as Python checks for signals
     assert signal.getsignal(signal.SIGTERM) is before  # restored
+
+
+def test_cli_searches_a_workload_named_twice_once(tmp_path, capsys):
+    from leantile.cli import main
+    root = architectures.__file__.rsplit("/python/", 1)[0]
+    assert main(["search", "matmul", f"{root}/exports/matmul.json", "--fake", "--budget", "4",
+                 "--db", str(tmp_path / "d.sqlite"), "--out", str(tmp_path / "t")]) == 0
+    cap = capsys.readouterr()
+    assert "searched once" in cap.err and cap.out.count("matmul: best") == 1
+    assert len(SearchDB(tmp_path / "d.sqlite").rows()) == 4

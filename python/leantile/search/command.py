@@ -33,7 +33,14 @@ def cmd_search(args) -> int:
         return 1
     sizes = parse_sizes(args.size)
     # every source loads before anything runs: a bad name or file is one clear error
-    workloads = [Workload.from_source(n, sizes) for n in names]
+    workloads = []
+    for n in names:
+        wl = Workload.from_source(n, sizes)
+        same = next((w for w in workloads if w.key == wl.key), None)
+        if same is not None:  # e.g. `attention` and exports/attention.json: one search, one DB run
+            print(f"{n}: the same workload as {same.source or same.arch} ({wl.key}); searched once", file=sys.stderr)
+            continue
+        workloads.append(wl)
     out = Path(args.out or ("build/search/tuned" if args.fake else "benchmarks/tuned"))
     if args.missing_only:
         workloads = _without_tuned_entry(workloads, gpus, args.fake, out)
