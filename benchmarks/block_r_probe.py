@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from leantile.search import Point, Workload
+from leantile.search.driver import point_entry
 from leantile.search.workers import GpuMeasurer
-from leantile.tuned import faster_entry, load_tuned, save_tuned
+from leantile.tuned import load_tuned, save_if_faster
 
 BLOCK_R = (16, 32, 64, 128)
 
@@ -57,11 +58,9 @@ def main(argv=None) -> int:
             lines.append(f"| {arch} | {cand} | {tiles} | " + " | ".join(f"{t:.4f}" if t else "fail" for t in ms)
                          + f" | {ratio} |")
             if a.save_tuned and best_p is not None:
-                entry = {"arch": arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": meas.gpu_name,
-                         "candidate": best_p.candidate, "tiles": best_p.tile_dict, "time_ms": round(best_t, 6),
-                         "source": "benchmarks/block_r_probe.py"}
-                kept = faster_entry(entry)
-                print(f"{arch}: kept the stored entry ({kept['time_ms']} ms)" if kept else f"wrote {save_tuned(entry)}")
+                entry = point_entry(wl, best_p, best_t, meas.gpu_name, source="benchmarks/block_r_probe.py")
+                written, kept = save_if_faster(entry)
+                print(f"wrote {written}" if written else f"{arch}: kept the faster stored entry ({kept['time_ms']} ms)")
     finally:
         meas.close()
     text = f"GPU: {meas.gpu_name}\n\n" + "\n".join(lines) + "\n"

@@ -27,9 +27,10 @@ import sys
 from pathlib import Path
 
 from leantile.search import SearchRun, Space, Workload, run_lockstep, workload_cost
+from leantile.search.driver import point_entry
 from leantile.search.db import SearchDB
 from leantile.search.memo import MeasureOnce
-from leantile.tuned import save_tuned
+from leantile.tuned import save_if_faster
 
 
 class FromDBOnly:
@@ -142,10 +143,10 @@ def main(argv=None) -> int:
                   f"{sum(x == math.inf for x in scores)} fail", flush=True)
             overall = min(overall, scores[0])
             if a.save_tuned and math.isfinite(scores[0]) and not a.fake:
-                entry = {"arch": arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": gpu,
-                         "candidate": best_pt.candidate, "tiles": best_pt.tile_dict, "time_ms": round(scores[0], 6),
-                         "roofline_ms": round(floor, 6), "search": {"run": "exhaustive", "evaluated": len(scores)}}
-                print(f"wrote {save_tuned(entry)}")
+                entry = point_entry(wl, best_pt, scores[0], gpu, roofline_ms=round(floor, 6),
+                                    search={"run": "exhaustive", "evaluated": len(scores)})
+                written, kept = save_if_faster(entry)
+                print(f"wrote {written}" if written else f"{arch}: kept the faster stored entry ({kept['time_ms']} ms)")
         for b in a.budget:
             for policy in ("random", "momentum"):
                 rs = [runs[(b, policy, s)] for s in a.seeds]

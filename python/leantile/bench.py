@@ -238,9 +238,9 @@ def main(argv=None) -> int:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("bench", add_help=False, help="check and time kernels against torch and vendor libraries (GPU)")
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(fn=lambda args: main(args.rest))
+    from .cli import add_passthrough
+
+    add_passthrough(sub, "bench", "check and time kernels against torch and vendor libraries (GPU)", main)
 
 
 if __name__ == "__main__":

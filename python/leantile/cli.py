@@ -109,7 +109,15 @@ def _extra_commands():
     return [import_module(f"{__package__}.{mod}").register for mod in EXTRA_COMMAND_MODULES]
 
 
-PASSTHROUGH = ("bench", "tune", "check-lean")  # subcommands with their own argument parser
+PASSTHROUGH: set[str] = set()  # subcommands with their own argument parser (add_passthrough)
+
+
+def add_passthrough(sub, name: str, help: str, main) -> None:
+    """A subcommand that parses its own arguments, options and --help included:
+    `leantile NAME ARGS...` calls main(ARGS)."""
+    PASSTHROUGH.add(name)
+    s = sub.add_parser(name, add_help=False, help=help)
+    s.set_defaults(fn=lambda args: main(args.rest))
 
 # Each module defines register(subparsers), keeping this file about the graph basics.
 EXTRA_COMMAND_MODULES: tuple[str, ...] = (

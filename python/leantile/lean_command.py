@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 
-def _run(args) -> int:
+def _run(argv) -> int:
     from .lean import check_lean_main
 
-    return check_lean_main(args.rest)
+    return check_lean_main(argv)
 
 
 def register(sub):
-    s = sub.add_parser("check-lean", add_help=False,
-                       help="report each cited Lean theorem as checked, failed or unchecked")
-    s.add_argument("rest", nargs="*", help="options of check-lean (see `leantile check-lean --help`)")
-    s.set_defaults(fn=_run)
+    from .cli import add_passthrough
+
+    add_passthrough(sub, "check-lean", "report each cited Lean theorem as checked, failed or unchecked", _run)

@@ -109,9 +109,9 @@ def main(argv=None) -> int:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("tune", add_help=False, help="sweep tile configs on a GPU and store the best (benchmarks/tuned)")
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(fn=lambda args: main(args.rest))
+    from .cli import add_passthrough
+
+    add_passthrough(sub, "tune", "sweep tile configs on a GPU and store the best (benchmarks/tuned)", main)
 
 
 if __name__ == "__main__":

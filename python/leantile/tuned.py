@@ -30,31 +30,32 @@ def _read(path: Path) -> dict:
     return data
 
 
+def _key(e: dict) -> tuple[str, str, str]:
+    """What one entry is for: (shape, dtype, gpu)."""
+    return json.dumps(e.get("shape"), sort_keys=True), str(e.get("dtype")), str(e.get("gpu"))
+
+
 def save_tuned(entry: dict, root: str | Path | None = None) -> Path:
     """Insert or replace the entry for its (shape, dtype, gpu) in <root>/<arch>.json, atomically."""
     from .files import write_atomic
 
     path = Path(root or tuned_dir()) / f"{entry['arch']}.json"
-    data = _read(path)
-    key = (json.dumps(entry["shape"], sort_keys=True), entry["dtype"], entry["gpu"])
-    entries = [e for e in data["entries"]
-               if (json.dumps(e.get("shape"), sort_keys=True), e.get("dtype"), e.get("gpu")) != key]
-    entries.append(entry)
-    entries.sort(key=lambda e: (json.dumps(e.get("shape"), sort_keys=True), str(e.get("dtype")), str(e.get("gpu"))))
+    entries = [e for e in _read(path)["entries"] if _key(e) != _key(entry)] + [entry]
+    entries.sort(key=_key)
     write_atomic(path, json.dumps({"schema": SCHEMA, "arch": entry["arch"], "entries": entries},
                                   indent=1, sort_keys=True) + "\n")
     return path
 
 
-def faster_entry(entry: dict, root: str | Path | None = None) -> dict | None:
-    """The stored entry for entry's (shape, dtype, gpu) when it is faster than `entry`, else
-    None: a short or interrupted search must not replace what a longer one found."""
+def save_if_faster(entry: dict, root: str | Path | None = None, replace: bool = False) -> tuple[Path | None, dict | None]:
+    """Save entry unless the stored one for its (shape, dtype, gpu) is faster (a short or
+    interrupted search must not replace what a longer one found); `replace` saves anyway.
+    Returns (the file written, or None; the faster entry kept, or None)."""
     path = Path(root or tuned_dir()) / f"{entry['arch']}.json"
-    key = (json.dumps(entry["shape"], sort_keys=True), entry["dtype"], entry["gpu"])
-    for e in _read(path)["entries"]:
-        if (json.dumps(e.get("shape"), sort_keys=True), e.get("dtype"), e.get("gpu")) == key:
-            return e if e.get("time_ms", float("inf")) < entry["time_ms"] else None
-    return None
+    stored = next((e for e in _read(path)["entries"] if _key(e) == _key(entry)), None)
+    if not replace and stored is not None and stored.get("time_ms", float("inf")) < entry["time_ms"]:
+        return None, stored
+    return save_tuned(entry, root), None
 
 
 def load_tuned(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = None,

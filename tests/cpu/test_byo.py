@@ -11,7 +11,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -196,7 +195,6 @@ def test_kernels_command_on_a_folder_of_exports(tmp_path):
     """`make kernels` runs `leantile kernels exports`: every graph in the folder, the exported
     (Lean) derivation marked in the index."""
     pytest.importorskip("tilelang", reason="tilelang not installed: lowering skipped")
-    from leantile.kernels_command import build_kernels
 
     exports = tmp_path / "exports"
     for name in ("geglu", "softmax_row"):  # attention_scaled lowers above; keep this one short

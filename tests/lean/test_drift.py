@@ -86,17 +86,20 @@ def test_exporter_names_the_lean_file_of_each_architecture():
     assert "IO.FS.rename tmp path" in main  # written under a temporary name, renamed into place
 
 
+def _lean_graph(tmp_path, monkeypatch, name: str, axes: str, body: str):
+    """Write <Name>.lean holding one graph definition (axes in Lean syntax, body the do-block
+    lines, line 3 onwards) and return its parsed body, the reader rooted at tmp_path."""
+    p = tmp_path / f"{name.capitalize()}.lean"
+    p.write_text(f'def {name}Graph : Except String Graph :=\n  buildGraphWithOutput "{name}" {axes} do\n' + body)
+    monkeypatch.setattr(L, "REPO", tmp_path)
+    return L.parse_file(p)[f"{name}Graph"]
+
+
 def test_lean_builder_error_names_file_and_line(tmp_path, monkeypatch):
     """Without a toolchain the reader replays a Lean architecture on the Python builder; a
     builder refusal (here: an axis the graph does not have) names the .lean file and line."""
-    p = tmp_path / "Broken.lean"
-    p.write_text('def brokenGraph : Except String Graph :=\n'
-                 '  buildGraphWithOutput "broken" [("m", 2), ("d", 3)] do\n'
-                 '    let x ← input "X" ["m", "d"]\n'
-                 '    let s ← red .sum x "k"\n'
-                 '    pure s\n')
-    monkeypatch.setattr(L, "REPO", tmp_path)
-    body = L.parse_file(p)["brokenGraph"]
+    body = _lean_graph(tmp_path, monkeypatch, "broken", '[("m", 2), ("d", 3)]',
+                       '    let x ← input "X" ["m", "d"]\n    let s ← red .sum x "k"\n    pure s\n')
     with pytest.raises(L.DslError, match=r"Broken\.lean:4: .*axis 'k'"):
         L.Interpreter(DagM("broken", body.axes), {}).run(body, [])
 
@@ -118,13 +121,7 @@ def test_reader_detects_a_reordered_subdag(tmp_path, monkeypatch):
 
 
 def test_reader_refuses_lines_outside_the_subset(tmp_path, monkeypatch):
-    p = tmp_path / "Bad.lean"
-    p.write_text('def badGraph : Except String Graph :=\n'
-                 '  buildGraphWithOutput "bad" [("m", 2)] do\n'
-                 '    let x ← input "X" ["m"]\n'
-                 '    let y ← exp (x)\n'
-                 '    pure y\n')
-    monkeypatch.setattr(L, "REPO", tmp_path)
-    body = L.parse_file(p)["badGraph"]
+    body = _lean_graph(tmp_path, monkeypatch, "bad", '[("m", 2)]',
+                       '    let x ← input "X" ["m"]\n    let y ← exp (x)\n    pure y\n')
     with pytest.raises(L.DslError):
         L.Interpreter(DagM("bad", {"m": 2}), {}).run(body, [])

@@ -95,7 +95,7 @@ def cmd_search(args) -> int:
 
 def _report(res, gpu: str | None, out: Path, args, db):
     """Print one workload's outcome and save its top-1 unless a faster entry is stored."""
-    from ..tuned import faster_entry, save_tuned
+    from ..tuned import save_if_faster
     from .driver import tuned_entry
 
     name, wl = res.workload.arch, res.workload
@@ -107,12 +107,10 @@ def _report(res, gpu: str | None, out: Path, args, db):
     entry = tuned_entry(res, gpu)
     if entry is None:
         return None
-    kept = None if args.replace else faster_entry(entry, out)
-    if kept is not None:
-        print(f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
-              f"faster than this search's best; --replace overwrites it")
-    else:
-        print(f"wrote {save_tuned(entry, out)}")
+    written, kept = save_if_faster(entry, out, replace=args.replace)
+    print(f"wrote {written}" if written else
+          f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
+          f"faster than this search's best; --replace overwrites it")
     if args.plot:
         try:
             from .plot import plot_history

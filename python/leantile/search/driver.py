@@ -7,7 +7,6 @@ proposal is answered from the DB) and then continues with new measurements.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -158,14 +157,14 @@ def run_lockstep(runs: list[SearchRun], measurer) -> list[SearchResult]:
             r.observe([got[(r.res.workload, p)] for p in pts])
 
 
+def point_entry(wl: Workload, point: Point, time_ms: float, gpu: str | None, **provenance) -> dict:
+    """A benchmarks/tuned entry for one measured point (leantile.tuned)."""
+    return {"arch": wl.arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": gpu or "unknown",
+            "candidate": point.candidate, "tiles": point.tile_dict, "time_ms": round(time_ms, 6), **provenance}
+
+
 def tuned_entry(res: SearchResult, gpu: str | None) -> dict | None:
     if res.best is None:
         return None
-    return {"arch": res.workload.arch, "shape": dict(res.workload.sizes), "dtype": res.workload.dtype,
-            "gpu": gpu or "unknown", "candidate": res.best.candidate, "tiles": res.best.tile_dict,
-            "time_ms": round(res.best_ms, 6), "roofline_ms": round(res.target_ms, 6),
-            "search": {"run": res.run, "evaluated": res.evaluated}}
-
-
-def _dumps(x) -> str:
-    return json.dumps(x, indent=1, sort_keys=True) + "\n"
+    return point_entry(res.workload, res.best, res.best_ms, gpu, roofline_ms=round(res.target_ms, 6),
+                       search={"run": res.run, "evaluated": res.evaluated})
