@@ -326,3 +326,20 @@ def test_cli_searches_a_workload_named_twice_once(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "searched once" in cap.err and cap.out.count("matmul: best") == 1
     assert len(SearchDB(tmp_path / "d.sqlite").rows()) == 4
+
+
+def test_compile_job_emits_and_lowers_a_point_of_any_source(tmp_path):
+    """The CPU half of the GPU measurer: a point of a user export is derived, emitted under
+    its graph's name and lowered to CUDA C; a candidate that does not exist fails with its name."""
+    pytest.importorskip("tilelang", reason="tilelang not installed: lowering skipped")
+    from leantile.search.workers import compile_job
+    root = architectures.__file__.rsplit("/python/", 1)[0]
+    src = f"{root}/exports/geglu.json"
+    sizes = dict(json.loads(open(src).read())["axes"])
+    ok = compile_job(src, sizes, "fused", {"block_m": 64, "block_n": 128}, str(tmp_path), stage="lower")
+    assert ok["ok"] and ok["path"].startswith(str(tmp_path / "geglu"))
+    assert "block_m=64" in open(ok["path"]).read()
+    bad = compile_job(src, sizes, "no_such_candidate", {}, str(tmp_path), stage="emit")
+    assert not bad["ok"] and "no_such_candidate" in bad["error"]
+    wrong_shape = compile_job(src, {"m": 8, "d": 8, "n": 8}, "fused", {}, str(tmp_path), stage="emit")
+    assert not wrong_shape["ok"] and "shape" in wrong_shape["error"]

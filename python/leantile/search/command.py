@@ -38,7 +38,7 @@ def cmd_search(args) -> int:
         wl = Workload.from_source(n, sizes)
         same = next((w for w in workloads if w.key == wl.key), None)
         if same is not None:  # e.g. `attention` and exports/attention.json: one search, one DB run
-            print(f"{n}: the same workload as {same.source or same.arch} ({wl.key}); searched once", file=sys.stderr)
+            print(f"{n}: the same workload as {same.spec} ({wl.key}); searched once", file=sys.stderr)
             continue
         workloads.append(wl)
     out = Path(args.out or ("build/search/tuned" if args.fake else "benchmarks/tuned"))
@@ -49,31 +49,25 @@ def cmd_search(args) -> int:
             return 0
     db = SearchDB(args.db)
     measurer = None
-    fakes: dict = {}
     status = 0
     try:
+        spaces = {wl: Space(wl.graph(), include_unfused=args.all_candidates) for wl in workloads}
+        if args.fake:  # one synthetic landscape per workload
+            from .roofline import workload_cost
+            from .workers import FakeMeasurer
+
+            measurer = _PerWorkload({wl: FakeMeasurer(sp, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
+                                     for wl, sp in spaces.items()})
+        else:
+            from .workers import GpuMeasurer
+
+            measurer = GpuMeasurer(gpus or [0], compile_workers=args.compile_workers)
         searches = []
-        for wl in workloads:
-            name = wl.arch
-            space = Space(wl.graph(), include_unfused=args.all_candidates)
-            if args.fake:
-                from .roofline import workload_cost
-                from .workers import FakeMeasurer
-
-                # one synthetic landscape per workload, behind one measurer
-                fakes[wl] = FakeMeasurer(space, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
-            elif measurer is None:
-                from .workers import GpuMeasurer
-
-                measurer = GpuMeasurer(gpus or [0], compile_workers=args.compile_workers)
-            print(f"{name}: {len(space)} points over {len(space.candidates)} candidate(s), "
+        for wl, space in spaces.items():
+            print(f"{wl.arch}: {len(space)} points over {len(space.candidates)} candidate(s), "
                   f"budget {args.budget}, policy {args.policy}, {args.islands} island(s)")
             searches.append(SearchRun(wl, args.policy, args.budget, args.islands, args.seed, db, space=space,
-                                      log=print))
-        if args.fake:
-            measurer = _PerWorkload(fakes)
-        for r in searches:
-            r.gpu = measurer.gpu_name
+                                      gpu=measurer.gpu_name, log=print))
         # all workloads advance together: a round compiles every workload's batch at once
         try:
             with _sigterm_as_interrupt():

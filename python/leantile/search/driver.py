@@ -39,8 +39,13 @@ class Workload:
         return Workload(g.name, tuple(sorted(g.axes.items())), dt,
                         "" if source in architectures.NAMES else source)
 
+    @property
+    def spec(self) -> str:
+        """What leantile.sources loads it from (the built-in name when `source` is empty)."""
+        return self.source or self.arch
+
     def graph(self) -> ir.Graph:
-        return load_source_at(self.source or self.arch, dict(self.sizes))
+        return load_source_at(self.spec, dict(self.sizes))
 
     @property
     def key(self) -> str:

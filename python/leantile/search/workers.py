@@ -3,11 +3,11 @@
 GpuMeasurer.measure(workload, points):
   1. CPU, in parallel (concurrent.futures processes, one per core): derive the plan at the
      point's tiles, emit the TileLang module to build/search/<arch>/<candidate>_<hash>.py
-     (TileLang reads function source from files), then either compile it with nvcc
-     (`precompile`, the default: tilelang.compile stores the binary in TileLang's disk cache,
-     so the GPU worker's own compile is a cache hit and the GPUs never wait on nvcc) or only
-     lower every kernel to CUDA C for sm_90 (leantile.lower.lower_to_cuda, no GPU needed).
-     A point that does not compile never reaches a GPU.
+     (TileLang reads function source from files), then `cpu_stage`: "compile" (the default)
+     compiles it with nvcc through tilelang.compile, which stores the binary in TileLang's
+     disk cache, so the GPU worker's own compile is a cache hit and the GPUs never wait on
+     nvcc; "lower" only lowers every kernel to CUDA C for sm_90 (no GPU needed); "emit" stops
+     after emitting. A point that does not compile never reaches a GPU.
   2. GPU, one process per device (CUDA_VISIBLE_DEVICES set before CUDA starts): load
      the module (tilelang.compile, a cache hit), allocate NaN-poisoned outputs and intermediates,
      run once on fresh random inputs, compare every output with the fp32 reference
@@ -119,10 +119,13 @@ def _import_file(path: Path, name: str):
     return mod
 
 
-def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir: str, lower: bool = True,
-                precompile: bool = False) -> dict:
-    """Derive, emit and lower (or, with `precompile`, compile with nvcc into TileLang's disk
-    cache) one point on the CPU. Runs in a pool process."""
+CPU_STAGES = ("compile", "lower", "emit")
+
+
+def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir: str,
+                stage: str = "lower") -> dict:
+    """Derive and emit one point, then compile it into TileLang's cache or lower it to CUDA C
+    (`stage`, one of CPU_STAGES). Runs in a pool process."""
     from ..derive import derive
     from ..emit import emit_module
     from ..sources import load_source_at
@@ -137,9 +140,9 @@ def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir
         path = Path(build_dir) / g.name / f"{safe}_{h}.py"
         if not path.exists():
             write_atomic(path, src)
-        if precompile:  # same call as the GPU worker's, so its compile hits the cache
+        if stage == "compile":  # same call as the GPU worker's, so its compile hits the cache
             _import_file(path, f"leantile_search_{safe}_{h}").compile_kernels(target="cuda")
-        elif lower:
+        elif stage == "lower":
             from ..lower import lower_to_cuda
 
             mod = _import_file(path, f"leantile_search_{safe}_{h}")
@@ -214,14 +217,16 @@ def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
 
 class GpuMeasurer:
     def __init__(self, gpus=(0,), compile_workers: int | None = None, build_dir: str = "build/search",
-                 lower: bool = True, rep: int = 100, job_timeout_s: float = 180.0, precompile: bool = True,
+                 cpu_stage: str = "compile", rep: int = 100, job_timeout_s: float = 180.0,
                  tol: float | None = None):
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
 
         self.ctx = mp.get_context("spawn")
-        self.gpus, self.build_dir, self.lower, self.rep = list(gpus), build_dir, lower, rep
-        self.precompile, self.tol = precompile, tol  # tol: None = TOL by dtype
+        if cpu_stage not in CPU_STAGES:
+            raise ValueError(f"cpu_stage {cpu_stage!r}: expected one of {CPU_STAGES}")
+        self.gpus, self.build_dir, self.cpu_stage, self.rep = list(gpus), build_dir, cpu_stage, rep
+        self.tol = tol  # None: TOL by dtype
         self.job_timeout_s = job_timeout_s
         self.pool = ProcessPoolExecutor(max_workers=compile_workers or os.cpu_count() or 1, mp_context=self.ctx)
         self.inq, self.outq = self.ctx.Queue(), self.ctx.Queue()
@@ -240,9 +245,9 @@ class GpuMeasurer:
         from concurrent.futures import as_completed
 
         results: list[Measurement | None] = [None] * len(points)
-        source = workload.source or workload.arch
+        source = workload.spec
         futs = {self.pool.submit(compile_job, source, dict(workload.sizes), p.candidate, p.tile_dict,
-                                 self.build_dir, self.lower, self.precompile): i for i, p in enumerate(points)}
+                                 self.build_dir, self.cpu_stage): i for i, p in enumerate(points)}
         pending, inflight = set(), {}
         for fut in as_completed(futs):  # a point goes to the GPUs as soon as it is compiled
             i = futs[fut]
