@@ -24,7 +24,12 @@ def main (args : List String) : IO UInt32 := do
     for entry in exportedArchitectures do
       let file := (List.lookup entry.1 architectureFiles).getD "lean/LeanTile/Architectures.lean"
       match entry.2 with
-      | .ok g => ready := ready.push (entry.1, Export.graphJson g (derivationOf entry.1))
+      | .ok g =>
+        match Export.badNames g with
+        | [] => ready := ready.push (entry.1, Export.graphJson g (derivationOf entry.1))
+        | bad =>
+          IO.eprintln s!"error: {file}: {entry.1}: names must be identifiers ([A-Za-z_][A-Za-z0-9_]*, at most 64 characters): {bad}"
+          failed := true
       | .error e =>
         IO.eprintln s!"error: {file}: {entry.1}: {e}"
         failed := true

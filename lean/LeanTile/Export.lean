@@ -107,6 +107,25 @@ def graphJ (g : Graph) (steps : List Step) : J :=
        , ("outputs", .obj (g.outputs.map (fun p => (p.1, J.nat p.2))))
        , ("derivation", .arr (steps.map stepJ)) ]
 
+/-- `ir.IDENTIFIER` of the Python side, `^[A-Za-z_][A-Za-z0-9_]*$`, at most 64 characters
+(`ir.MAX_NAME`). Every name of a graph reaches file names, generated Python and CUDA, and
+reports; an identifier is safe in all of them. `Char.isAlpha` / `isAlphanum` are ASCII-only. -/
+def isIdent (s : String) : Bool :=
+  match s.toList with
+  | [] => false
+  | c :: cs => (c.isAlpha || c == '_') && cs.all (fun d => d.isAlphanum || d == '_') && s.length ≤ 64
+
+/-- Every name in the graph: its own, its axes', its inputs' and its outputs'. -/
+def graphNames (g : Graph) : List String :=
+  [g.name] ++ g.axes.map (·.1) ++ g.outputs.map (·.1) ++
+    g.nodes.filterMap (fun n => match n.op with
+      | .input name _ => some name
+      | _ => none)
+
+/-- The names the exporter refuses (the Python validator refuses the same ones). -/
+def badNames (g : Graph) : List String :=
+  (graphNames g).filter (fun s => !isIdent s)
+
 /-- The exact bytes `leantile export` writes for this graph. -/
 def graphJson (g : Graph) (steps : List Step) : String :=
   render (graphJ g steps) ++ "\n"

@@ -12,7 +12,6 @@ the shape and GPU. Prints a table and writes DIR/bench-<gpu>.json, .md and a bar
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
@@ -208,7 +207,9 @@ def chart(rows, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="leantile bench")
+    from .cli import ArgumentParser
+
+    ap = ArgumentParser(prog="leantile bench")
     ap.add_argument("sources", nargs="*", help="built-ins, exports/*.json or module.py:function (default: built-ins)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--untuned", action="store_true", help="default tiles even where a tuned config exists")
@@ -235,12 +236,6 @@ def main(argv=None) -> int:
     chart(rows, out / f"bench-{gpu}.png")
     print("\n".join(table(rows)))
     return 0 if all(r.get("ok") for r in rows) else 1
-
-
-def register(sub) -> None:
-    from .cli import add_passthrough
-
-    add_passthrough(sub, "bench", "check and time kernels against torch and vendor libraries (GPU)", main)
 
 
 if __name__ == "__main__":

@@ -1,22 +1,42 @@
 """The `leantile` command. Every subcommand turns bad input into one line per problem
-(naming the node, field or file) and exit status 1, never a traceback."""
+(naming the node, field or file) and exit status 1, never a traceback; an internal error
+is reported as a bug in one line with exit status 2 (LEANTILE_DEBUG=1 shows its traceback).
+
+This module imports neither torch nor tilelang: `leantile --help`, `list`, `validate` and
+`show` work where only pydantic is installed; commands that need more import it when run."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from . import architectures, ir
-from .derive import DerivationError
-from .files import write_atomic
+from .files import UnsafePath, write_atomic
 from .sources import load_source, parse_sizes
+
+EXIT_BAD_INPUT = 1
+EXIT_BUG = 2
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line and exit status 1 (bad input), so that
+    status 2 means only "a bug in leantile"."""
+
+    def error(self, message):
+        print(f"error: {self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
 
 
 def _fail(e: ir.GraphError) -> int:
     for p in e.problems:
-        print(f"error: {p}", file=sys.stderr)
-    return 1
+        print(f"error: {_one_line(p)}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split()) if "\n" in str(msg) or "\r" in str(msg) else str(msg)
 
 
 def cmd_list(args) -> int:
@@ -56,27 +76,73 @@ def cmd_export(args) -> int:
         raise ir.GraphError([f"export: two sources build a graph named {dup[0]!r}; "
                              "each writes <name>.json"])
     out = Path(args.out)
-    for g in graphs:
-        write_atomic(out / f"{g.name}.json", g.to_json())
-        print(f"wrote {out / (g.name + '.json')}")
+    # every path is checked before anything is written (a name can never leave --out)
+    paths = [checked_out_dir(out, "--out") and _under(out, f"{g.name}.json") for g in graphs]
+    for g, path in zip(graphs, paths):
+        write_atomic(path, g.to_json(), root=out)
+        print(f"wrote {path}")
     return 0
 
 
+def _under(root: Path, name: str) -> Path:
+    from .files import under
+
+    return under(root, name)
+
+
+def checked_out_dir(out, flag: str = "--out") -> Path:
+    """An output folder given on the command line, created if missing; bad ones (a file, a
+    path under a file, NUL, no permission) are one line of bad input."""
+    out = Path(out)
+    if "\x00" in str(out):
+        raise ir.GraphError([f"{flag} {ir.shown(str(out))}: a path cannot contain NUL"])
+    try:
+        if out.exists() and not out.is_dir():
+            raise ir.GraphError([f"{flag} {out}: exists and is not a folder"])
+        out.mkdir(parents=True, exist_ok=True)
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as e:
+        raise ir.GraphError([f"{flag} {out}: cannot write there ({e.strerror or e})"]) from None
+    return out
+
+
 def cmd_validate(args) -> int:
+    """Everything `derive` and `kernels` would refuse is refused here: the JSON Schema's rules
+    (strict types, identifier names), the graph's semantics, and the derivation it carries
+    (each step's rule, theorem, sites and params replayed against the graph)."""
     status = 0
     for f in args.files:
         try:
             g = ir.load(f)
-            print(f"{f}: ok ({g.name}, {len(g.nodes)} nodes)")
+            problems = derivation_problems(g)
+            if problems:
+                raise ir.GraphError([f"{f}: {p}" for p in problems])
+            print(f"{f}: ok ({g.name}, {len(g.nodes)} nodes"
+                  + (f", derivation of {len(g.derivation)} steps" if g.derivation else "") + ")")
         except ir.GraphError as e:
             status = 1
             for p in e.problems:
+                p = _one_line(p)
                 print(p if p.startswith(str(f)) else f"{f}: {p}")
     return status
 
 
+def derivation_problems(g: ir.Graph) -> list[str]:
+    """What replaying g's derivation refuses (rule, theorem, sites, params), one line each."""
+    from . import derive
+
+    if hasattr(derive, "check_derivation"):
+        return derive.check_derivation(g)
+    try:
+        derive.replay(g, g.derivation)
+    except (derive.DerivationError, ir.GraphError) as e:
+        return [_one_line(x) for x in getattr(e, "problems", None) or [str(e.args[0] if e.args else e)]]
+    return []
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="leantile", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="leantile", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     sub.add_parser("list", help="list the built-in architectures").set_defaults(fn=cmd_list)
@@ -99,7 +165,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     for extra in _extra_commands():
         extra(sub)
+    for name, (module, help) in LAZY_PASSTHROUGH.items():
+        add_passthrough(sub, name, help, _lazy_main(module))
     return p
+
+
+def _lazy_main(module: str):
+    """main(argv) of a command module that imports torch: imported only when run."""
+    def run(argv):
+        from importlib import import_module
+
+        return import_module(f"{__package__}.{module}").main(argv)
+    return run
+
+
+# Commands that parse their own arguments and import torch at the top: imported when run.
+LAZY_PASSTHROUGH = {
+    "tune": ("tune", "sweep tile configs on a GPU and store the best (benchmarks/tuned)"),
+    "bench": ("bench", "check and time kernels against torch and vendor libraries (GPU)"),
+}
 
 
 def _extra_commands():
@@ -121,26 +205,56 @@ def add_passthrough(sub, name: str, help: str, main) -> None:
 
 # Each module defines register(subparsers), keeping this file about the graph basics.
 EXTRA_COMMAND_MODULES: tuple[str, ...] = (
-    "derive.command", "lean_command", "kernels_command", "report.command", "search.command", "tune", "bench")
+    "derive.command", "lean_command", "kernels_command", "report.command", "search.command")
 
 
 def main(argv=None) -> int:
-    parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in PASSTHROUGH:  # these parse their own arguments, options included
-        args = parser.parse_args(argv[:1])
-        args.rest = argv[1:]
-    else:
-        args = parser.parse_args(argv)
     try:
+        parser = build_parser()
+        argv = sys.argv[1:] if argv is None else list(argv)
+        if argv and argv[0] in PASSTHROUGH:  # these parse their own arguments, options included
+            args = parser.parse_args(argv[:1])
+            args.rest = argv[1:]
+        else:
+            args = parser.parse_args(argv)
         return args.fn(args)
+    except SystemExit as e:  # argparse (--help, bad arguments) and commands that exit early
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_BAD_INPUT)
     except ir.GraphError as e:
         return _fail(e)
-    except (DerivationError, KeyError) as e:
-        print(f"error: {e.args[0] if e.args else e}", file=sys.stderr)
-        return 1
+    except UnsafePath as e:
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         return 0
+    except Exception as e:
+        from .derive import DerivationError
+
+        if isinstance(e, DerivationError):
+            print(f"error: {_one_line(e.args[0] if e.args else e)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if isinstance(e, OSError) and e.filename is not None:  # the disk, a folder: the user's to fix
+            print(f"error: {_one_line(e.filename)}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if os.environ.get("LEANTILE_DEBUG"):
+            raise
+        where = _last_frame(e)
+        print(f"internal error (a bug in leantile, please report it with the command that caused it): "
+              f"{type(e).__name__}: {_one_line(str(e))[:300]}{where} (LEANTILE_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return EXIT_BUG
+
+
+def _last_frame(e: BaseException) -> str:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return ""
+    return f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
 
 
 if __name__ == "__main__":

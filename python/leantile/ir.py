@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError, field_validator
 
 SCHEMA_ID = "leantile/v1"
 
@@ -25,10 +26,20 @@ BINARY_OPS = ("add", "sub", "mul", "div", "max")
 REDUCE_KINDS = ("sum", "max")
 MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor
 
+# Every name (graph, axis, input, output) is an identifier: names reach file names, generated
+# Python and CUDA, reports and shell lines, and an identifier is safe in all of them (no
+# quotes, newlines, NUL, path separators or Python syntax). The JSON Schema carries the same
+# pattern, and the Lean exporter refuses other names (Export.lean, `isIdent`).
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_NAME = 64
+
 # The Literal types are built from the tuples above, so each op list is written once.
+# Strict types: the JSON Schema says integer and string, so "2048" is not a size and true
+# is not 1 (pydantic's lax mode would coerce both).
 Dtype = Literal[DTYPES]
-AxisName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
-NodeId = Annotated[int, Field(ge=0)]
+Name = Annotated[StrictStr, Field(pattern=IDENTIFIER, min_length=1, max_length=MAX_NAME)]
+AxisName = Name
+NodeId = Annotated[StrictInt, Field(ge=0)]
 
 
 class GraphError(ValueError):
@@ -51,13 +62,13 @@ class _Node(BaseModel):
 
 class Input(_Node):
     op: Literal["input"]
-    name: Annotated[str, Field(min_length=1, max_length=128)]
+    name: Name
     dtype: Dtype
 
 
 class Const(_Node):
     op: Literal["const"]
-    value: str  # decimal literal, e.g. "1e-05"
+    value: Annotated[StrictStr, Field(max_length=64)]  # decimal literal, e.g. "1e-05"
 
     @field_validator("value")
     @classmethod
@@ -132,22 +143,31 @@ Node = Annotated[
 ]
 
 
+def _param_value(v):
+    """A step parameter: an integer (not a bool) or a short string."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ValueError(f"a step parameter is an integer or a string, not {type(v).__name__}")
+    if isinstance(v, str) and len(v) > MAX_NAME:
+        raise ValueError(f"a string parameter has at most {MAX_NAME} characters")
+    return v
+
+
 class Step(BaseModel):
     """One derivation step: `rule` fired at nodes `at`, justified by Lean `theorem`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    rule: Annotated[str, Field(min_length=1)]
-    theorem: Annotated[str, Field(min_length=1)]
+    rule: Annotated[StrictStr, Field(min_length=1, max_length=MAX_NAME)]
+    theorem: Annotated[StrictStr, Field(min_length=1, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_.']*$")]
     at: tuple[NodeId, ...] = ()
-    params: dict[str, Union[int, str]] = {}
+    params: dict[Name, Annotated[Union[int, str], BeforeValidator(_param_value)]] = {}
 
 
 class Graph(BaseModel):
     schema_: Literal["leantile/v1"] = Field(SCHEMA_ID, alias="schema")
-    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64)]
-    axes: dict[AxisName, Annotated[int, Field(ge=1, le=MAX_AXIS_SIZE)]]
+    name: Name
+    axes: dict[AxisName, Annotated[StrictInt, Field(ge=1, le=MAX_AXIS_SIZE)]]
     nodes: tuple[Node, ...]
-    outputs: dict[Annotated[str, Field(min_length=1)], NodeId]
+    outputs: dict[Name, NodeId]
     derivation: tuple[Step, ...] = ()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -284,33 +304,106 @@ def check(g: Graph) -> list[str]:
 _graph_adapter = TypeAdapter(Graph)
 
 
+def shown(x) -> str:
+    """A name from a document, safe to print on one line: itself when it is an identifier or
+    a number, else its repr, shortened (it may hold newlines, NUL or megabytes)."""
+    s = str(x)
+    if isinstance(x, int) or re.fullmatch(IDENTIFIER, s) and len(s) <= MAX_NAME:
+        return s
+    r = repr(s)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
 def _pydantic_problems(e: ValidationError) -> list[str]:
     out = []
-    for err in e.errors():
-        loc = err["loc"]
+    for err in e.errors(include_url=False):
+        loc = list(err["loc"])
+        key = None
+        if loc and loc[-1] == "[key]":  # a bad dict key: name it once, after the field
+            loc, key = loc[:-2], loc[-2]
         # nodes.3.matmul.axis_a -> "node 3 field 'axis_a'"
-        parts = [str(p) for p in loc]
+        parts = [shown(p) for p in loc]
         if len(parts) >= 2 and parts[0] == "nodes":
             field = parts[3:] or parts[2:]
             label = f"node {parts[1]}" + (f" ({parts[2]})" if len(parts) > 2 else "")
             where = f"{label}: field '{'.'.join(field)}'" if field else label
         else:
             where = f"field '{'.'.join(parts)}'" if parts else "document"
-        out.append(f"{where}: {err['msg']}")
+        if key is not None:
+            where += f" key {shown(key)}"
+        line = f"{where}: {err['msg']}"
+        if line not in out:
+            out.append(line)
     return out
+
+
+MAX_DOCUMENT_BYTES = 64 << 20  # a graph file is kilobytes; anything this large is not one
+MAX_DEPTH = 64  # the format nests 4 deep; deeper is not a graph (and would exhaust the stack)
+
+
+def _no_duplicate_keys(pairs):
+    keys = [k for k, _ in pairs]
+    dup = next((k for k in keys if keys.count(k) > 1), None)
+    if dup is not None:
+        raise ValueError(f"key {dup!r} appears twice in one object")
+    return dict(pairs)
+
+
+def _depth_ok(text: str) -> bool:
+    """Nesting depth of brackets outside strings, without recursing (json.loads would
+    recurse once per level and raise RecursionError near 1000)."""
+    depth, in_str, esc = 0, False, False
+    for c in text:
+        if in_str:
+            esc, in_str = (False, True) if esc else (c == "\\", c != '"')
+        elif c == '"':
+            in_str = True
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif c in "]}":
+            depth -= 1
+    return True
+
+
+def decode_json(text: str | bytes, what: str = "document"):
+    """JSON text -> Python objects, every failure one GraphError line: not UTF-8, too large,
+    nested too deep, integers too long to convert, duplicate keys, syntax errors."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_DOCUMENT_BYTES:
+            raise GraphError([f"{what}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB; not a graph file"])
+        if text[:2] in (b"\xff\xfe", b"\xfe\xff"):
+            raise GraphError([f"{what}: UTF-16 text; save it as UTF-8"])
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise GraphError([f"{what}: not UTF-8 text (byte {e.start}: {e.reason})"]) from None
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise GraphError([f"{what}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB; not a graph file"])
+    if not _depth_ok(text):
+        raise GraphError([f"{what}: JSON nested deeper than {MAX_DEPTH} levels; not a graph file"])
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as e:
+        raise GraphError([f"{what}: not JSON ({e.msg} at line {e.lineno} column {e.colno})"]) from None
+    except (ValueError, RecursionError) as e:  # a 5000-digit integer, a duplicate key
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "integer string conversion" in msg:
+            msg = "an integer too long to be a size or an id"
+        raise GraphError([f"{what}: not a valid graph document ({msg})"]) from None
 
 
 def parse(data) -> Graph:
     """Validate a decoded JSON object (or a JSON string) and return the Graph."""
     if isinstance(data, (str, bytes)):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as e:
-            raise GraphError([f"document: not JSON ({e.msg} at line {e.lineno} column {e.colno})"]) from None
+        data = decode_json(data)
     if not isinstance(data, dict):
         raise GraphError([f"document: expected a JSON object, got {type(data).__name__}"])
     if data.get("schema") != SCHEMA_ID:
-        raise GraphError([f"field 'schema': expected {SCHEMA_ID!r}, got {data.get('schema')!r}"])
+        got = data.get("schema")
+        got = "nothing" if got is None else shown(got) if isinstance(got, str) else f"a {type(got).__name__}"
+        raise GraphError([f"field 'schema': expected {SCHEMA_ID!r}, got {got}"])
     try:
         g = Graph.model_validate(data)
     except ValidationError as e:
@@ -327,11 +420,12 @@ def load(path) -> Graph:
 
     p = Path(path)
     try:
-        text = p.read_text()
-    except OSError as e:
-        raise GraphError([f"{p}: cannot read ({e.strerror})"]) from None
+        with open(p, "rb") as f:
+            raw = f.read(MAX_DOCUMENT_BYTES + 1)
+    except (OSError, ValueError) as e:  # ValueError: a path with NUL
+        raise GraphError([f"{p}: cannot read ({getattr(e, 'strerror', None) or e})"]) from None
     try:
-        return parse(text)
+        return parse(raw)
     except GraphError as e:
         raise GraphError([f"{p}: {x}" for x in e.problems]) from None
 

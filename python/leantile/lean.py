@@ -323,7 +323,9 @@ def format_table(statuses: list[TheoremStatus]) -> str:
 
 def check_lean_main(argv=None) -> int:
     """`leantile check-lean`: 0 unless a theorem failed (or, with --require-checked, is unchecked)."""
-    ap = argparse.ArgumentParser(prog="leantile check-lean",
+    from .cli import ArgumentParser
+
+    ap = ArgumentParser(prog="leantile check-lean",
                                  description="Report each cited Lean theorem as checked, failed or unchecked.")
     ap.add_argument("--root", default=None, help="Lean project root (default: the one holding lakefile.lean)")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")

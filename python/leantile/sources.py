@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -14,11 +15,14 @@ def parse_sizes(pairs: list[str] | None) -> dict[str, int]:
     for p in pairs or []:
         k, sep, v = p.partition("=")
         if not sep or not k:
-            raise ir.GraphError([f"--size {p!r}: expected name=value"])
-        try:
-            out[k] = int(v)
-        except ValueError:
-            raise ir.GraphError([f"--size {p!r}: {v!r} is not an integer"]) from None
+            raise ir.GraphError([f"--size {ir.shown(p)}: expected name=value"])
+        if not re.fullmatch(ir.IDENTIFIER, k) or len(k) > ir.MAX_NAME:
+            raise ir.GraphError([f"--size {ir.shown(p)}: {ir.shown(k)} is not an axis name"])
+        if not re.fullmatch(r"[0-9]{1,12}", v.strip()):
+            raise ir.GraphError([f"--size {ir.shown(p)}: {ir.shown(v)} is not a positive integer"])
+        out[k] = int(v)
+        if not 1 <= out[k] <= ir.MAX_AXIS_SIZE:
+            raise ir.GraphError([f"--size {ir.shown(p)}: sizes lie in 1..{ir.MAX_AXIS_SIZE}"])
     return out
 
 
@@ -49,9 +53,12 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
     except ir.GraphError as e:  # a graph built at import time
         sys.modules.pop(name, None)
         raise ir.GraphError([f"{path}:{_user_line(e, p)}: {x}" for x in e.problems]) from None
+    except SystemExit as e:  # sys.exit() in the user's module: not ours to obey
+        sys.modules.pop(name, None)
+        raise ir.GraphError([f"{path}: the module called sys.exit({ir.shown(e.code)}) while loading"]) from None
     except Exception as e:  # the user's module: say where it broke
         sys.modules.pop(name, None)
-        msg = e.msg if isinstance(e, SyntaxError) else str(e)
+        msg = e.msg if isinstance(e, SyntaxError) else " ".join(str(e).split())[:300]
         raise ir.GraphError([f"{path}:{_user_line(e, p)}: {type(e).__name__}: {msg}"]) from None
     fn = getattr(mod, func, None)
     if not callable(fn):
@@ -60,12 +67,25 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
         g = fn(**sizes)
     except ir.GraphError as e:  # the builder refused a node: the line that asked for it
         raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {x}" for x in e.problems]) from None
+    except SystemExit as e:
+        raise ir.GraphError([f"{spec}: the function called sys.exit({ir.shown(e.code)}) instead of "
+                             "returning a graph"]) from None
     except Exception as e:
-        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {type(e).__name__}: {e}"]) from None
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:300]}"]) from None
     if not isinstance(g, ir.Graph):
         raise ir.GraphError([f"{spec}: returned {type(g).__name__}, expected a leantile graph "
                              "(build it with leantile.dag.build_graph_with_output)"])
-    return g
+    # validated again, whole: a graph changed after it was built (model_copy, model_construct)
+    # must meet every rule a JSON file meets, its names included, before any of it is used
+    try:
+        data = g.model_dump(mode="json", by_alias=True)
+    except Exception as e:  # a model_construct'ed graph holding objects that do not serialise
+        raise ir.GraphError([f"{spec}: the returned graph does not serialise ({type(e).__name__})"]) from None
+    try:
+        return ir.parse(data)
+    except ir.GraphError as e:
+        raise ir.GraphError([f"{spec}: returned graph: {x}" for x in e.problems]) from None
 
 
 def load_source(spec: str, sizes: dict | None = None) -> ir.Graph:

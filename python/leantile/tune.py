@@ -8,7 +8,6 @@ default. (`leantile search` explores the larger space with a momentum policy.)
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -74,7 +73,9 @@ def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) ->
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="leantile tune")
+    from .cli import ArgumentParser
+
+    ap = ArgumentParser(prog="leantile tune")
     ap.add_argument("sources", nargs="*", help="built-ins, exports/*.json or module.py:function")
     ap.add_argument("--budget-s", type=float, default=120.0, help="seconds per workload")
     ap.add_argument("--tuned-dir", default=None, help="where <arch>.json go (default benchmarks/tuned)")
@@ -106,12 +107,6 @@ def main(argv=None) -> int:
         from .files import write_atomic
         write_atomic(a.log, json.dumps({"device": gpu, "log": logs}, indent=1) + "\n")
     return 0
-
-
-def register(sub) -> None:
-    from .cli import add_passthrough
-
-    add_passthrough(sub, "tune", "sweep tile configs on a GPU and store the best (benchmarks/tuned)", main)
 
 
 if __name__ == "__main__":

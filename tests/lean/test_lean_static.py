@@ -178,3 +178,16 @@ def test_lean_step_literal_round_trip_shape():
                    'params := [("axis", .str "t_kv"), ("n", .nat 3)] }')
     with pytest.raises(ValueError):
         LT.lean_step_literal({"rule": "r", "theorem": "t", "params": {"n": -1}})
+
+
+def test_exporter_refuses_the_names_the_validator_refuses():
+    """Export.lean's isIdent is ir.IDENTIFIER ([A-Za-z_][A-Za-z0-9_]*, at most ir.MAX_NAME) and
+    Main.lean refuses a graph with any other name before writing anything."""
+    text = (LEAN / "LeanTile" / "Export.lean").read_text()
+    body = text.split("def isIdent", 1)[1].split("\ndef ", 1)[0]
+    assert "c.isAlpha || c == '_'" in body and "d.isAlphanum || d == '_'" in body
+    assert f"s.length ≤ {ir.MAX_NAME}" in body and ir.IDENTIFIER == r"^[A-Za-z_][A-Za-z0-9_]*$"
+    names = text.split("def graphNames", 1)[1].split("\ndef ", 1)[0]
+    assert all(x in names for x in ("g.name", "g.axes", "g.outputs", ".input name"))
+    main = (LEAN / "Main.lean").read_text()
+    assert "Export.badNames g" in main and main.index("Export.badNames") < main.index("IO.FS.writeFile")

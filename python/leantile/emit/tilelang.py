@@ -26,7 +26,7 @@ import math
 import re
 from pathlib import Path
 
-from ..files import write_atomic
+from ..files import under, write_atomic
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store
 
 __all__ = ["EmitError", "emit_module", "emit_plan_to_dir", "load_module", "tile_param_of"]
@@ -664,8 +664,34 @@ def _configs(plan: Plan, used: set[str], full_row: bool = False) -> list[dict]:
     return out[:14]
 
 
+# Text the emitter may write raw into docstrings and comments: printable ASCII without the
+# two characters that end or escape a docstring (a newline would end a comment). Graph names
+# are identifiers (leantile.ir); everything else reaches the module through repr().
+_PLAIN_TEXT = re.compile(r'[ -!#-\[\]-~]*')
+
+
+def _check_plain_text(plan: Plan) -> None:
+    """Refuse a plan holding text that could escape a docstring or comment of the module.
+    Validation upstream makes this unreachable; it guards the generated module, which
+    `leantile kernels` imports, against any path that skipped validation."""
+    def walk(x, where):
+        if isinstance(x, str):
+            if not _PLAIN_TEXT.fullmatch(x):
+                raise EmitError(f"internal error (a bug in leantile): plan {where} holds text that is not "
+                                f"plain ASCII ({x[:40]!r}); names must be validated before emitting")
+        elif isinstance(x, dict):
+            for k, v in x.items():
+                walk(k, where)
+                walk(v, f"{where}.{k}")
+        elif isinstance(x, (list, tuple)):
+            for i, v in enumerate(x):
+                walk(v, f"{where}[{i}]")
+    walk(plan.model_dump(mode="json"), "plan")
+
+
 def emit_module(plan: Plan) -> str:
     """The TileLang source (a Python module) for every kernel of the plan."""
+    _check_plain_text(plan)
     writers = [_KernelWriter(plan, k) for k in plan.kernels]
     kernel_src = [w.write() for w in writers]
     out_dt = _out_dtype(plan)
@@ -786,6 +812,6 @@ def load_module(source: str, name: str = "leantile_kernels"):
 
 
 def emit_plan_to_dir(plan: Plan, out_dir) -> Path:
-    """Write <out_dir>/<candidate>.py atomically; return its path."""
-    name = re.sub(r"[^\w.+-]", "_", plan.candidate) or "plan"
-    return write_atomic(Path(out_dir) / f"{name}.py", emit_module(plan))
+    """Write <out_dir>/<candidate>.py atomically; return its path (always inside out_dir)."""
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", plan.candidate).lstrip(".") or "plan"
+    return write_atomic(under(out_dir, f"{name}.py"), emit_module(plan))
