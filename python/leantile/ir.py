@@ -16,7 +16,7 @@ import math
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictInt, StrictStr, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError, field_validator
 
 SCHEMA_ID = "leantile/v1"
 
@@ -39,7 +39,27 @@ MAX_NAME = 64
 Dtype = Literal[DTYPES]
 Name = Annotated[StrictStr, Field(pattern=IDENTIFIER, min_length=1, max_length=MAX_NAME)]
 AxisName = Name
-NodeId = Annotated[StrictInt, Field(ge=0)]
+
+
+def _json_integer(v):
+    """An integer as JSON Schema defines one: a number with no fractional part (8 and 8.0),
+    never a bool or a string (pydantic's lax mode would take true and "8")."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError("Input should be a valid integer")
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise ValueError("Input should be a valid integer, got a number with a fractional part")
+        v = int(v)
+    return v
+
+
+def json_int(**bounds):
+    """An integer field with bounds (ge/le), in the JSON Schema as integer + minimum/maximum."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_json_integer)]
+
+
+NodeId = json_int(ge=0)
+DECIMAL = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
 
 
 class GraphError(ValueError):
@@ -68,15 +88,15 @@ class Input(_Node):
 
 class Const(_Node):
     op: Literal["const"]
-    value: Annotated[StrictStr, Field(max_length=64)]  # decimal literal, e.g. "1e-05"
+    # a decimal literal, e.g. "1e-05"; the pattern is checked by _finite_decimal (clearer message)
+    value: Annotated[StrictStr, Field(max_length=64, json_schema_extra={"pattern": DECIMAL})]
 
     @field_validator("value")
     @classmethod
     def _finite_decimal(cls, v: str) -> str:
-        try:
-            x = float(v)
-        except ValueError:
-            raise ValueError(f"const value {v!r} is not a decimal number") from None
+        if not re.fullmatch(DECIMAL, v):
+            raise ValueError(f"const value {shown(v)} is not a decimal number")
+        x = float(v)
         if not math.isfinite(x):
             raise ValueError(f"const value {v!r} is not finite")
         return v
@@ -165,7 +185,7 @@ class Step(BaseModel):
 class Graph(BaseModel):
     schema_: Literal["leantile/v1"] = Field(SCHEMA_ID, alias="schema")
     name: Name
-    axes: dict[AxisName, Annotated[StrictInt, Field(ge=1, le=MAX_AXIS_SIZE)]]
+    axes: dict[AxisName, json_int(ge=1, le=MAX_AXIS_SIZE)]
     nodes: tuple[Node, ...]
     outputs: dict[Name, NodeId]
     derivation: tuple[Step, ...] = ()
@@ -431,4 +451,13 @@ def load(path) -> Graph:
 
 
 def json_schema() -> dict:
-    return Graph.model_json_schema(by_alias=True)
+    """The JSON Schema of a graph file. pydantic leaves out two rules the models enforce, so
+    they are added here: dict keys (axis, output and parameter names) are identifiers
+    (`propertyNames`), and `schema` is required."""
+    s = Graph.model_json_schema(by_alias=True)
+    names = {"pattern": IDENTIFIER, "maxLength": MAX_NAME, "minLength": 1}
+    s["properties"]["axes"]["propertyNames"] = names
+    s["properties"]["outputs"]["propertyNames"] = names
+    s["$defs"]["Step"]["properties"]["params"]["propertyNames"] = names
+    s["required"] = sorted(set(s.get("required", [])) | {"schema"})
+    return s

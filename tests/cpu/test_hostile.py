@@ -216,3 +216,25 @@ def test_subprocess_injection_file_runs_nothing(tmp_path):
             assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stderr
             assert not (tmp_path / "hostile-marker").exists()
             assert not (tmp_path / "kn").exists() or not any((tmp_path / "kn").rglob("*.py"))
+
+
+@pytest.mark.parametrize("f", GRAPHS, ids=lambda f: f.stem)
+def test_json_schema_and_validator_agree(f):
+    """Where the published JSON Schema rejects a document, leantile rejects it too, and the
+    pydantic models accept exactly what the schema accepts (semantic checks come on top)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[2] / "schemas" / "leantile-v1.schema.json").read_text())
+    try:
+        doc = ir.decode_json(f.read_bytes())
+    except ir.GraphError:
+        return  # not a JSON document at all (encoding, depth, duplicate keys): nothing to compare
+    schema_ok = jsonschema.Draft202012Validator(schema).is_valid(doc)
+    try:
+        ir.Graph.model_validate(doc) if isinstance(doc, dict) and doc.get("schema") == ir.SCHEMA_ID else 1 / 0
+        model_ok = True
+    except Exception:
+        model_ok = False
+    assert schema_ok == model_ok, (f.name, schema_ok, model_ok)
+    if not schema_ok:
+        with pytest.raises(ir.GraphError):
+            ir.load(f)
