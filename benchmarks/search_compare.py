@@ -3,6 +3,9 @@
     python benchmarks/search_compare.py [--arch attention rmsnorm_mlp] [--budget 32] [--islands 4]
         [--seeds 0 1 2] [--gpus 0] [--db build/search/compare.sqlite] [--out benchmarks/results] [--fake]
 
+--fake logs to build/search/compare-fake.sqlite by default; in any case the DB's rows are keyed
+by measurer (leantile.search.db), so fake and GPU times never answer each other's points.
+
 Each (arch, policy, seed) is its own search run in the DB; the runs of one workload advance
 in lockstep (leantile.search.run_lockstep), so a round compiles and measures the union of
 their proposals as one batch. A point is measured once per workload and its result reused by
@@ -28,7 +31,8 @@ from pathlib import Path
 
 from leantile.search import SearchRun, Space, Workload, run_lockstep, workload_cost
 from leantile.search.driver import point_entry
-from leantile.search.db import SearchDB
+from leantile.files import write_atomic
+from leantile.search.db import DBError, SearchDB
 from leantile.search.memo import MeasureOnce
 from leantile.tuned import save_if_faster
 
@@ -37,7 +41,10 @@ class FromDBOnly:
     """The measurer of --replay: a point the DB does not hold is an error, never a guess."""
 
     def __init__(self, db: SearchDB):
-        self.gpu_name = next((r["gpu"] for r in db.rows() if r["gpu"]), None)
+        # the measurer with most rows, a GPU before "fake"; rows of an unknown measurer never replay
+        known = [m for m, _ in db.measurers() if m is not None]
+        self.gpu_name = next((m for m in known if m != "fake"), known[0] if known else None)
+        self.versions = None
 
     def measure(self, wl, points):
         raise SystemExit(f"--replay: {len(points)} point(s) of {wl.arch} are not in the DB, e.g. {points[0]}; "
@@ -49,14 +56,14 @@ class FromDBOnly:
 
 def exhaustive(db, wl, space, meas, gpu, arch):
     """Measure every point not yet in the DB's 'exhaustive' run; return {point: measurement}."""
-    done = db.results(wl.key, "exhaustive")
+    done = db.results(wl.key, "exhaustive", gpu)
     todo = [p for p in space.all if p not in done]
     for i in range(0, len(todo), 64):  # in chunks, each logged: a killed call keeps what it measured
         chunk = todo[i:i + 64]
         for p, m in zip(chunk, meas.measure(wl, chunk)):
-            db.append(wl.key, "exhaustive", p, m, gpu=gpu)
+            db.append(wl.key, "exhaustive", p, m, gpu=gpu, versions=getattr(meas, "versions", None))
         print(f"{arch}: exhaustive {min(i + 64, len(todo))}/{len(todo)} new points", flush=True)
-    return db.results(wl.key, "exhaustive")
+    return db.results(wl.key, "exhaustive", gpu)
 
 
 def space_sha(space) -> str:
@@ -101,7 +108,7 @@ def main(argv=None) -> int:
     ap.add_argument("--islands", type=int, default=4)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--gpus", default="0")
-    ap.add_argument("--db", default="build/search/compare.sqlite")
+    ap.add_argument("--db", default=None, help="default build/search/compare.sqlite (--fake: compare-fake.sqlite)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--fake", action="store_true", help="synthetic cost model (no GPU): checks the script")
     ap.add_argument("--no-share", action="store_true", help="re-measure points in every run")
@@ -112,7 +119,15 @@ def main(argv=None) -> int:
     ap.add_argument("--save-tuned", action="store_true",
                     help="with --exhaustive: save the optimum to benchmarks/tuned/ (as `leantile search` saves its top-1)")
     a = ap.parse_args(argv)
-    db = SearchDB(a.db)
+    if not (a.fake or a.replay):  # say so now, not in a GPU worker that never starts
+        import torch
+        if not torch.cuda.is_available():
+            raise SystemExit("search_compare: no CUDA GPU here; --fake (synthetic) or --replay (from the DB)")
+    a.db = a.db or ("build/search/compare-fake.sqlite" if a.fake else "build/search/compare.sqlite")
+    try:
+        db = SearchDB(a.db)
+    except DBError as e:
+        raise SystemExit(f"search_compare: --db {e}") from None
     rows, gpu = [], None
     inner = None
     for arch in a.arch:
@@ -132,7 +147,8 @@ def main(argv=None) -> int:
         keys = [(b, policy, seed) for b in a.budget for policy in ("random", "momentum") for seed in a.seeds]
         search = [SearchRun(wl, policy, b, a.islands, seed, db, space=space, gpu=gpu,
                             run=f"compare-{policy}-k{a.islands}-s{seed}-b{b}",
-                            log=lambda s: print(s, flush=True)) for b, policy, seed in keys]
+                            log=lambda s: print(s, flush=True), versions=getattr(meas, "versions", None))
+                  for b, policy, seed in keys]
         runs = dict(zip(keys, run_lockstep(search, meas)))
         overall, scores = min(r.best_ms for r in runs.values()), []
         if a.exhaustive:  # every point, each once (shared with the runs): where the runs' bests rank
@@ -158,12 +174,11 @@ def main(argv=None) -> int:
     text = table(rows, gpu, a)
     print("\n" + text)
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = "search-compare-fake" if a.fake else "search-compare"
     if a.replay:
         stem += "-replay"
-    (out / f"{stem}.json").write_text(json.dumps({"gpu": gpu, "args": vars(a), "rows": rows}, indent=1) + "\n")
-    (out / f"{stem}.md").write_text(text)
+    write_atomic(out / f"{stem}.json", json.dumps({"gpu": gpu, "args": vars(a), "rows": rows}, indent=1) + "\n")
+    write_atomic(out / f"{stem}.md", text)
     print(f"wrote {out / (stem + '.json')} and .md")
     return 0
 

@@ -4,81 +4,268 @@ benchmarks/tuned/<arch>.json (schema "leantile-tuned/v1"):
     {"schema": ..., "arch": "attention", "entries": [
         {"arch", "shape": {axis: size}, "dtype": "f16", "gpu": "NVIDIA H200",
          "candidate": "online_exp2", "tiles": {"block_m": 128, ...}, "time_ms": 0.24, ...}]}
-One entry per (shape, dtype, gpu); a new search result for the same key replaces it.
+One entry per (shape, dtype, gpu); a new search result for the same key replaces it, so an
+entry of a `--fake` search (gpu "fake") never replaces one measured on a GPU.
+
+Reading is strict (`TunedEntry`): the required keys, positive integer sizes, a known dtype,
+only the tunable tile names (leantile.emit.tilelang.TUNABLE) with integer values in range
+(`true` is not 1), a finite positive time. An entry that fails is ignored, with one warning
+line on stderr naming the file, the entry's index and the problem (each line once per process).
+A stored entry with an impossible time (-1 ms, NaN) is therefore absent: it never blocks a search.
+
+A file that cannot be parsed (not UTF-8, not JSON, truncated, another schema, a folder) is
+never overwritten: `save_tuned` warns (one line naming it) and writes the entry to
+`<arch>.new.json` beside it, leaving `<arch>.json` byte for byte as it was. `load_tuned` reads
+both files and takes the fastest valid entry. Once `<arch>.json` parses again (fixed or removed
+by hand), the next save merges `<arch>.new.json` into it (its entries win: they are the newer)
+and removes it. When both files are unparsable nothing is written (GraphError naming both).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 SCHEMA = "leantile-tuned/v1"
+BESIDE = ".new.json"  # <arch>.new.json: where entries go while <arch>.json cannot be parsed
+
+_Block = Optional[Annotated[int, Field(strict=True, ge=1, le=1024)]]
 
 
+class Tiles(BaseModel):
+    """Tile parameters: only the names the emitter tunes (leantile.emit.tilelang.TUNABLE)."""
+    model_config = ConfigDict(extra="forbid", strict=True)
+    block_m: _Block = None
+    block_n: _Block = None
+    block_k: _Block = None
+    block_r: _Block = None
+    stages: Optional[Annotated[int, Field(strict=True, ge=1, le=8)]] = None
+    threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
+    swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
+
+
+class TunedEntry(BaseModel):
+    """One entry as read from a tuned file; other keys (roofline_ms, search, source) are kept."""
+    model_config = ConfigDict(extra="allow", strict=True)
+    arch: Annotated[str, Field(min_length=1)]
+    shape: dict[str, Annotated[int, Field(strict=True, gt=0)]]
+    dtype: Literal["f16", "bf16", "f32", "f64"]
+    gpu: Annotated[str, Field(min_length=1)]
+    candidate: Annotated[str, Field(min_length=1)]
+    tiles: Tiles
+    time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v):
+        if not v:
+            raise ValueError("empty shape")
+        return v
+
+
+def valid_time(t) -> bool:
+    """A time that can be a result: a finite positive number (not a bool, not a string)."""
+    return isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0
+
+
+def entry_problem(e) -> str | None:
+    """Why e is not a usable tuned entry (one line), or None."""
+    if not isinstance(e, dict):
+        return f"not an object but {type(e).__name__}"
+    try:
+        TunedEntry.model_validate(e)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) if str(x).isidentifier() or isinstance(x, int) else repr(x)[:40]
+                         for x in first["loc"]) or "entry"  # a key from the file never breaks the line
+        if first["type"] == "extra_forbidden":
+            return f"{where}: unknown tile parameter (known: {', '.join(Tiles.model_fields)})"
+        if first["type"] == "missing":
+            return f"{where}: missing"
+        return f"{where}: {first['msg']} (got {first.get('input')!r:.40})"
+    return None
+
+
+def check_entry(e: dict) -> dict:
+    """e, or ValueError naming its problem (what writers call before saving)."""
+    problem = entry_problem(e)
+    if problem is not None:
+        raise ValueError(f"refusing to save a tuned entry: {problem}")
+    return e
+
+
+# ------------------------------------------------------------------------ warnings
+_WARNED: set[str] = set()
+_WARN_PER_FILE = 20
+_WARN_COUNT: dict[str, int] = {}
+
+
+def _warn(path: Path, text: str) -> None:
+    """One line on stderr, each at most once per process, at most _WARN_PER_FILE per file."""
+    line = f"warning: {path}: {text}"
+    if line in _WARNED:
+        return
+    _WARNED.add(line)
+    n = _WARN_COUNT[str(path)] = _WARN_COUNT.get(str(path), 0) + 1
+    if n < _WARN_PER_FILE:
+        print(line, file=sys.stderr)
+    elif n == _WARN_PER_FILE:
+        print(f"warning: {path}: further problems not shown", file=sys.stderr)
+
+
+# ------------------------------------------------------------------------ reading
 def tuned_dir() -> Path:
     env = os.environ.get("LEANTILE_TUNED_DIR")
     return Path(env) if env else Path(__file__).resolve().parents[2] / "benchmarks" / "tuned"
 
 
-def _read(path: Path) -> dict:
+def _paths(arch: str, root) -> tuple[Path, Path]:
+    """(<root>/<arch>.json, <root>/<arch>.new.json); ValueError for an arch that is not a plain name."""
+    from .files import under
+
+    root = Path(root or tuned_dir())
+    return under(root, f"{arch}.json"), under(root, f"{arch}{BESIDE}")
+
+
+def _parse(path: Path, arch: str) -> tuple[list | None, str | None]:
+    """(the file's entries, None), ([], None) when it does not exist, or (None, why it cannot be parsed)."""
+    if not path.exists() and not path.is_symlink():
+        return [], None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {"schema": SCHEMA, "entries": []}
-    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
-        return {"schema": SCHEMA, "entries": []}
-    return data
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except IsADirectoryError:
+        return None, "a folder, not a file"
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror or e})"
+    except (ValueError, RecursionError) as e:
+        return None, f"not JSON ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
+    if not isinstance(data, dict):
+        return None, f"not a {SCHEMA} object"
+    if data.get("schema") != SCHEMA:
+        return None, f"schema {data.get('schema')!r:.40}, expected {SCHEMA!r}"
+    if not isinstance(data.get("entries"), list):
+        return None, "no list of entries"
+    if data.get("arch", arch) != arch:
+        return None, f"holds arch {data.get('arch')!r:.40}, not {arch!r}"
+    return data["entries"], None
 
 
-def _key(e: dict) -> tuple[str, str, str]:
-    """What one entry is for: (shape, dtype, gpu)."""
-    return json.dumps(e.get("shape"), sort_keys=True), str(e.get("dtype")), str(e.get("gpu"))
+def _valid(path: Path, entries: list, arch: str) -> list[dict]:
+    """The entries that pass TunedEntry and belong to arch; a warning for each other one."""
+    out = []
+    for i, e in enumerate(entries):
+        problem = entry_problem(e)
+        if problem is None and e["arch"] != arch:
+            problem = f"arch {e['arch']!r:.40}, not {arch!r}"
+        if problem is None:
+            out.append(e)
+        else:
+            _warn(path, f"entry {i}: {problem}; ignored")
+    return out
+
+
+def _stored(arch: str, root) -> list[dict]:
+    """Every valid entry of <arch>.json and <arch>.new.json (unparsable files warned about, skipped)."""
+    out = []
+    main, beside = _paths(arch, root)
+    for path in (main, beside):
+        entries, problem = _parse(path, arch)
+        if problem is not None:
+            _unparsable(path, problem, beside if path == main else None)
+        else:
+            out += _valid(path, entries, arch)
+    return out
+
+
+def _unparsable(path: Path, problem: str, beside: Path | None) -> None:
+    """The one warning about a file that cannot be parsed (the same line when read and written)."""
+    _warn(path, f"cannot be parsed: {problem}; left as it is" +
+          (f", entries are saved to {beside.name} beside it" if beside is not None else ", ignored"))
+
+
+def _key(e) -> tuple[str, str, str] | None:
+    """What one entry is for: (shape, dtype, gpu); None for something that is not an entry."""
+    if not isinstance(e, dict):
+        return None
+    return json.dumps(e.get("shape"), sort_keys=True, default=str), str(e.get("dtype")), str(e.get("gpu"))
+
+
+# ------------------------------------------------------------------------ writing
+def _dump(arch: str, entries: list) -> str:
+    entries = sorted(entries, key=lambda e: _key(e) or ("", "", ""))
+    return json.dumps({"schema": SCHEMA, "arch": arch, "entries": entries}, indent=1, sort_keys=True) + "\n"
 
 
 def save_tuned(entry: dict, root: str | Path | None = None) -> Path:
-    """Insert or replace the entry for its (shape, dtype, gpu) in <root>/<arch>.json, atomically."""
+    """Insert or replace the entry for its (shape, dtype, gpu) in <root>/<arch>.json, atomically.
+    Other entries are kept as they are (invalid ones too: ignored on read, never deleted).
+    Returns the file written (<arch>.new.json where <arch>.json cannot be parsed)."""
+    from . import ir
     from .files import write_atomic
 
-    path = Path(root or tuned_dir()) / f"{entry['arch']}.json"
-    entries = [e for e in _read(path)["entries"] if _key(e) != _key(entry)] + [entry]
-    entries.sort(key=_key)
-    write_atomic(path, json.dumps({"schema": SCHEMA, "arch": entry["arch"], "entries": entries},
-                                  indent=1, sort_keys=True) + "\n")
-    return path
+    check_entry(entry)
+    arch = entry["arch"]
+    main, beside = _paths(arch, root)
+    m_entries, m_problem = _parse(main, arch)
+    b_entries, b_problem = _parse(beside, arch)
+    if m_problem is None:
+        keys = {_key(e) for e in (b_entries or [])} | {_key(entry)}
+        merged = [e for e in m_entries if _key(e) is None or _key(e) not in keys]
+        merged += [e for e in (b_entries or []) if _key(e) != _key(entry)] + [entry]
+        write_atomic(main, _dump(arch, merged))
+        if b_problem is None and beside.exists():  # merged into <arch>.json: the stand-in is done
+            beside.unlink()
+        return main
+    _unparsable(main, m_problem, beside)
+    if b_problem is not None:
+        raise ir.GraphError([f"{main}: cannot be parsed ({m_problem}) and neither can {beside.name} "
+                             f"({b_problem}); fix or remove one of them (nothing was saved)"])
+    write_atomic(beside, _dump(arch, [e for e in b_entries if _key(e) != _key(entry)] + [entry]))
+    return beside
 
 
 def save_if_faster(entry: dict, root: str | Path | None = None, replace: bool = False) -> tuple[Path | None, dict | None]:
-    """Save entry unless the stored one for its (shape, dtype, gpu) is faster (a short or
+    """Save entry unless a valid stored one for its (shape, dtype, gpu) is faster (a short or
     interrupted search must not replace what a longer one found); `replace` saves anyway.
     Returns (the file written, or None; the faster entry kept, or None)."""
-    path = Path(root or tuned_dir()) / f"{entry['arch']}.json"
-    stored = next((e for e in _read(path)["entries"] if _key(e) == _key(entry)), None)
-    if not replace and stored is not None and stored.get("time_ms", float("inf")) < entry["time_ms"]:
+    check_entry(entry)
+    same = [e for e in _stored(entry["arch"], root) if _key(e) == _key(entry)]
+    stored = min(same, key=lambda e: e["time_ms"], default=None)
+    if not replace and stored is not None and stored["time_ms"] < entry["time_ms"]:
         return None, stored
     return save_tuned(entry, root), None
 
 
 def load_tuned(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = None,
                root: str | Path | None = None) -> tuple[str, dict] | None:
-    """(candidate, tiles) of the best entry for this shape and dtype, or None.
+    """(candidate, tiles) of the fastest valid entry for this shape and dtype, or None.
 
     gpu: a name or part of one ("H200"), case-insensitive; None takes any real GPU (entries
-    from `--fake` searches, gpu "fake", are used only when asked for by name)."""
-    path = Path(root or tuned_dir()) / f"{arch}.json"
-    if not path.exists():
+    from `--fake` searches, gpu "fake", and of an "unknown" measurer are used only when asked
+    for by name). Invalid entries and unparsable files are skipped with a warning."""
+    try:
+        want = {k: int(v) for k, v in shape.items()}
+        stored = _stored(arch, root)
+    except (ValueError, TypeError):  # an arch that is no file name, a size that is no integer
         return None
-    want = {k: int(v) for k, v in shape.items()}
     found = []
-    for e in _read(path)["entries"]:
-        if e.get("shape") != want or e.get("dtype") != dtype:
+    for e in stored:
+        if e["shape"] != want or e["dtype"] != dtype:
             continue
-        name = str(e.get("gpu", ""))
-        if gpu is None and name == "fake":
+        name = e["gpu"]
+        if gpu is None and name in ("fake", "unknown"):
             continue
         if gpu is not None and gpu.lower() not in name.lower():
             continue
         found.append(e)
     if not found:
         return None
-    best = min(found, key=lambda e: e.get("time_ms", float("inf")))
+    best = min(found, key=lambda e: e["time_ms"])
     return best["candidate"], dict(best["tiles"])

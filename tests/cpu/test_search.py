@@ -182,14 +182,15 @@ def test_measure_once_shares_points_between_runs_and_sessions(tmp_path, mlp):
     wl, s = mlp
     db = SearchDB(tmp_path / "c.sqlite")
     fm = fake(s, wl)
-    runs = [SearchRun(wl, "random", 16, 4, seed, db, run=f"r{seed}", space=s) for seed in (0, 1)]
-    runs.append(SearchRun(wl, "momentum", 16, 4, 0, db, run="m0", space=s))
+    runs = [SearchRun(wl, "random", 16, 4, seed, db, run=f"r{seed}", space=s, gpu="fake") for seed in (0, 1)]
+    runs.append(SearchRun(wl, "momentum", 16, 4, 0, db, run="m0", space=s, gpu="fake"))
     first = run_lockstep(runs, MeasureOnce(fm, db))
     assert fm.calls == len({h["point"] for r in first for h in r.history}) < 48
     db.close()
     db = SearchDB(tmp_path / "c.sqlite")  # a stopped comparison restarted: nothing is re-measured
     fm2 = fake(s, wl)
-    again = run_lockstep([SearchRun(wl, "random", 16, 4, 1, db, run="another-name", space=s)], MeasureOnce(fm2, db))
+    again = run_lockstep([SearchRun(wl, "random", 16, 4, 1, db, run="another-name", space=s, gpu="fake")],
+                         MeasureOnce(fm2, db))
     assert fm2.calls == 0 and again[0].new == 16 and again[0].best_ms == first[1].best_ms
 
 

@@ -55,3 +55,21 @@ def test_replay_refuses_a_point_it_has_not_measured(compare, tmp_path):
     with pytest.raises(SystemExit, match="not in the DB"):
         compare.main(["--replay", "--arch", "swiglu", "--budget", "4", "--seeds", "0", "--db", str(db),
                       "--out", str(tmp_path)])
+
+
+def test_fake_comparison_never_uses_the_real_rows(compare, tmp_path):
+    """The committed DB holds H200 rows of the very runs a --fake comparison names: the fake
+    measures its own points (rows keyed by measurer), and --replay still picks the GPU's rows."""
+    from leantile.search.db import SearchDB
+    db = tmp_path / "c.sqlite"
+    shutil.copy(RESULTS / "search-compare.sqlite", db)
+    assert compare.main(["--fake", "--arch", "attention", "--budget", "24", "--seeds", "0", "--db", str(db),
+                         "--out", str(tmp_path)]) == 0
+    s = SearchDB(db)
+    fake_rows = s.rows(measurer="fake")  # each run logs the 24 points it evaluated
+    assert len(fake_rows) == 48 and {r["gpu"] for r in fake_rows} == {"fake"}
+    assert {r["run"] for r in fake_rows} <= {r["run"] for r in s.rows(measurer="NVIDIA H200")}
+    assert compare.FromDBOnly(s).gpu_name == "NVIDIA H200"
+    rows = json.loads((tmp_path / "search-compare-fake.json").read_text())["rows"]
+    h200 = {r["time_ms"] for r in s.rows(measurer="NVIDIA H200") if r["time_ms"]}
+    assert all(b not in h200 for r in rows for b in r["best_ms_each"])

@@ -3,8 +3,18 @@
 
 For each workload: search derivation candidates x tile parameters for the fastest kernel
 that verifies against the reference, log every measurement to SQLite (rerunning the same
-command resumes the search), and save the top-1 to DIR/<arch>.json (benchmarks/tuned by
-default; with --fake, build/search/tuned, so a synthetic run never shadows a real one).
+command resumes the search), and save the top-1 to DIR/<arch>.json (leantile.tuned.tuned_dir(),
+benchmarks/tuned, by default).
+
+`--fake` (a synthetic cost model, no GPU) keeps apart from real results: it writes
+build/search/tuned and logs to build/search/search-fake.sqlite by default, refuses an --out
+that is the shipped tuned folder, and its entries (gpu "fake") never replace a GPU's, nor do
+its DB rows ever answer a GPU search (rows are keyed by measurer, leantile.search.db).
+
+Checked before anything is measured, each a one-line error (exit 1): the arguments, that a
+CUDA GPU is there (without --fake), every source, the --out folder, and the --db file (a
+database, intact, writable, not locked). A DB write that fails mid-run stops the search after
+the round, saves each workload's best point so far, then reports the DB (exit 1).
 """
 from __future__ import annotations
 
@@ -14,23 +24,29 @@ import sys
 from pathlib import Path
 
 from .. import architectures
+from ..ir import GraphError
 from ..sources import parse_sizes
+
+FAKE_DB = "build/search/search-fake.sqlite"
+GPU_DB = "build/search/search.sqlite"
+FAKE_OUT = "build/search/tuned"
 
 
 def cmd_search(args) -> int:
-    from .db import SearchDB
+    from ..tuned import tuned_dir
+    from .db import DBError, SearchDB
     from .driver import SearchRun, Workload, run_lockstep
     from .space import Space
 
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
     if args.budget < 1 or args.islands < 1:
-        print("error: --budget and --islands must be positive", file=sys.stderr)
-        return 1
+        raise GraphError([f"--budget {args.budget} --islands {args.islands}: both must be positive"])
     try:
-        gpus = _all_gpus() if args.gpus == "all" else [int(x) for x in args.gpus.split(",") if x.strip()]
+        gpus = None if args.gpus == "all" else [int(x) for x in args.gpus.split(",") if x.strip()]
     except ValueError:
-        print(f"error: --gpus {args.gpus!r}: expected device numbers such as 0,1", file=sys.stderr)
-        return 1
+        raise GraphError([f"--gpus {args.gpus!r}: expected device numbers such as 0,1"]) from None
+    if not args.fake:  # at once, not after the sources load or in a worker that waits forever
+        gpus = _cuda_gpus(gpus, args.gpus)
     sizes = parse_sizes(args.size)
     # every source loads before anything runs: a bad name or file is one clear error
     workloads = []
@@ -41,23 +57,27 @@ def cmd_search(args) -> int:
             print(f"{n}: the same workload as {same.spec} ({wl.key}); searched once", file=sys.stderr)
             continue
         workloads.append(wl)
-    out = Path(args.out or ("build/search/tuned" if args.fake else "benchmarks/tuned"))
+    out = _check_out(Path(args.out) if args.out else (Path(FAKE_OUT) if args.fake else tuned_dir()), args.fake)
     if args.missing_only:
         workloads = _without_tuned_entry(workloads, gpus, args.fake, out)
         if not workloads:
             print("search: every workload already has a tuned entry for this GPU (--missing-only)")
             return 0
-    db = SearchDB(args.db)
+    db_path = args.db or (FAKE_DB if args.fake else GPU_DB)
+    try:
+        db = SearchDB(db_path)
+    except DBError as e:
+        raise GraphError([f"--db {e}"]) from None
     measurer = None
     status = 0
     try:
         spaces = {wl: Space(wl.graph(), include_unfused=args.all_candidates) for wl in workloads}
         if args.fake:  # one synthetic landscape per workload
             from .roofline import workload_cost
-            from .workers import FakeMeasurer
+            from .workers import FakeMeasurer, software_versions
 
             measurer = _PerWorkload({wl: FakeMeasurer(sp, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
-                                     for wl, sp in spaces.items()})
+                                     for wl, sp in spaces.items()}, software_versions())
         else:
             from .workers import GpuMeasurer
 
@@ -67,8 +87,9 @@ def cmd_search(args) -> int:
             print(f"{wl.arch}: {len(space)} points over {len(space.candidates)} candidate(s), "
                   f"budget {args.budget}, policy {args.policy}, {args.islands} island(s)")
             searches.append(SearchRun(wl, args.policy, args.budget, args.islands, args.seed, db, space=space,
-                                      gpu=measurer.gpu_name, log=print))
+                                      gpu=measurer.gpu_name, log=print, versions=measurer.versions))
         # all workloads advance together: a round compiles every workload's batch at once
+        failed = None
         try:
             with _sigterm_as_interrupt():
                 results = run_lockstep(searches, measurer)
@@ -77,9 +98,21 @@ def cmd_search(args) -> int:
             print("search: interrupted; saving the best verified point of each workload so far "
                   "(rerun the same command to continue)", file=sys.stderr)
             status = 130
-        for res in results:
-            if _report(res, measurer.gpu_name, out, args, db) is None:
-                status = status or 1
+        except DBError as e:  # the log failed mid-run: still save what was found
+            results, failed = [r.result() for r in searches], e
+        problems = []
+        for res in results:  # every workload is saved even when another one cannot be
+            try:
+                if _report(res, measurer.gpu_name, out, args, db) is None:
+                    status = status or 1
+            except GraphError as e:
+                problems += e.problems
+        if failed is not None:
+            problems.append(f"--db {failed}; the search stopped there, its best points so far are saved above")
+        if problems:
+            raise GraphError(problems)
+    except DBError as e:  # reading the log (resume) failed after the checks at opening
+        raise GraphError([f"--db {e}"]) from None
     finally:
         if measurer is not None:
             measurer.close()
@@ -87,9 +120,51 @@ def cmd_search(args) -> int:
     return status
 
 
+def _cuda_gpus(gpus: list[int] | None, flag: str) -> list[int]:
+    """The GPU ids to measure on (None: all), or a GraphError when there is no CUDA GPU or no such id."""
+    try:
+        import torch
+    except ImportError:
+        raise GraphError(["search: torch is not installed, so no GPU can be used; --fake runs the "
+                          "synthetic search"]) from None
+    if not torch.cuda.is_available():
+        raise GraphError(["search: no CUDA GPU on this machine (torch.cuda.is_available() is false); "
+                          "--fake runs the synthetic search"])
+    n = torch.cuda.device_count()
+    gpus = list(range(n)) if gpus is None else gpus
+    bad = [g for g in gpus if not 0 <= g < n]
+    if bad or not gpus:
+        raise GraphError([f"--gpus {flag}: this machine has {n} GPU(s), numbered 0..{n - 1}"])
+    return gpus
+
+
+def _check_out(out: Path, fake: bool) -> Path:
+    """--out: a folder (or one to create) that can hold tuned files; --fake never writes the shipped one."""
+    from ..tuned import tuned_dir
+
+    if "\x00" in str(out):
+        raise GraphError([f"--out {str(out)!r}: a path cannot contain a NUL character"])
+    if fake:
+        shipped = {tuned_dir().resolve(), (Path(__file__).resolve().parents[3] / "benchmarks" / "tuned").resolve()}
+        if out.resolve() in shipped:
+            raise GraphError([f"--out {out}: the shipped tuned folder; --fake results never go there "
+                              f"(default {FAKE_OUT})"])
+    from .db import read_only
+
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise GraphError([f"--out {out}: {p} is a file, not a folder"])
+            if read_only(p):
+                raise GraphError([f"--out {out}: {p} is read-only"])
+            break
+    return out
+
+
 def _report(res, gpu: str | None, out: Path, args, db):
     """Print one workload's outcome and save its top-1 unless a faster entry is stored."""
     from ..tuned import save_if_faster
+    from .db import DBError
     from .driver import tuned_entry
 
     name, wl = res.workload.arch, res.workload
@@ -101,7 +176,11 @@ def _report(res, gpu: str | None, out: Path, args, db):
     entry = tuned_entry(res, gpu)
     if entry is None:
         return None
-    written, kept = save_if_faster(entry, out, replace=args.replace)
+    try:
+        written, kept = save_if_faster(entry, out, replace=args.replace)
+    except OSError as e:
+        raise GraphError([f"--out {out}: cannot write {name}.json ({e.strerror or e}); the best point was "
+                          f"{res.best} at {res.best_ms:.4f} ms (logged in the DB)"]) from None
     print(f"wrote {written}" if written else
           f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
           f"faster than this search's best; --replace overwrites it")
@@ -112,6 +191,8 @@ def _report(res, gpu: str | None, out: Path, args, db):
             print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms)}")
         except ImportError:
             print("plot: matplotlib is not installed", file=sys.stderr)
+        except (DBError, OSError) as e:
+            print(f"plot: {e}", file=sys.stderr)
     return entry
 
 
@@ -133,26 +214,19 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
-def _all_gpus() -> list[int]:
-    import torch
-
-    return list(range(torch.cuda.device_count())) or [0]
-
-
-def _without_tuned_entry(workloads: list, gpus: list[int], fake: bool, out: Path) -> list:
-    """The workloads with no benchmarks/tuned entry for this GPU (by name), so that
+def _without_tuned_entry(workloads: list, gpus: list[int] | None, fake: bool, out: Path) -> list:
+    """The workloads with no tuned entry in `out` for this GPU (by name), so that
     `make kernels` on a GPU searches only what has never been searched there."""
     from ..tuned import load_tuned
 
-    gpu = "fake" if fake else None
-    if not fake:
+    gpu = "fake"
+    if not fake:  # _cuda_gpus has checked that there is one
         import torch
 
-        if torch.cuda.is_available():
-            gpu = torch.cuda.get_device_name(gpus[0] if gpus else 0)
+        gpu = torch.cuda.get_device_name(gpus[0] if gpus else 0)
     keep = []
     for wl in workloads:
-        if gpu and load_tuned(wl.arch, dict(wl.sizes), wl.dtype, gpu, root=out) is not None:
+        if load_tuned(wl.arch, dict(wl.sizes), wl.dtype, gpu, root=out) is not None:
             print(f"{wl.arch}: tuned for {gpu} already ({out / (wl.arch + '.json')}); skipped")
         else:
             keep.append(wl)
@@ -163,8 +237,8 @@ class _PerWorkload:
     """Route each workload to its own measurer (the synthetic landscapes of --fake)."""
     gpu_name = "fake"
 
-    def __init__(self, by_workload: dict):
-        self.by_workload = by_workload
+    def __init__(self, by_workload: dict, versions: dict | None = None):
+        self.by_workload, self.versions = by_workload, versions
 
     def measure(self, wl, points):
         return self.by_workload[wl].measure(wl, points)
@@ -184,11 +258,13 @@ def register(sub) -> None:
     s.add_argument("--budget", type=int, default=64, help="points evaluated per workload (default 64)")
     s.add_argument("--islands", type=int, default=4, help="islands (momentum) / batch size (random)")
     s.add_argument("--gpus", default="0", help="GPU ids, one measuring process each, or 'all' (default 0)")
-    s.add_argument("--db", default="build/search/search.sqlite", help="SQLite log (resume by rerunning)")
+    s.add_argument("--db", default=None,
+                   help=f"SQLite log, resumed by rerunning (default {GPU_DB}; with --fake {FAKE_DB})")
     s.add_argument("--policy", choices=("momentum", "random"), default="momentum")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--fake", action="store_true", help="synthetic cost model instead of a GPU (tests, demos)")
-    s.add_argument("--out", default=None, help="tuned-config folder (default benchmarks/tuned)")
+    s.add_argument("--out", default=None,
+                   help=f"tuned-config folder (default benchmarks/tuned; with --fake {FAKE_OUT})")
     s.add_argument("--plot", default=None, metavar="DIR", help="write DIR/<arch>.png of the history")
     s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
     s.add_argument("--compile-workers", type=int, default=None, help="CPU compile processes (default: all cores)")

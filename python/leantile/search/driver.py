@@ -3,7 +3,12 @@
 Budget = number of points evaluated in a run (a point that fails to compile counts: it cost
 compile time). Resuming: the policy is deterministic given its seed and what it observes, so
 running it again against the same run's rows reproduces the stopped search exactly (each
-proposal is answered from the DB) and then continues with new measurements.
+proposal is answered from the DB) and then continues with new measurements. Only rows of the
+run's own measurer (`gpu`: "fake" or the GPU model) are replayed.
+
+A row that cannot be written (the DB failed mid-run) does not lose the batch: the run observes
+all of it, stops writing, and `run_lockstep` raises the DBError after the round, so that the
+caller still has every run's best so far (`SearchRun.result()`).
 """
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ from dataclasses import dataclass, field
 
 from .. import architectures, ir
 from ..sources import load_source, load_source_at
-from .db import SearchDB
+from ..tuned import check_entry, valid_time
+from .db import DBError, SearchDB
 from .policy import MomentumParams, make_policy
 from .roofline import H200, Ceilings, workload_cost
 from .space import Point, Space
@@ -79,14 +85,16 @@ class SearchRun:
 
     def __init__(self, workload: Workload, policy: str = "momentum", budget: int = 64, islands: int = 4,
                  seed: int = 0, db: SearchDB | None = None, run: str | None = None, space: Space | None = None,
-                 ceilings: Ceilings = H200, params: MomentumParams | None = None, gpu: str | None = None, log=None):
+                 ceilings: Ceilings = H200, params: MomentumParams | None = None, gpu: str | None = None, log=None,
+                 versions: dict | None = None):
         g = workload.graph()
         space = space or Space(g)
         target = workload_cost(g, ceilings).floor_ms
         self.pol = make_policy(policy, space, target, seed, islands, params)
-        self.budget, self.db, self.gpu, self.log = budget, db, gpu, log
+        self.budget, self.db, self.gpu, self.log, self.versions = budget, db, gpu, log, versions
         self.run = run or run_name(policy, islands, seed)
-        self.prev = db.results(workload.key, self.run) if db is not None else {}
+        self.prev = db.results(workload.key, self.run, gpu) if db is not None else {}
+        self.db_error: DBError | None = None  # the first failed write; no writes after it
         self.res = SearchResult(workload, self.run, None, math.inf, target, 0, 0, 0)
         self._props: list = []
         self._cached: list = []
@@ -114,8 +122,8 @@ class SearchRun:
             res.evaluated += 1
             if c is None:
                 res.new += 1
-                if self.db is not None:
-                    self.db.append(res.workload.key, self.run, prop.point, m, prop.island, step, prop.why, self.gpu)
+                self._write(lambda db: db.append(res.workload.key, self.run, prop.point, m, prop.island, step,
+                                                 prop.why, self.gpu, versions=self.versions))
             else:
                 res.replayed += 1
             self.pol.observe(prop, m.score)
@@ -123,13 +131,19 @@ class SearchRun:
                 res.best, res.best_ms = prop.point, m.score
             res.history.append({"step": step, "island": prop.island, "why": prop.why, "point": str(prop.point),
                                 "ok": m.ok, "time_ms": m.time_ms, "best_ms": res.best_ms, "replayed": c is not None})
-        if self.db is not None:
-            self.db.add_events(res.workload.key, self.run, self.pol.events)
+        self._write(lambda db: db.add_events(res.workload.key, self.run, self.pol.events, self.gpu))
         if self.log and any(c is None for c in self._cached):
             self.log(f"{res.workload.arch} {self.run}: {res.evaluated}/{self.budget} evaluated, best "
                      f"{res.best_ms:.4f} ms ({res.best}), target {res.target_ms:.4f} ms, "
                      f"batch {time.time() - self._t0:.1f} s")
         self._props, self._cached = [], []
+
+    def _write(self, fn) -> None:
+        if self.db is not None and self.db_error is None:
+            try:
+                fn(self.db)
+            except DBError as e:
+                self.db_error = e
 
     def result(self) -> SearchResult:
         self.res.events = list(self.pol.events)
@@ -140,7 +154,7 @@ def run_search(workload: Workload, measurer, policy: str = "momentum", budget: i
                seed: int = 0, db: SearchDB | None = None, run: str | None = None, space: Space | None = None,
                ceilings: Ceilings = H200, params: MomentumParams | None = None, log=None) -> SearchResult:
     r = SearchRun(workload, policy, budget, islands, seed, db, run, space, ceilings, params,
-                  getattr(measurer, "gpu_name", None), log)
+                  getattr(measurer, "gpu_name", None), log, getattr(measurer, "versions", None))
     return run_lockstep([r], measurer)[0]
 
 
@@ -160,16 +174,24 @@ def run_lockstep(runs: list[SearchRun], measurer) -> list[SearchResult]:
                for p, m in zip(pts, measurer.measure(wl, list(pts)))}
         for r, pts in asked:
             r.observe([got[(r.res.workload, p)] for p in pts])
+        failed = next((r.db_error for r in runs if r.db_error is not None), None)
+        if failed is not None:  # every run has observed the round: their bests are complete
+            raise failed
 
 
 def point_entry(wl: Workload, point: Point, time_ms: float, gpu: str | None, **provenance) -> dict:
-    """A benchmarks/tuned entry for one measured point (leantile.tuned)."""
-    return {"arch": wl.arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": gpu or "unknown",
-            "candidate": point.candidate, "tiles": point.tile_dict, "time_ms": round(time_ms, 6), **provenance}
+    """A benchmarks/tuned entry for one measured point (leantile.tuned); ValueError for an
+    impossible time (<= 0, NaN, inf) or anything else leantile.tuned would not read back."""
+    if not valid_time(time_ms):
+        raise ValueError(f"refusing a tuned entry for {point} with time {time_ms!r} ms: not a finite positive time")
+    t = round(time_ms, 6) or time_ms  # a time under 5e-7 ms is kept as it is, never rounded to 0
+    return check_entry({"arch": wl.arch, "shape": dict(wl.sizes), "dtype": wl.dtype, "gpu": gpu or "unknown",
+                        "candidate": point.candidate, "tiles": point.tile_dict, "time_ms": t, **provenance})
 
 
 def tuned_entry(res: SearchResult, gpu: str | None) -> dict | None:
-    if res.best is None:
+    """The run's top-1 as a tuned entry; None when no point verified with a possible time."""
+    if res.best is None or not valid_time(res.best_ms):
         return None
     return point_entry(res.workload, res.best, res.best_ms, gpu, roofline_ms=round(res.target_ms, 6),
                        search={"run": res.run, "evaluated": res.evaluated})

@@ -4,7 +4,8 @@ Used when several runs search the same workload (benchmarks/search_compare.py: p
 seeds): the runs differ only in which points they choose and each still counts every point
 it evaluates against its budget, while the GPU time shrinks to the union of their points.
 Seeded from a SearchDB, it also answers points that an earlier, stopped comparison measured
-under another run's name.
+under another run's name, by the same measurer (inner.gpu_name: "fake" or the GPU model)
+only: a fake comparison and a GPU one on the same DB never answer each other's points.
 """
 from __future__ import annotations
 
@@ -17,12 +18,11 @@ class MeasureOnce:
     def __init__(self, inner, db: SearchDB | None = None):
         self.inner = inner
         self.gpu_name = getattr(inner, "gpu_name", None)
+        self.versions = getattr(inner, "versions", None)
         self.cache: dict[tuple[str, Point], Measurement] = {}
         self.measured = 0  # points this object sent to `inner`
-        if db is not None:
-            for wl, run in db.runs():
-                for p, m in db.results(wl, run).items():
-                    self.cache.setdefault((wl, p), m)
+        if db is not None:  # only rows of the same measurer: fake and GPU times never mix
+            self.cache.update(db.measured(self.gpu_name))
 
     def measure(self, wl, points: list[Point]) -> list[Measurement]:
         todo = [p for p in dict.fromkeys(points) if (wl.key, p) not in self.cache]

@@ -27,10 +27,12 @@ import os
 import queue
 import random
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..tuned import valid_time
 from .space import Point, Space
 
 TOL = {"f16": 2e-2, "bf16": 4e-2, "f32": 1e-4}
@@ -43,14 +45,41 @@ class Measurement:
     time_ms: float | None
     error: str | None = None
 
+    @staticmethod
+    def checked(compile_ok, verified_ok, time_ms, error=None) -> "Measurement":
+        """A measurement whose time is impossible (<= 0, NaN, inf, not a number) is a failed,
+        unverified point with no time: it can never become a best."""
+        if verified_ok and not valid_time(time_ms):
+            return Measurement(bool(compile_ok), False, None, f"impossible time {time_ms!r:.40} ms" + (
+                f"; {error}" if error else ""))
+        return Measurement(bool(compile_ok), bool(verified_ok), time_ms if valid_time(time_ms) else None, error)
+
     @property
     def ok(self) -> bool:
-        return self.compile_ok and self.verified_ok and self.time_ms is not None
+        return bool(self.compile_ok and self.verified_ok) and valid_time(self.time_ms)
 
     @property
     def score(self) -> float:
         """What the policy sees: the time, or +inf for a point that failed."""
         return float(self.time_ms) if self.ok else math.inf
+
+
+def software_versions() -> dict:
+    """What measured a row, beside the GPU: leantile, torch, tilelang and (where torch is
+    already imported, as in a GPU worker) the CUDA runtime torch was built with."""
+    from importlib import metadata
+
+    from .. import __version__
+
+    out = {"leantile": __version__}
+    for pkg in ("torch", "tilelang"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except Exception:  # not installed, or broken metadata
+            out[pkg] = None
+    torch = sys.modules.get("torch")
+    out["cuda"] = getattr(getattr(torch, "version", None), "cuda", None) if torch is not None else None
+    return out
 
 
 # ------------------------------------------------------------------------ fake
@@ -77,6 +106,7 @@ class FakeMeasurer:
         self.weight = {p: rng.uniform(0.1, 0.4) for p in space.domains}
         self.calls = 0
         self.seen: list[Point] = []
+        self.versions = software_versions()
 
     def _idx(self, p: str, v: int) -> int:
         return self.space.domains[p].index(v)
@@ -195,7 +225,7 @@ def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     import torch
 
-    outq.put(("hello", gpu, torch.cuda.get_device_name(0)))
+    outq.put(("hello", gpu, torch.cuda.get_device_name(0), software_versions()))
     refs: dict = {}
     while True:
         job = inq.get()
@@ -231,10 +261,22 @@ class GpuMeasurer:
         self.pool = ProcessPoolExecutor(max_workers=compile_workers or os.cpu_count() or 1, mp_context=self.ctx)
         self.inq, self.outq = self.ctx.Queue(), self.ctx.Queue()
         self.procs = {g: self._spawn(g) for g in self.gpus}
-        self.gpu_name = None
-        for _ in self.gpus:
-            kind, gpu, name = self.outq.get(timeout=300)
+        self.gpu_name, self.versions = None, None
+        started: set = set()
+        t0 = time.time()
+        while len(started) < len(self.gpus):  # a worker that dies before saying hello is an error, not a hang
+            try:
+                kind, gpu, name, versions = self.outq.get(timeout=2)
+            except queue.Empty:
+                dead = [g for g, p in self.procs.items() if g not in started and not p.is_alive()]
+                if dead or time.time() - t0 > 300:
+                    self.close()
+                    why = f"exited (code {self.procs[dead[0]].exitcode})" if dead else "did not start in 300 s"
+                    raise RuntimeError(f"GPU worker for device {dead[0] if dead else '?'} {why}")
+                continue
+            started.add(gpu)
             self.gpu_name = self.gpu_name or name
+            self.versions = self.versions or versions
 
     def _spawn(self, gpu):
         p = self.ctx.Process(target=gpu_worker, args=(gpu, self.inq, self.outq, self.rep), daemon=True)
@@ -285,7 +327,8 @@ class GpuMeasurer:
             elif msg[0] == "done":
                 _, g, jid, res = msg
                 inflight.pop(g, None)
-                results[jid] = Measurement(res["compile_ok"], res["verified_ok"], res.get("time_ms"), res.get("error"))
+                results[jid] = Measurement.checked(res["compile_ok"], res["verified_ok"], res.get("time_ms"),
+                                                   res.get("error"))
                 pending.discard(jid)
         return results  # type: ignore[return-value]
 
