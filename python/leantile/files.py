@@ -2,8 +2,13 @@
 under the folder the user chose (a name taken from a graph can never point elsewhere)."""
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
+import stat
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -47,3 +52,205 @@ def write_atomic(path, data: str | bytes, root=None) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+# -- whole output folders: built in a stage beside --out, published in one rename ---------------
+#
+# A command that writes a folder (kernels, report) checks --out first (check_out_dir), builds
+# the complete new folder in a hidden stage next to it (make_stage), and publishes it with one
+# rename (publish): a reader, or a kill at any moment, sees the old folder or the new one, never
+# a mix. A stage is named `.<out>.<pid>-<start>.<random>.tmp` after the process that made it
+# (pid and start time, so a reused pid is not mistaken for it); the next run beside the same
+# --out removes stages whose process is gone (clean_stale).
+
+STAGE_MAX_AGE_S = 6 * 3600  # stages with no owner recorded (older leantile versions) are removed after this
+_STAGE_REST = re.compile(r"(?:(?P<pid>\d+)-(?P<start>\d+)\.[A-Za-z0-9_]+(?P<old>\.old)?|(?P<legacy>[a-z0-9_]{8}))")
+_MINE: set[str] = set()  # stages made by this process and not yet published or removed
+
+
+def _bad_out(flag: str, out, why: str):
+    from .ir import GraphError
+
+    s = os.fspath(out) if not isinstance(out, str) else out
+    shown = s if s.isprintable() and len(s) <= 200 else (repr(s)[:197] + "...")
+    return GraphError([f"{flag} {shown}: {why}"])
+
+
+def _read_only(p: Path) -> bool:
+    """Not writable by us, or marked read-only by its owner (root writes anywhere, but a folder
+    the user made read-only is not ours to fill)."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return True
+    return not os.access(p, os.W_OK | os.X_OK) or not mode & stat.S_IWUSR
+
+
+def check_out_dir(out, flag: str = "--out") -> Path:
+    """The output folder named by `flag`, as an absolute path with symlinks resolved; bad
+    ones raise GraphError with one line naming the flag (NUL, a file, under a file, read-only,
+    a name too long). Nothing is created here."""
+    s = os.fspath(out) if not isinstance(out, str) else out
+    if "\x00" in s:
+        raise _bad_out(flag, out, "a path cannot contain a NUL character")
+    if not s.strip():
+        raise _bad_out(flag, out, "empty path")
+    try:
+        p = Path(os.path.realpath(os.path.abspath(s)))
+        if p.parent == p:
+            raise _bad_out(flag, out, "is the root folder")
+        if len(os.fsencode(str(p))) > 3800 or any(len(os.fsencode(c)) > 255 for c in p.parts):
+            raise _bad_out(flag, out, "path or a name in it is too long")
+        if p.exists():
+            if not p.is_dir():
+                raise _bad_out(flag, out, "exists and is not a folder")
+            if _read_only(p) or not os.access(p, os.R_OK):
+                raise _bad_out(flag, out, "folder is read-only")
+        anc = p.parent
+        while not anc.exists() and anc.parent != anc:
+            anc = anc.parent
+        if not anc.is_dir():
+            raise _bad_out(flag, out, f"is under {anc}, which is not a folder")
+        if _read_only(anc):
+            raise _bad_out(flag, out, f"cannot write in {anc} (read-only)")
+    except OSError as e:  # a folder on the way we may not even look into
+        raise _bad_out(flag, out, f"cannot use it ({e.strerror or e})") from None
+    return p
+
+
+def check_replaceable(out: Path, marker: str, key: str, flag: str, command: str) -> None:
+    """A folder that publish() may replace: absent, empty, or written by this command (its
+    `marker` file is a JSON object with `key`). Anything else holds someone's files: refused,
+    never deleted."""
+    try:
+        if not out.is_dir() or not any(out.iterdir()):
+            return
+    except OSError as e:
+        raise _bad_out(flag, out, f"cannot read it ({e.strerror})") from None
+    try:
+        data = json.loads((out / marker).read_text())
+    except (OSError, ValueError, RecursionError):
+        data = None
+    if not (isinstance(data, dict) and key in data):
+        raise _bad_out(flag, out, f"folder has files not written by leantile {command} (no {marker} of its own); "
+                       "refusing to replace it: choose a new or empty folder")
+
+
+def _proc_start(pid: int) -> str:
+    """The start time of process pid (clock ticks since boot, Linux), '' where unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError, ValueError):
+        return ""
+
+
+def _alive(pid: int, start: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except (OverflowError, ValueError, OSError):
+        return False
+    now = _proc_start(pid)
+    return not (now and start != "0" and now != start)
+
+
+def _stage_prefix(out: Path) -> str:
+    return f".{out.name[:80]}."
+
+
+def clean_stale(out: Path, max_age_s: float = STAGE_MAX_AGE_S) -> list[Path]:
+    """Remove the stages next to out left by runs that were killed: those whose process is
+    gone, and those with no owner recorded that are older than max_age_s. A folder set aside
+    by a publish that was killed (`.old.tmp`) is put back when out is missing."""
+    out = Path(out)
+    prefix, removed = _stage_prefix(out), []
+    try:
+        siblings = list(out.parent.iterdir())
+    except OSError:
+        return removed
+    for p in siblings:
+        name = p.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")) or str(p) in _MINE:
+            continue
+        m = _STAGE_REST.fullmatch(name[len(prefix):-4])
+        if m is None or p.is_symlink() or not p.is_dir():
+            continue
+        if m["pid"]:
+            if _alive(int(m["pid"]), m["start"]):
+                continue
+        else:
+            try:
+                if time.time() - p.stat().st_mtime < max_age_s:
+                    continue
+            except OSError:
+                continue
+        if m["old"] and not os.path.lexists(out):
+            try:
+                os.rename(p, out)  # the previous output, set aside by a publish that was killed
+                continue
+            except OSError:
+                pass
+        shutil.rmtree(p, ignore_errors=True)
+        if not os.path.lexists(p):
+            removed.append(p)
+    return removed
+
+
+def make_stage(out: Path, flag: str = "--out") -> Path:
+    """A new empty stage beside out (its parent is created), after removing stale ones."""
+    out = Path(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(out)
+        pid = os.getpid()
+        stage = Path(tempfile.mkdtemp(dir=out.parent, suffix=".tmp",
+                                      prefix=f"{_stage_prefix(out)}{pid}-{_proc_start(pid) or 0}."))
+    except OSError as e:
+        raise _bad_out(flag, out, f"cannot create a folder there ({e.strerror or e})") from None
+    _MINE.add(str(stage))
+    umask = os.umask(0)
+    os.umask(umask)
+    try:  # mkdtemp makes 0700; the published folder gets the old one's mode, else the usual one
+        os.chmod(stage, stat.S_IMODE(out.stat().st_mode) if out.is_dir() else 0o777 & ~umask)
+    except OSError:
+        pass
+    return stage
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+
+
+def publish(stage: Path, out: Path) -> None:
+    """Make the finished stage the folder out, in one rename; the old out is removed after.
+    Where an atomic swap is not available, the old out is renamed aside first (a kill between
+    the two renames leaves it as `.<out>.<owner>.old.tmp`, which the next run puts back)."""
+    stage, out = Path(stage), Path(out)
+    if not os.path.lexists(out):
+        os.rename(stage, out)
+    elif _exchange(stage, out):
+        shutil.rmtree(stage, ignore_errors=True)  # now the old output
+    else:
+        aside = stage.with_name(stage.name[:-len(".tmp")] + ".old.tmp")
+        os.rename(out, aside)
+        os.rename(stage, out)
+        shutil.rmtree(aside, ignore_errors=True)
+    _MINE.discard(str(stage))
+
+
+def discard(stage: Path) -> None:
+    """Remove a stage that will not be published (an error, an interrupt)."""
+    shutil.rmtree(stage, ignore_errors=True)
+    _MINE.discard(str(stage))

@@ -3,9 +3,16 @@ built-in (or the given sources: a built-in name, file.json, module.py:function),
 every candidate, emit <out>/<arch>/<candidate>.py (TileLang), lower each kernel to CUDA C
 for sm_90 (<candidate>.cu next to it), and write <out>/index.json describing all of them.
 
-Nothing half-written: everything is built in a hidden staging folder next to <out> and
-moved into place only when every source has derived and emitted; an error before that
-leaves <out> as it was.
+One output folder, published whole: --out is checked first (a file, a path under a file, a
+read-only folder or NUL are one line of bad input), the complete new folder is built in a
+hidden stage beside it (`.<out>.<pid>-<start>.<random>.tmp`, see leantile.files) and replaces
+--out in one rename. So a kill at any moment leaves the old folder or the new one, never new
+modules beside an old index.json; the stage a killed run leaves is removed by the next run.
+The new folder REPLACES the old one wholesale (modules of sources not given this time are
+gone, as index.json only ever lists this run's). An --out that has files but no index.json
+of this command's (a JSON object with "candidates") was not written by it: it is refused,
+never deleted. Every path is built with leantile.files.under, so no graph or candidate name
+can place a file outside the stage.
 
 Runs without a GPU. Without tilelang the TileLang modules are still written and the index
 says the lowering was skipped. A candidate that fails to lower is recorded in the index with
@@ -14,15 +21,12 @@ its error, and the command exits with status 1 after writing everything else.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from . import architectures
-from .files import write_atomic
+from . import architectures, ir
+from .files import UnsafePath, check_out_dir, check_replaceable, discard, make_stage, publish, under, write_atomic
 from .sources import load_source, parse_sizes
 
 
@@ -34,34 +38,37 @@ def _tilelang_available() -> bool:
     return True
 
 
+MARKER = ("index.json", "candidates")  # a folder this command wrote (and may replace): its index
+
+
 def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc: bool = False,
-                  arch: str = "sm_90", log=print) -> dict:
+                  arch: str = "sm_90", log=print, flag: str = "--out") -> dict:
     """Do the work of `leantile kernels`; return the index (also written to out/index.json)."""
+    out_path = check_out_dir(out, flag)
     graphs = [load_source(s, sizes) for s in sources]  # every source parses before anything is written
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    names = [g.name for g in graphs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ir.GraphError([f"kernels: two sources build a graph named {dup[0]!r}; each writes <out>/<name>/"])
+    for s, g in zip(sources, graphs):  # ir makes names identifiers; a name that is not is refused here too
+        try:
+            under(out_path, g.name)
+        except UnsafePath:
+            raise ir.GraphError([f"{s}: graph name {g.name!r} cannot be a folder name inside {flag}"]) from None
+    stage = make_stage(out_path, flag)
     try:
         index = _build_into(graphs, stage, nvcc, arch, log)
-        _publish(stage, out)
+        check_replaceable(out_path, *MARKER, flag, "kernels")
+        publish(stage, out_path)
     finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    log(f"wrote {out / 'index.json'} ({len(index['candidates'])} candidates)")
+        discard(stage)
+    log(f"wrote {Path(out) / 'index.json'} ({len(index['candidates'])} candidates)")
     return index
-
-
-def _publish(stage: Path, out: Path) -> None:
-    """Move every staged file into out (index.json last), each by an atomic rename."""
-    files = sorted((f for f in stage.rglob("*") if f.is_file()), key=lambda f: f.name == "index.json")
-    for f in files:
-        dst = out / f.relative_to(stage)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(f, dst)
 
 
 def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
     from .derive import candidates, derive, replay
-    from .emit import emit_module, emit_plan_to_dir, load_module
+    from .emit import emit_plan_to_dir, load_module
 
     can_lower = _tilelang_available()
     if not can_lower:
@@ -78,7 +85,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
             tuned = best is not None and best[0] == c.name
             plan = derive(g, c.name, best[1] if tuned else None)
             t0 = time.perf_counter()
-            path = emit_plan_to_dir(plan, out / g.name)
+            path = emit_plan_to_dir(plan, under(out, g.name))
             entry = {
                 "arch": g.name, "candidate": c.name, "summary": c.summary,
                 "steps": [s.model_dump(mode="json") for s in c.steps],
@@ -90,18 +97,19 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "lowered": None, "cuda": None, "error": None,
             }
             if can_lower:
-                entry.update(_lower(plan, emit_module(plan), load_module, path, arch, nvcc))
+                # the module just written (emitting twice took ~5 s on a 1000-kernel graph)
+                entry.update(_lower(plan, path.read_text(), load_module, path, arch, nvcc, out))
             entry["seconds"] = round(time.perf_counter() - t0, 2)
             status = {True: "ok", False: "FAILED", None: "emitted"}[entry["lowered"]]
             log(f"{g.name}/{c.name}: {len(plan.kernels)} kernel(s) {status}"
                 + (f": {entry['error']}" if entry["error"] else ""))
             entries.append(entry)
     index = {"target": {"kind": "cuda", "arch": arch}, "tilelang": can_lower, "candidates": entries}
-    write_atomic(out / "index.json", json.dumps(index, indent=1) + "\n")
+    write_atomic(under(out, "index.json"), json.dumps(index, indent=1) + "\n", root=out)
     return index
 
 
-def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool) -> dict:
+def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, root: Path) -> dict:
     from .lower import compile_cuda, hopper_features, lower_to_cuda
 
     res: dict = {"lowered": False}
@@ -117,9 +125,9 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool) ->
             parts.append(f"// ---- kernel {k.name}: {k.role}\n{cu}")
             if nvcc:
                 compile_cuda(cu, arch="sm_90a" if arch.startswith("sm_90") else arch)
-        cu_path = path.with_suffix(".cu")
+        cu_path = under(root, *path.with_suffix(".cu").relative_to(root).parts)
         write_atomic(cu_path, f"// {plan.graph} / {plan.candidate}: CUDA C from TileLang for {arch}\n\n"
-                     + "\n\n".join(parts))
+                     + "\n\n".join(parts), root=root)
         res.update(lowered=True, cuda=cu_path.name, hopper=feats, nvcc="ok" if nvcc else None)
     except Exception as e:  # recorded (LoweringError or an emitter error), not fatal: the other candidates still build
         msg = str(e).strip().splitlines()
@@ -130,7 +138,10 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool) ->
 def cmd_kernels(args) -> int:
     sources = args.sources or list(architectures.NAMES)
     sources = [str(f) for s in sources for f in (sorted(Path(s).glob("*.json")) if Path(s).is_dir() else [s])]
-    index = build_kernels(sources, Path(args.out), parse_sizes(args.size), nvcc=args.nvcc)
+    sizes = parse_sizes(args.size)
+    out = check_out_dir(args.out, "--out")
+    check_replaceable(out, *MARKER, "--out", "kernels")  # refused before the work; checked again at publish
+    index = build_kernels(sources, Path(args.out), sizes, nvcc=args.nvcc)
     failed = [e for e in index["candidates"] if e["lowered"] is False]
     for e in failed:
         print(f"error: {e['arch']}/{e['candidate']}: {e['error']}", file=sys.stderr)

@@ -1,13 +1,15 @@
 """`leantile report [SOURCE ...] [--format html|md] [--out build/reports]`."""
 from __future__ import annotations
 
-from .. import architectures
+from .. import architectures, ir
 from ..sources import parse_sizes
 
 
 def cmd_report(args) -> int:
     from .build import FORMATS, write_reports
 
+    if args.examples < 1:
+        raise ir.GraphError([f"--examples {args.examples}: must be at least 1 (random examples per candidate)"])
     formats = tuple(args.format) if args.format else FORMATS
     for p in write_reports(args.source or list(architectures.NAMES), args.out, formats,
                            examples=args.examples, seed=args.seed, sizes=parse_sizes(args.size)):
