@@ -1,5 +1,6 @@
 """`leantile report`: every built-in's page renders, has each section, words its proof status
 honestly, is byte-identical when rendered twice, and references no asset over the network."""
+import json
 from html.parser import HTMLParser
 
 import pytest
@@ -162,3 +163,149 @@ def test_index_lists_every_report_in_the_folder(tmp_path):
     (tmp_path / "matmul.md").unlink()
     write_reports(["swiglu"], tmp_path, examples=1)
     assert linked("html") == {"matmul", "swiglu"} and linked("md") == {"swiglu"}
+
+
+# -- reports keyed by the graph's content, never its name alone -------------------------------
+
+def _matmul_named_attention():
+    from leantile.dag import build_graph_with_output
+    from leantile.architectures import matmul
+
+    return build_graph_with_output("attention", {"m": 8, "d": 8, "n": 8}, matmul.body)
+
+
+def test_a_graph_named_like_a_builtin_gets_neither_its_lean_source_nor_its_benchmarks(tmp_path):
+    src = tmp_path / "attention.json"
+    src.write_text(_matmul_named_attention().to_json())
+    write_reports([str(src)], tmp_path / "r", examples=1)
+    page = parse(tmp_path / "r" / "attention.html")
+    text = " ".join(page.text)
+    assert "Attention.lean" not in text and "def body" not in text and "No Lean source" in text
+    assert "No benchmark for this graph" in text and "eager" not in text
+    assert "tiled_attention_eq_softmax" not in " ".join(page.proof_text)  # the built-in's end-to-end lemma
+    md = (tmp_path / "r" / "attention.md").read_text()
+    assert "Attention.lean" not in md and "No benchmark for this graph" in md
+
+
+def test_the_builtin_still_gets_its_lean_source_and_benchmarks(reports):
+    page = parse(reports / "attention.html")
+    text = " ".join(page.text)
+    assert "lean/LeanTile/Architectures/Attention.lean" in text and "No Lean source" not in text
+    assert "eager" in text and "No benchmark" not in text
+    assert "tiled_attention_eq_softmax" in " ".join(page.proof_text)
+
+
+def test_bench_rows_match_by_digest_or_by_the_builtin_at_the_rows_shape(tmp_path):
+    from leantile.report.bench import graph_digest, latest
+
+    real = architectures.build("matmul", m=8, d=8, n=8)
+    fake = real.model_copy(update={"outputs": {"y": 2}})  # same name, other content
+    default = architectures.build("matmul")
+
+    def rows(*rs):
+        (tmp_path / "r.json").write_text(json.dumps({"device": "GPU", "rows": list(rs)}))
+        return tmp_path
+
+    row = {"arch": "matmul", "candidate": "direct", "gpu_ms": {"leantile": 1.0}}
+    assert latest(rows(row), real)  # no digest, no shape: the built-in at the graph's own sizes
+    assert not latest(rows(row), fake) and "another graph" in latest(rows(row), fake).note
+    assert latest(rows({**row, "graph_digest": graph_digest(fake)}), fake)
+    assert not latest(rows({**row, "graph_digest": graph_digest(real)}), fake)
+    at_default = {**row, "shape": dict(default.axes)}
+    assert latest(rows(at_default), default) and not latest(rows(at_default), real)
+    assert not latest(rows({**row, "gpu_ms": {"leantile": -5.0}}), real)  # impossible times are not shown
+    assert graph_digest(real) == graph_digest(real.with_derivation(candidates(real)[0].steps))
+
+
+# -- odd graphs: one clean page, quickly --------------------------------------------------------
+
+def _graph_file(tmp_path, name, axes, body):
+    from leantile.dag import build_graph_with_output
+
+    p = tmp_path / f"{name}.json"
+    p.write_text(build_graph_with_output(name, axes, body).to_json())
+    return str(p)
+
+
+def test_odd_graphs_get_a_report(tmp_path, capsys):
+    import time
+
+    def many_ones(g):
+        return g.exp(g.input("X", [f"a{i}" for i in range(40)]))
+
+    def wide(g):  # 40 axes of size 2: 2**40 elements at full size, shrunk for the examples
+        return g.neg(g.input("X", [f"a{i}" for i in range(40)]))
+
+    def const_out(g):
+        g.input("X", ["m"])
+        return g.const("2.5")
+
+    sources = [_graph_file(tmp_path, "ones", {f"a{i}": 1 for i in range(40)}, many_ones),
+               _graph_file(tmp_path, "wide", {f"a{i}": 2 for i in range(40)}, wide),
+               _graph_file(tmp_path, "single", {"m": 4}, lambda g: g.input("X", ["m"])),
+               _graph_file(tmp_path, "const_out", {"m": 4}, const_out)]
+    t0 = time.perf_counter()
+    assert main(["report", *sources, "--out", str(tmp_path / "r"), "--examples", "1"]) == 0, capsys.readouterr().err
+    assert time.perf_counter() - t0 < 60
+    for name in ("ones", "wide", "single", "const_out"):
+        assert SECTIONS[-1] in parse(tmp_path / "r" / f"{name}.html").ids
+
+
+def test_long_sources_are_not_highlighted():
+    """pygments took 14 s of the 24 s report of a 1000-node chain (its 1 MB kernel module)."""
+    import time
+
+    from leantile.report import html
+
+    text = "x = 1  # a line of a long generated module\n" * 30_000
+    t0 = time.perf_counter()
+    out = html._code(text, "python")
+    assert time.perf_counter() - t0 < 1.0 and out.startswith('<div class="src"><pre>')
+
+
+def test_example_sizes_stay_small_and_keep_size_one_axes():
+    import random
+
+    from leantile.dag import build_graph_with_output
+    from leantile.report.evidence import MAX_ELEMENTS, small_sizes
+
+    g = build_graph_with_output("w", {**{f"a{i}": 2 for i in range(30)}, "one": 1, "big": 4096},
+                                lambda g: g.neg(g.input("X", [*(f"a{i}" for i in range(30)), "one", "big"])))
+    sizes = small_sizes(g, random.Random(0))
+    n = 1
+    for v in sizes.values():
+        n *= v
+    assert n <= MAX_ELEMENTS and sizes["one"] == 1 and all(1 <= v <= 9 for v in sizes.values())
+
+
+# -- names from the graph are data, never markup ------------------------------------------------
+
+EVIL = "</script><script>alert(1)</script>"
+
+
+def test_names_are_escaped_in_html_svg_and_markdown(tmp_path, monkeypatch):
+    """An output name the IR would refuse, forced past validation (model_copy)."""
+    import re
+
+    from leantile.report import build
+
+    g = architectures.build("matmul", m=4, d=4, n=4)
+    g = g.model_copy(update={"outputs": {EVIL: 2}})
+    monkeypatch.setattr(build, "load_source", lambda s, sizes=None: g)
+    write_reports(["x"], tmp_path, examples=1)
+    for f in ("matmul.html", "matmul.graph.svg", "index.html"):
+        assert "<script>alert" not in (tmp_path / f).read_text(), f
+    assert "&lt;script&gt;alert(1)" in (tmp_path / "matmul.html").read_text()  # shown, as text
+    md = (tmp_path / "matmul.md").read_text()
+    outside_code = re.sub(r"^(`{3,})[^\n]*\n.*?^\1$", "", md, flags=re.S | re.M)
+    assert "<script>" not in outside_code
+
+
+def test_markdown_and_dot_helpers_take_names_literally():
+    from leantile.report.md import code, fence, text
+    from leantile.report.picture import dq
+
+    assert code("a`b") == "``a`b``" and code("`x") == "`` `x ``"
+    assert fence("x\n```\ny", "python")[0] == "````python"
+    assert text("<b>[x](javascript:1)</b>") == "\\<b\\>\\[x\\](javascript:1)\\</b\\>"
+    assert dq('a"b\\N\nc') == '"a\\"b\\\\N c"'

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import architectures, ir, symbolic
+from ..files import UnsafePath, under
 from ..derive import candidates, replay, rule
 from ..derive.rules import END_TO_END
 from ..show import graph_text
@@ -48,6 +49,7 @@ class Report:
     arch_lang: str
     arch_label: str
     arch_text: str
+    arch_note: str  # why a Lean file of the same name is not shown (another graph's), else ""
     graph_svg: str
     graph_how: str
     candidates: list[tuple[str, str]]
@@ -67,30 +69,50 @@ def camel(name: str) -> str:
     return "".join(w[:1].upper() + w[1:] for w in name.split("_"))
 
 
-def arch_source(spec: str, g: ir.Graph, root: Path) -> tuple[str, str, str]:
-    """(language, label, text): the Lean source when a file exists, else the Python builder."""
-    lean = root / "lean" / "LeanTile" / "Architectures" / f"{camel(g.name)}.lean"
-    if lean.is_file():
-        return "lean", str(lean.relative_to(root)), lean.read_text()
-    if spec in architectures.NAMES:
+def lean_file(name: str, root: Path) -> Path | None:
+    """lean/LeanTile/Architectures/<CamelName>.lean, when it exists."""
+    try:
+        lean = under(root / "lean" / "LeanTile" / "Architectures", f"{camel(name)}.lean")
+    except UnsafePath:
+        return None
+    return lean if lean.is_file() else None
+
+
+def arch_source(spec: str, g: ir.Graph, root: Path, known: bool | None = None) -> tuple[str, str, str, str]:
+    """(language, label, text, note): the Lean source of the graph when it IS the graph that
+    file describes (same content as the built-in or the committed export of that name; a graph
+    that only shares the name gets its own text and a note saying why), else the Python
+    builder it came from, else the graph as text."""
+    known = bench.is_reference(g, root, any_sizes=True) if known is None else known
+    lean = lean_file(g.name, root)
+    note = ""
+    if lean is not None and known:
+        return "lean", str(lean.relative_to(root)), lean.read_text(), ""
+    if lean is not None or g.name in architectures.NAMES:
+        note = (f"No Lean source: this graph is named {g.name!r} but is not the architecture of that name "
+                "(its content differs), so that architecture's source is not shown.")
+    if spec in architectures.NAMES and known:
         mod = architectures.module(spec)
-        return "python", inspect.getsourcefile(mod) or spec, inspect.getsource(mod)
+        return "python", inspect.getsourcefile(mod) or spec, inspect.getsource(mod), note
     if ".py:" in spec:
         path, _, func = spec.rpartition(":")
-        text = Path(path).read_text()
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError):
+            return "text", spec, graph_text(g), note
         try:  # just the function when it can be found
             import ast
             node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == func)
             text = ast.get_source_segment(text, node) or text
-        except (StopIteration, SyntaxError):
+        except (StopIteration, SyntaxError, ValueError):
             pass
-        return "python", spec, text
-    return "text", spec, graph_text(g)
+        return "python", spec, text, note
+    return "text", spec, graph_text(g), note
 
 
-def choose(g: ir.Graph, b: bench.Bench):
+def choose(g: ir.Graph, b: bench.Bench, cands=None):
     """The candidate the report shows: the tuned sweep's best when it names one of ours."""
-    cands = candidates(g)
+    cands = candidates(g) if cands is None else cands
     if b.sweep and any(c.name == b.sweep.get("candidate") for c in cands):
         c = next(c for c in cands if c.name == b.sweep["candidate"])
         return c, dict(b.sweep.get("tiles") or {}), f"fastest in the tuning sweep ({b.sweep_source})"
@@ -99,8 +121,9 @@ def choose(g: ir.Graph, b: bench.Bench):
 
 def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
             examples: int = 20, seed: int = 0) -> Report:
-    b = bench.latest(results_dir, g.name)
-    chosen, tiles, why = choose(g, b)
+    b = bench.latest(results_dir, g, root)
+    cands = candidates(g)
+    chosen, tiles, why = choose(g, b, cands)
     plan = replay(g, chosen.steps, tiles, chosen.name)
     steps = []
     for k, s in enumerate(chosen.steps, 1):
@@ -109,7 +132,8 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
         steps.append(Step(k, s.rule, s.theorem, r.statement, r.rewrite, tuple(s.at), dict(s.params), before, after))
     fused = {i for s in chosen.steps for i in s.at}
     svg, how = picture.graph_svg(g, fused)
-    lang, label, text = arch_source(spec, g, root)
+    known = bench.is_reference(g, root, any_sizes=True)  # g IS the architecture of its name
+    lang, label, text, note = arch_source(spec, g, root, known)
     kernel, kernel_error = "", ""
     try:
         from ..emit import emit_module
@@ -117,17 +141,19 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
     except Exception as e:  # the emitter is optional for the rest of the report
         kernel_error = f"{type(e).__name__}: {e}"
     return Report(
-        name=g.name, source=spec, graph=g, arch_lang=lang, arch_label=label, arch_text=text,
+        name=g.name, source=spec, graph=g, arch_lang=lang, arch_label=label, arch_text=text, arch_note=note,
         graph_svg=svg, graph_how=how,
-        candidates=[(c.name, c.summary) for c in candidates(g)], chosen=chosen.name, chosen_why=why,
-        tiles=dict(plan.tiles), steps=steps, proofs=proofs_for(chosen.steps, g.name, statuses),
+        candidates=[(c.name, c.summary) for c in cands], chosen=chosen.name, chosen_why=why,
+        tiles=dict(plan.tiles), steps=steps,
+        proofs=proofs_for(chosen.steps, g.name if known else "", statuses),
         evidence=evidence.property_check(g, examples=examples, seed=seed),
         sympy=symbolic.run([s.rule for s in chosen.steps]),
         kernel=kernel, kernel_error=kernel_error, bench=b)
 
 
 def proofs_for(steps, name: str, statuses) -> list[Proof]:
-    """One row per theorem the derivation cites (plus the end-to-end lemma), in step order."""
+    """One row per theorem the derivation cites (plus the end-to-end lemma of the architecture
+    `name`: pass "" for a graph that is not that architecture), in step order."""
     by_thm = {s.theorem: s for s in statuses}
     rows: dict[str, list[str]] = {}
     for s in steps:

@@ -103,7 +103,10 @@ def step_formulas(g: ir.Graph, step: ir.Step) -> tuple[str, str]:
     fn = FORMULAS.get(step.rule)
     if fn is None:
         return "", ""
-    return fn(g, tuple(step.at), dict(step.params))
+    try:
+        return fn(g, tuple(step.at), dict(step.params))
+    except Exception:  # a site this printer does not know the shape of: the page says "no formula"
+        return "", ""
 
 
 def _softmax_shift(g, at, params):
@@ -120,7 +123,8 @@ def _softmax_shift(g, at, params):
 
 
 def _online_softmax(g, at, params):
-    qk, mx, sub, exp, sm, div, pv = at
+    mx, sub, exp, sm, div, pv = at[-6:]  # after the scores' matmul and any elementwise nodes on the scores
+    qk = g.node(mx).x  # the scores s
     axis = params.get("axis") or g.node(sm).axis
     before = Exprs(g, inline={mx, sub, exp, sm, div, pv}, names={qk: "s"})(pv)
     t, j, B = sp.Symbol(axis), sp.Symbol("j"), sp.Symbol("B")

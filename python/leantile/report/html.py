@@ -3,11 +3,17 @@ from __future__ import annotations
 
 import base64
 from html import escape as esc
+from urllib.parse import quote
 
 from . import bench
 from .collect import Report
 
 KATEX = "katex"  # folder next to the pages
+HIGHLIGHT_MAX = 100_000  # characters: longer sources are shown plain (pygments takes ~30 s per MB)
+
+# Every string taken from a graph, a source or a results file goes through esc() (html.escape,
+# quotes included) or, in a link, quote(); only markup built here and pygments' output (which
+# escapes its input) is inserted as is.
 
 STYLE = """
 body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;color:#111827;
@@ -36,7 +42,9 @@ def _math(tex: str) -> str:
 
 
 def _code(text: str, lang: str) -> str:
-    """Highlighted with pygments (inline styles); plain <pre> without it."""
+    """Highlighted with pygments (inline styles); plain <pre> without it or for long texts."""
+    if len(text) > HIGHLIGHT_MAX:
+        return f'<div class="src"><pre>{esc(text)}</pre></div>'
     try:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
@@ -79,10 +87,12 @@ def render(r: Report, chart: bytes | None) -> str:
     parts = ['<nav><a href="index.html">&larr; all reports</a></nav>',
              f"<h1>{esc(r.name)}</h1>",
              f'<p class="note">source <code>{esc(r.source)}</code> &middot; axes '
-             + ", ".join(f"{esc(a)}={s}" for a, s in g.axes.items())
+             + ", ".join(f"{esc(a)}={esc(str(s))}" for a, s in g.axes.items())
              + f" &middot; derivation shown: <code>{esc(r.chosen)}</code> ({esc(r.chosen_why)})</p>"]
 
     parts.append('<section id="architecture"><h2>Architecture</h2>')
+    if r.arch_note:
+        parts.append(f'<p class="note">{esc(r.arch_note)}</p>')
     parts.append(f'<p class="note">File <code>{esc(r.arch_label)}</code></p>' + _code(r.arch_text, r.arch_lang))
     parts.append(f'<h3>Graph</h3><p class="note">Drawn by {esc(r.graph_how)}. Boxes: node id, op, result axes; '
                  'blue = input, yellow = matmul, pink = reduction; orange outline = a node the derivation '
@@ -94,7 +104,7 @@ def render(r: Report, chart: bytes | None) -> str:
     if not r.steps:
         parts.append("<p>No rule applies: the graph runs as it is (one kernel per node).</p>")
     for s in r.steps:
-        where = ", ".join(f"%{i}" for i in s.at)
+        where = ", ".join(f"%{esc(str(i))}" for i in s.at)
         params = "".join(f" &middot; {esc(k)}={esc(str(v))}" for k, v in sorted(s.params.items()))
         parts.append(f'<div class="step"><h3>{s.index}. <code>{esc(s.rule)}</code> at {where}{params}</h3>'
                      f"<p>Lean theorem <code>{esc(s.theorem)}</code>: {esc(s.statement)}.<br>"
@@ -111,8 +121,9 @@ def render(r: Report, chart: bytes | None) -> str:
     parts.append('<section id="evidence"><h2>Numeric evidence</h2>'
                  "<p class=note>interp(plan) against the unfused reference (float64 oracle) on random small sizes, "
                  "tile sizes and inputs, fixed seeds; relative error in the Frobenius norm.</p>")
-    rows = [(f"<code>{esc(e.candidate)}</code>", e.dtype, e.examples, f"{e.max_rel_err:.2g}", f"{e.tolerance:g}",
-             '<span class="ok">pass</span>' if e.ok else '<span class="bad">FAIL</span>') for e in r.evidence]
+    rows = [(f"<code>{esc(e.candidate)}</code>", esc(e.dtype), e.examples, f"{e.max_rel_err:.2g}", f"{e.tolerance:g}",
+             '<span class="ok">pass</span>' if e.ok else '<span class="bad">FAIL</span>'
+             + (f' <span class="note">{esc(e.error)}</span>' if e.error else "")) for e in r.evidence]
     parts.append(_table(("candidate", "dtype", "examples run", "max rel. error", "tolerance", ""), rows, num=(2, 3)))
     parts.append("<h3>Sympy checks</h3>")
     rows = [(f"<code>{esc(n)}</code>", '<span class="ok">holds</span>' if ok else
@@ -133,7 +144,8 @@ def render(r: Report, chart: bytes | None) -> str:
 def _bench(r: Report, chart: bytes | None) -> str:
     b = r.bench
     if not b:
-        return "<p>No results for this workload in benchmarks/results.</p>"
+        return ("<p>No benchmark for this graph in benchmarks/results"
+                + (f": {esc(b.note)}" if b.note else "") + ".</p>")
     out = []
     if b.gpu_ms:
         out.append(f"<p class=note>{esc(b.device)}, <code>{esc(b.source)}</code>, candidate "
@@ -160,7 +172,7 @@ def _bench(r: Report, chart: bytes | None) -> str:
 
 def index(entries) -> str:
     """entries: [(name, chosen, steps, proof summary, evidence ok)]"""
-    rows = [(f'<a href="{esc(n)}.html">{esc(n)}</a>', f"<code>{esc(c)}</code>", k, esc(p),
+    rows = [(f'<a href="{esc(quote(n))}.html">{esc(n)}</a>', f"<code>{esc(c)}</code>", esc(str(k)), esc(p),
              '<span class="ok">pass</span>' if ok else '<span class="bad">FAIL</span>') for n, c, k, p, ok in entries]
     body = ("<h1>leantile reports</h1><p class=note>One page per architecture: its Lean source and graph, "
             "each derivation step with its theorem, proof status, numeric evidence, the emitted TileLang "

@@ -25,14 +25,23 @@ def _label(n) -> tuple[str, str]:
     return f"%{n.id} {describe(n).replace('%', '')}", "[" + ", ".join(n.axes) + "]"
 
 
+def dq(s: str) -> str:
+    """s as a dot quoted string, taken literally: no quote ends it, no backslash escape
+    (\\N, \\G, \\l) or newline is interpreted (names come from the graph file)."""
+    s = "".join(c if c.isprintable() else " " for c in str(s))
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def dot_source(g: ir.Graph, fused: set[int] = frozenset()) -> str:
-    lines = [f'digraph "{g.name}" {{', "  rankdir=TB; node [shape=box, style=\"rounded,filled\", fontname=Helvetica, fontsize=10];"]
+    lines = [f"digraph {dq(g.name)} {{", "  rankdir=TB; node [shape=box, style=\"rounded,filled\", fontname=Helvetica, fontsize=10];"]
     for n in g.nodes:
         a, b = _label(n)
         pen = ", penwidth=2, color=\"#b45309\"" if n.id in fused else ""
-        lines.append(f'  n{n.id} [label="{a}\\n{b}", fillcolor="{COLORS.get(_kind(n), "#ffffff")}"{pen}];')
+        label = dq(a)[:-1] + "\\n" + dq(b)[1:]
+        lines.append(f'  n{n.id} [label={label}, fillcolor="{COLORS.get(_kind(n), "#ffffff")}"{pen}];')
         lines += [f"  n{x} -> n{n.id};" for x in n.args()]
-    lines += [f'  out_{k} [label="{k}", shape=plaintext]; n{i} -> out_{k};' for k, i in sorted(g.outputs.items())]
+    lines += [f"  out_{j} [label={dq(k)}, shape=plaintext]; n{i} -> out_{j};"
+              for j, (k, i) in enumerate(sorted(g.outputs.items()))]
     return "\n".join(lines + ["}"]) + "\n"
 
 
@@ -40,8 +49,12 @@ def graph_svg(g: ir.Graph, fused: set[int] = frozenset()) -> tuple[str, str]:
     """(svg text, how it was drawn)."""
     dot = shutil.which("dot")
     if dot:
-        p = subprocess.run([dot, "-Tsvg"], input=dot_source(g, fused), capture_output=True, text=True)
-        if p.returncode == 0 and "<svg" in p.stdout:
+        try:
+            p = subprocess.run([dot, "-Tsvg"], input=dot_source(g, fused), capture_output=True, text=True,
+                               timeout=60)
+        except (subprocess.TimeoutExpired, OSError):
+            p = None
+        if p is not None and p.returncode == 0 and "<svg" in p.stdout:
             return p.stdout[p.stdout.index("<svg"):], "graphviz dot"
     return layered_svg(g, fused), "leantile's layered layout (graphviz not installed)"
 
