@@ -113,8 +113,11 @@ def run_one(source, seed=0, tuned=True):
     g = load_source(source)
     name = g.name
     plan, was_tuned = plan_for(g, tuned)
-    row = {"arch": name, "candidate": plan.candidate, "tuned": was_tuned, "tiles": dict(plan.tiles),
-           "kernels": [k.name for k in plan.kernels]}
+    from .report.bench import graph_digest
+
+    # the digest and shape let reports attach this row to exactly this graph, never by name alone
+    row = {"arch": name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
+           "tuned": was_tuned, "tiles": dict(plan.tiles), "kernels": [k.name for k in plan.kernels]}
     t0 = time.time()
     mod = load_emitted(plan)
     kernels = mod.compile_kernels(target="cuda")
