@@ -72,3 +72,38 @@ def random_graphs(draw, max_ops=8):
             pool.append(g.add(a, c))
     g.output("out", pool[-1])
     return g.graph()
+
+
+@st.composite
+def structured_graphs(draw):
+    """The fused patterns with the operands users build around them: attention whose Q, K, V
+    are projections (computed operands, not inputs), scaled scores; a norm feeding two GEMMs
+    of one (possibly the same) weight, with an intermediate also returned as an output;
+    size-1 axes."""
+    kind = draw(st.sampled_from(["attention", "norm_dual"]))
+    if kind == "attention":
+        axes = {"h": draw(st.integers(1, 2)), "t_q": draw(st.integers(1, 6)), "t_kv": draw(st.integers(1, 9)),
+                "d": draw(st.integers(1, 5)), "d_h": draw(st.integers(1, 5))}
+        g = DagM("attention_proj", axes)
+        x = g.input("X", ["h", "t_q", "d"], "f32")
+        kv = g.input("KV", ["h", "t_kv", "d"], "f32")
+        proj = {n: g.input(f"W{n}", ["d", "d_h"], "f32") for n in "QKV"}
+        q = g.matmul(x, proj["Q"], "d", "d") if draw(st.booleans()) else g.input("Q", ["h", "t_q", "d_h"], "f32")
+        k = g.matmul(kv, proj["K"], "d", "d")
+        v = g.matmul(kv, proj["V"], "d", "d") if draw(st.booleans()) else g.input("V", ["h", "t_kv", "d_h"], "f32")
+        s = g.matmul(q, k, "d_h", "d_h")
+        if draw(st.booleans()):
+            s = g.div(s, g.sqrt(g.size_const("d_h")))
+        g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+        return g.graph()
+    axes = {"m": draw(st.integers(1, 6)), "d": draw(st.integers(1, 9)), "n": draw(st.integers(1, 6))}
+    g = DagM("norm_dual", axes)
+    x = g.input("X", ["m", "d"], "f32")
+    w = g.input("W", ["d", "n"], "f32")
+    u = w if draw(st.booleans()) else g.input("U", ["d", "n"], "f32")
+    h = getattr(g, draw(st.sampled_from(["layer_norm", "rms_norm"])))(x, "d")
+    a, b = g.matmul(h, w, "d", "d"), g.matmul(h, u, "d", "d")
+    g.output("out", g.mul(g.silu(a), b))
+    if draw(st.booleans()):
+        g.output("gate", a)  # an intermediate of the fused region is also an output
+    return g.graph()

@@ -61,6 +61,7 @@ def run(plan: Plan, inputs: dict[str, torch.Tensor], dtype: torch.dtype | None =
     """Execute the plan. With `dtype`, every buffer uses it (float64 for exactness checks);
     otherwise buffers keep their declared dtypes and accumulators are float32."""
     mem: dict[str, torch.Tensor] = {}
+    gaxes = {b.name: b.axes for b in plan.globals}  # global tensors (a namespace of their own)
     for b in plan.globals:
         shape = tuple(plan.axes[a] for a in b.axes)
         if b.name in inputs:
@@ -69,7 +70,7 @@ def run(plan: Plan, inputs: dict[str, torch.Tensor], dtype: torch.dtype | None =
         else:  # poisoned: an element no kernel writes shows up as NaN
             mem[b.name] = torch.full(shape, math.nan, dtype=dtype or _dt(b.dtype))
     for k in plan.kernels:
-        _run_kernel(plan, k, mem, dtype)
+        _run_kernel(plan, k, mem, gaxes, dtype)
     return {name: mem[buf] for name, buf in plan.outputs.items()}
 
 
@@ -77,13 +78,14 @@ def _dt(name: str) -> torch.dtype:
     return torch.float32 if name == "acc" else TORCH[name]
 
 
-def _run_kernel(plan: Plan, k: Kernel, mem: dict, dtype):
+def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
     ranges = [range(math.ceil(plan.axes[t.axis] / t.block)) for t in k.grid]
+    axes = {b.name: b.axes for b in k.buffers}  # on-chip buffers
     for index in itertools.product(*ranges):
         tile = _Tile(plan, k, index)
         local = {b.name: torch.zeros([tile.extent(a) for a in b.axes], dtype=dtype or _dt(b.dtype))
                  for b in k.buffers if b.scope != "global"}
-        env = _Env(plan, k, tile, mem, local)
+        env = _Env(plan, k, tile, mem, local, axes, gaxes)
         for s in k.prologue:
             env.exec(s)
         if k.stream:
@@ -100,10 +102,9 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, dtype):
 
 
 class _Env:
-    def __init__(self, plan, k, tile, mem, local):
+    def __init__(self, plan, k, tile, mem, local, axes, gaxes):
         self.plan, self.k, self.tile, self.mem, self.local = plan, k, tile, mem, local
-        self.axes = {b.name: b.axes for b in k.buffers}  # on-chip buffers
-        self.gaxes = {b.name: b.axes for b in plan.globals}  # global tensors (a separate namespace)
+        self.axes, self.gaxes = axes, gaxes  # on-chip buffers; global tensors (a separate namespace)
 
     def value(self, arg: str, want):
         if arg.startswith("#"):

@@ -1,4 +1,6 @@
 """Derivations: rules as data (rules.py), where they match (sites.py), the plans they
-build (kernels.py), and enumeration + replay (engine.py)."""
-from .engine import Candidate, DerivationError, candidate, candidates, default_steps, derive, replay  # noqa: F401
+build (kernels.py), the graph's namespace (context.py), steps and their checking (steps.py),
+and enumeration + replay (engine.py)."""
+from .engine import (Candidate, DerivationError, candidate, candidates, check_derivation,  # noqa: F401
+                     default_steps, derive, replay)
 from .rules import RULES, THEOREMS, rule  # noqa: F401

@@ -2,8 +2,19 @@
 from __future__ import annotations
 
 from ..sources import load_source, parse_sizes
-from .engine import Candidate, candidates, derive, replay
+from .context import Ctx, gc_paused
+from .engine import Candidate, DerivationError, _candidates, _check, _options, _pick, _replay
 from .rules import rule
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(s) -> tuple[str, ...]:
+    """A statement's fields but `op`, in declaration order (model_dump's order, without its cost)."""
+    cls = type(s)
+    if cls not in _FIELDS:
+        _FIELDS[cls] = tuple(f for f in cls.model_fields if f != "op")
+    return _FIELDS[cls]
 
 
 def plan_text(plan) -> str:
@@ -18,22 +29,31 @@ def plan_text(plan) -> str:
             lines.append(f"    {b.scope:<8} {b.name}[{', '.join(b.axes)}] {b.dtype}")
         for part in ("prologue", "body", "epilogue"):
             for s in getattr(k, part):
-                fields = s.model_dump(exclude={"op"})
-                desc = " ".join(f"{a}={v}" for a, v in fields.items())
+                desc = " ".join(f"{a}={getattr(s, a)}" for a in _fields(s))
                 lines.append(f"    {part:<8} {s.op:<6} {desc}")
     return "\n".join(lines)
 
 
 def cmd_derive(args) -> int:
+    with gc_paused():  # a short-lived command building up to ~10^6 acyclic objects: see gc_paused
+        return _derive(args)
+
+
+def _derive(args) -> int:
     g = load_source(args.source, parse_sizes(args.size))
     tiles = parse_sizes(args.tile)
-    cands = candidates(g)
-    if g.derivation and not args.candidate:  # the file carries its derivation (Lean's): replay it
+    cx = Ctx(g)
+    options = _options(cx)
+    cands = _candidates(options)
+    if g.derivation:  # the file carries its derivation (Lean's): it must be one derive would produce
+        problems = _check(options, g.derivation)
+        if problems:
+            raise DerivationError(problems[0])
+    if g.derivation and not args.candidate:  # ... and is replayed unless a candidate is asked for
         chosen = Candidate("exported", tuple(g.derivation), "the derivation in the file")
-        plan = replay(g, chosen.steps, tiles, chosen.name)
     else:
-        plan = derive(g, args.candidate, tiles)
-        chosen = next(c for c in cands if c.name == plan.candidate)
+        chosen = _pick(g, cands, args.candidate)
+    plan = _replay(cx, options, chosen.steps, tiles, chosen.name)
     if args.json:
         print(plan.model_dump_json(indent=1))
         return 0

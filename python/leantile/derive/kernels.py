@@ -13,39 +13,23 @@ column-sum kernel used block_n before).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store, Stream, Tile
+from .context import Ctx
 from .sites import FlashSite, GemmSite, SoftmaxSite, expandable_variance, row_ancestors, unary_chain
 
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
                  "swizzle": 10}
 
 
-def value_name(g: ir.Graph, i: int) -> str:
-    """The global / register name of node i's value."""
-    n = g.node(i)
-    if isinstance(n, ir.Input):
-        return n.name
-    if isinstance(n, ir.Reduce):
-        return f"red_{n.kind}_{i}"
-    return f"{n.op}_{i}"
-
-
-def literal(g: ir.Graph, i: int) -> str | None:
-    n = g.node(i)
-    if isinstance(n, ir.Const):
-        return "#" + n.value
-    if isinstance(n, ir.SizeConst):
-        return f"#{g.axes[n.axis]}"
-    return None
-
-
 @dataclass
 class KernelBuilder:
     """Accumulates buffers and statements of one kernel."""
+    user: frozenset[str]  # the graph's own names (inputs, outputs): never a local buffer's
     name: str
     role: str
     grid: list[Tile]
@@ -57,12 +41,32 @@ class KernelBuilder:
     body: list = field(default_factory=list)
     epilogue: list = field(default_factory=list)
 
-    def buf(self, name, axes, scope, dtype, node=None) -> str:
-        batch = {t.axis for t in self.grid if t.block == 1 and scope != "global"}
-        axes = tuple(a for a in axes if a not in batch)
-        if name not in self.buffers:
-            self.buffers[name] = Buffer(name=name, axes=axes, scope=scope, dtype=dtype, node=node)
-        return name
+    def __post_init__(self):
+        self._batch = {t.axis for t in self.grid if t.block == 1}  # indexed by the grid: not on chip
+        self._keys: dict[tuple, str] = {}  # what a buffer holds -> its name
+
+    def buf(self, name, axes, scope, dtype, node=None, *, key: tuple) -> str:
+        """The on-chip buffer that holds `key` (("tile", node), ("value", node), ("colsum", w),
+        ...), declared on first use; returns its name. The name is `name` (built from graph
+        names: `X_shared`, `matmul_3`) unless a user's name or another buffer of this kernel
+        has it, then `name_`, `name__`, ...: users may name inputs like our buffers, and two
+        buffers never share a name. The same key with other axes, scope, dtype or node is a
+        bug (one buffer cannot hold both), never a silent alias."""
+        axes = tuple(a for a in axes if a not in self._batch) if scope != "global" else tuple(axes)
+        given = self._keys.get(key)
+        if given is not None:
+            old = self.buffers[given]
+            if (old.axes, old.scope, old.dtype, old.node) != (axes, scope, dtype, node):
+                raise RuntimeError(f"leantile bug: kernel {self.name}: buffer {given!r} ({key}) would hold "
+                                   f"{scope} {list(axes)} {dtype} (node {node}) and {old.scope} "
+                                   f"{list(old.axes)} {old.dtype} (node {old.node})")
+            return given
+        given = name
+        while given in self.user or given in self.buffers:
+            given += "_"
+        self._keys[key] = given
+        self.buffers[given] = Buffer(name=given, axes=axes, scope=scope, dtype=dtype, node=node)
+        return given
 
     def build(self) -> Kernel:
         return Kernel(name=self.name, role=self.role, grid=tuple(self.grid), stream=self.stream,
@@ -71,10 +75,14 @@ class KernelBuilder:
                       threads=self.threads)
 
 
+@functools.lru_cache(maxsize=4096)
+def _tile(axis: str, block: int, param: str | None) -> Tile:
+    return Tile(axis=axis, block=block, param=param)  # frozen: one object serves every kernel
+
+
 def _grid(axes, tiled: dict[str, str], tiles: dict) -> list[Tile]:
     """Tile the named axes with the named tile parameters; every other axis is a batch axis."""
-    return [Tile(axis=a, block=tiles[tiled[a]], param=tiled[a]) if a in tiled else Tile(axis=a, block=1)
-            for a in axes]
+    return [_tile(a, tiles[tiled[a]], tiled[a]) if a in tiled else _tile(a, 1, None) for a in axes]
 
 
 def _stream(axis: str, param: str, tiles: dict, aliases=()) -> Stream:
@@ -82,28 +90,16 @@ def _stream(axis: str, param: str, tiles: dict, aliases=()) -> Stream:
                   aliases=tuple(sorted(set(aliases) - {axis})))
 
 
-def _dtype_of(g: ir.Graph, i: int) -> str:
-    n = g.node(i)
-    while not isinstance(n, ir.Input):
-        if isinstance(n, ir.Cast):
-            return n.dtype
-        args = n.args()
-        if not args:
-            return "f32"
-        n = g.node(args[0])
-    return n.dtype
-
-
 def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
     """Register name of node i in this kernel: a literal, a value already here, or a load."""
-    lit = literal(g, i)
+    lit = g.literal(i)
     if lit:
         return lit
     if i in have:
         return have[i]
     n = g.node(i)
-    src = value_name(g, i)
-    dst = kb.buf(f"{src}_frag", n.axes, "fragment", "acc", i)
+    src = g.value(i)
+    dst = kb.buf(f"{src}_frag", n.axes, "fragment", "acc", i, key=("frag", i))
     kb.epilogue.append(Load(src=src, dst=dst)) if kb.stream else kb.body.append(Load(src=src, dst=dst))
     have[i] = dst
     return dst
@@ -125,10 +121,10 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
     """The per-block state update of online softmax over raw scores S (the max is taken of the
     raw scores: with c > 0, c max(s) = max(c s)). Returns (statements, m, l, rescale)."""
     t = sm.axis
-    m = kb.buf(value_name(g, sm.mx), row_axes, "fragment", "acc", sm.mx)
-    m_prev = kb.buf(f"{m}_prev", row_axes, "fragment", "acc")
-    alpha = kb.buf("rescale", row_axes, "fragment", "acc")
-    l = kb.buf(value_name(g, sm.sm), row_axes, "fragment", "acc", sm.sm)
+    m = kb.buf(g.value(sm.mx), row_axes, "fragment", "acc", sm.mx, key=("value", sm.mx))
+    m_prev = kb.buf(f"{m}_prev", row_axes, "fragment", "acc", key=("prev", sm.mx))
+    alpha = kb.buf("rescale", row_axes, "fragment", "acc", key=("rescale",))
+    l = kb.buf(g.value(sm.sm), row_axes, "fragment", "acc", sm.sm, key=("value", sm.sm))
     kb.states += [State(buffer=m, init="-inf", combine="max"), State(buffer=l, init="0", combine="rescaled_sum")]
     kb.prologue += [Fill(dst=m, value="-inf"), Fill(dst=l, value="0")]
     body = []
@@ -138,7 +134,7 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
              Reduce(dst=m, src=S, kind="max", axis=t, accumulate=True)]
     m_scaled = None
     if exp2:
-        m_scaled = kb.buf(f"{m}_scaled", row_axes, "fragment", "acc")
+        m_scaled = kb.buf(f"{m}_scaled", row_axes, "fragment", "acc", key=("scaled", sm.mx))
         body.append(Map(dst=m_scaled, fn="mul", args=(m, f"#{repr(-sm.scale / math.log(2.0))}")))
     body += _exponent(kb, sm, alpha, m_prev, m_scaled, m, exp2)
     body += _exponent(kb, sm, P, S, m_scaled, m, exp2)
@@ -147,69 +143,70 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
     return body, m, l, alpha
 
 
-def flash_kernel(g: ir.Graph, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
+def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
     sm = s.softmax
     qk, pv = g.node(s.qk), g.node(s.pv)
     q, k, v = g.node(qk.a), g.node(qk.b), g.node(pv.b)
     t = s.axis
     row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
     scaled = f" (scale {sm.scale:.6g} folded into the exponent)" if sm.scale_node is not None else ""
-    kb = KernelBuilder(f"flash_{pv.id}", f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
+    kb = KernelBuilder(g.names.user, f"flash_{pv.id}",
+                       f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
                        _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
                        _stream(t, "block_n", tiles, [pv.axis_b]), tiles["threads"])
-    dq = _dtype_of(g, q.id)
-    Qs = kb.buf(f"{q.name}_shared", q.axes, "shared", dq, q.id)
-    Ks = kb.buf(f"{k.name}_shared", k.axes, "shared", _dtype_of(g, k.id), k.id)
-    Vs = kb.buf(f"{v.name}_shared", v.axes, "shared", _dtype_of(g, v.id), v.id)
-    S = kb.buf(value_name(g, s.qk), qk.axes, "fragment", "acc", s.qk)
-    P = kb.buf(value_name(g, sm.exp), qk.axes, "fragment", "acc", sm.exp)
-    Ph = kb.buf(f"{value_name(g, sm.exp)}_cast", qk.axes, "fragment", dq, sm.exp)
-    o = kb.buf(value_name(g, s.pv), pv.axes, "fragment", "acc", s.pv)
-    kb.prologue = [Load(src=q.name, dst=Qs)]
+    dq = g.dtype_of(q.id)
+    Qs = kb.buf(f"{g.value(q.id)}_shared", q.axes, "shared", dq, q.id, key=("tile", q.id))
+    Ks = kb.buf(f"{g.value(k.id)}_shared", k.axes, "shared", g.dtype_of(k.id), k.id, key=("tile", k.id))
+    Vs = kb.buf(f"{g.value(v.id)}_shared", v.axes, "shared", g.dtype_of(v.id), v.id, key=("tile", v.id))
+    S = kb.buf(g.value(s.qk), qk.axes, "fragment", "acc", s.qk, key=("value", s.qk))
+    P = kb.buf(g.value(sm.exp), qk.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
+    Ph = kb.buf(f"{g.value(sm.exp)}_cast", qk.axes, "fragment", dq, sm.exp, key=("cast", sm.exp))
+    o = kb.buf(g.value(s.pv), pv.axes, "fragment", "acc", s.pv, key=("value", s.pv))
+    kb.prologue = [Load(src=g.value(q.id), dst=Qs)]
     update, m, l, alpha = _online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes)
     kb.states.append(State(buffer=o, init="0", combine="rescaled_sum"))
     kb.prologue.append(Fill(dst=o, value="0"))
-    kb.body = [Load(src=k.name, dst=Ks),
+    kb.body = [Load(src=g.value(k.id), dst=Ks),
                Gemm(a=Qs, b=Ks, acc=S, axis_a=qk.axis_a, axis_b=qk.axis_b, clear=True),
                *update,
                Map(dst=o, fn="mul", args=(o, alpha)),
                Map(dst=Ph, fn="copy", args=(P,)),
-               Load(src=v.name, dst=Vs),
+               Load(src=g.value(v.id), dst=Vs),
                Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
-    kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=value_name(g, s.pv))]
+    kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
     return kb.build()
 
 
-def softmax_row_kernels(g: ir.Graph, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tuple[Kernel, Kernel]:
+def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tuple[Kernel, Kernel]:
     """A softmax whose row is too long for registers: kernel 1 streams the row once keeping
     (m, l) online and stores them; kernel 2 writes exp(c (x - m)) / l tile by tile."""
     x, t = g.node(sm.src), sm.axis
     rows = [a for a in x.axes if a != t]
     row_axes = g.node(sm.mx).axes
-    kb = KernelBuilder(f"softmax_stats_{sm.div}", f"online row max and sum of exp over {t} (one pass)",
+    kb = KernelBuilder(g.names.user, f"softmax_stats_{sm.div}", f"online row max and sum of exp over {t} (one pass)",
                        _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
                        _stream(t, "block_n", tiles), tiles["threads"])
-    xt = kb.buf(f"{value_name(g, sm.src)}_frag", x.axes, "fragment", "acc", sm.src)
-    P = kb.buf(value_name(g, sm.exp), x.axes, "fragment", "acc", sm.exp)
+    xt = kb.buf(f"{g.value(sm.src)}_frag", x.axes, "fragment", "acc", sm.src, key=("frag", sm.src))
+    P = kb.buf(g.value(sm.exp), x.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
     update, m, l, _ = _online_update(g, kb, sm, xt, P, exp2, row_axes)
-    kb.body = [Load(src=value_name(g, sm.src), dst=xt), *update]
-    kb.epilogue = [Store(src=m, dst=value_name(g, sm.mx)), Store(src=l, dst=value_name(g, sm.sm))]
+    kb.body = [Load(src=g.value(sm.src), dst=xt), *update]
+    kb.epilogue = [Store(src=m, dst=g.value(sm.mx)), Store(src=l, dst=g.value(sm.sm))]
     stats = kb.build()
 
     ax = list(g.node(sm.div).axes)
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):]))
-    nb = KernelBuilder(f"softmax_normalize_{sm.div}", f"exp(x - m) / l, tile by tile over {t}",
+    nb = KernelBuilder(g.names.user, f"softmax_normalize_{sm.div}", f"exp(x - m) / l, tile by tile over {t}",
                        _grid(ax, tiled, tiles), None, tiles["threads"])
     have: dict[int, str] = {}
     xf, mf, lf = (_operand(g, i, nb, have) for i in (sm.src, sm.mx, sm.sm))
-    p = nb.buf(value_name(g, sm.exp), g.node(sm.exp).axes, "fragment", "acc", sm.exp)
-    out = nb.buf(value_name(g, sm.div), g.node(sm.div).axes, "fragment", "acc", sm.div)
+    p = nb.buf(g.value(sm.exp), g.node(sm.exp).axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
+    out = nb.buf(g.value(sm.div), g.node(sm.div).axes, "fragment", "acc", sm.div, key=("value", sm.div))
     m_scaled = None
     if exp2:
-        m_scaled = nb.buf(f"{mf}_scaled", row_axes, "fragment", "acc")
+        m_scaled = nb.buf(f"{mf}_scaled", row_axes, "fragment", "acc", key=("scaled", sm.mx))
         nb.body.append(Map(dst=m_scaled, fn="mul", args=(mf, f"#{repr(-sm.scale / math.log(2.0))}")))
     nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
-    nb.body += [Map(dst=out, fn="div", args=(p, lf)), Store(src=out, dst=value_name(g, sm.div))]
+    nb.body += [Map(dst=out, fn="div", args=(p, lf)), Store(src=out, dst=g.value(sm.div))]
     return stats, nb.build()
 
 
@@ -227,7 +224,7 @@ class GemmChoice:
     epilogue: list[int] = field(default_factory=list)
 
 
-def _row_program(g: ir.Graph, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):
+def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):
     """Row statistics: in-loop accumulation (into `kb.body`) and the epilogue statements (into
     `into`) that compute every per-row vector the pullouts need from those sums."""
     s = c.site
@@ -238,13 +235,13 @@ def _row_program(g: ir.Graph, c: GemmChoice, kb: KernelBuilder, x_tile: str, int
     def stat(chain: tuple[str, ...]) -> str:
         if chain in stat_bufs:
             return stat_bufs[chain]
-        name = "sum_" + "_".join((*chain[::-1], base.name if isinstance(base, ir.Input) else value_name(g, s.base)))
-        acc = kb.buf(name, rows, "fragment", "acc")
+        name = "sum_" + "_".join((*chain[::-1], g.value(s.base)))
+        acc = kb.buf(name, rows, "fragment", "acc", key=("stat", chain))
         kb.prologue.append(Fill(dst=acc, value="0"))
         kb.states.append(State(buffer=acc, init="0", combine="sum"))
         src = x_tile
         if chain:
-            src = kb.buf(f"{name}_terms", base.axes, "fragment", "acc")
+            src = kb.buf(f"{name}_terms", base.axes, "fragment", "acc", key=("terms", chain))
             kb.body.append(Map(dst=src, fn=chain[0], args=(x_tile,)))
             for op in chain[1:]:
                 kb.body.append(Map(dst=src, fn=op, args=(src,)))
@@ -255,13 +252,13 @@ def _row_program(g: ir.Graph, c: GemmChoice, kb: KernelBuilder, x_tile: str, int
     n_k = f"#{g.axes[s.axis]}"
     for i in row_ancestors(g, [p.vec for p in s.peels], s.axis):
         n = g.node(i)
-        if i in have or literal(g, i) or isinstance(n, ir.Input):
+        if i in have or g.literal(i) or isinstance(n, ir.Input):
             continue
         if isinstance(n, ir.Reduce) and i in c.expanded:
             mu = have[expandable_variance(g, n, s.base)]
             s1, s2 = stat(()), stat(("square",))
-            v = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
-            t = kb.buf(f"{v}_tmp", n.axes, "fragment", "acc")
+            v = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+            t = kb.buf(f"{v}_tmp", n.axes, "fragment", "acc", key=("tmp", i))
             into += [Map(dst=t, fn="mul", args=(mu, s1)), Map(dst=t, fn="mul", args=(t, "#-2.0")),
                      Map(dst=v, fn="add", args=(s2, t)), Map(dst=t, fn="square", args=(mu,)),
                      Map(dst=v, fn="fma", args=(t, n_k, v))]
@@ -269,46 +266,48 @@ def _row_program(g: ir.Graph, c: GemmChoice, kb: KernelBuilder, x_tile: str, int
         elif isinstance(n, ir.Reduce):
             have[i] = stat(unary_chain(g, n.x, s.base))
         else:
-            v = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
-            into.append(Map(dst=v, fn=n.op, args=tuple(literal(g, a) or have[a] for a in n.args())))
+            v = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+            into.append(Map(dst=v, fn=n.op, args=tuple(g.literal(a) or have[a] for a in n.args())))
             have[i] = v
 
 
-def row_stats_kernel(g: ir.Graph, c: GemmChoice, tiles: dict) -> tuple[Kernel, list[int]]:
+def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict) -> tuple[Kernel, list[int]]:
     """Its own kernel: stream the contraction axis once, store the per-row vectors."""
     s = c.site
     base = g.node(s.base)
     rows = [a for a in base.axes if a != s.axis]
-    kb = KernelBuilder(f"row_stats_{s.matmuls[0]}", "per-row statistics of the GEMM's LHS, stored for its epilogue",
+    kb = KernelBuilder(g.names.user, f"row_stats_{s.matmuls[0]}",
+                       "per-row statistics of the GEMM's LHS, stored for its epilogue",
                        _grid(rows, {rows[-1]: "block_r"} if rows else {}, tiles),
                        _stream(s.axis, "block_k", tiles), tiles["threads"])
-    x = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
-    kb.body.append(Load(src=value_name(g, s.base), dst=x))
+    x = kb.buf(f"{g.value(s.base)}_shared", base.axes, "shared", g.dtype_of(s.base), s.base, key=("tile", s.base))
+    kb.body.append(Load(src=g.value(s.base), dst=x))
     have: dict[int, str] = {}
     _row_program(g, c, kb, x, kb.epilogue, have)
     stored = []
     for p in s.peels:
         if p.vec in have and p.vec not in stored:
-            kb.epilogue.append(Store(src=have[p.vec], dst=value_name(g, p.vec)))
+            kb.epilogue.append(Store(src=have[p.vec], dst=g.value(p.vec)))
             stored.append(p.vec)
     return kb.build(), stored
 
 
-def colsum_kernel(g: ir.Graph, w: int, axis: str, tiles: dict) -> Kernel:
+def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict) -> Kernel:
     wn = g.node(w)
     cols = [a for a in wn.axes if a != axis]
-    kb = KernelBuilder(f"colsum_{value_name(g, w)}", f"column sums of {value_name(g, w)} over {axis} (mean pullout)",
+    name = g.colsum(w)  # the global it writes; the kernel and its accumulator are named after it
+    kb = KernelBuilder(g.names.user, name, f"column sums of {g.value(w)} over {axis} (mean pullout)",
                        _grid(cols, {cols[-1]: "block_r"} if cols else {}, tiles),
                        _stream(axis, "block_k", tiles), tiles["threads"])
-    t = kb.buf(f"{value_name(g, w)}_shared", wn.axes, "shared", _dtype_of(g, w), w)
-    acc = kb.buf(f"colsum_{value_name(g, w)}", cols, "fragment", "acc")
+    t = kb.buf(f"{g.value(w)}_shared", wn.axes, "shared", g.dtype_of(w), w, key=("tile", w))
+    acc = kb.buf(name, cols, "fragment", "acc", key=("colsum", w))
     kb.prologue.append(Fill(dst=acc, value="0"))
-    kb.body += [Load(src=value_name(g, w), dst=t), Reduce(dst=acc, src=t, kind="sum", axis=axis, accumulate=True)]
-    kb.epilogue.append(Store(src=acc, dst=acc))
+    kb.body += [Load(src=g.value(w), dst=t), Reduce(dst=acc, src=t, kind="sum", axis=axis, accumulate=True)]
+    kb.epilogue.append(Store(src=acc, dst=name))
     return kb.build()
 
 
-def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> Kernel:
+def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int]) -> Kernel:
     s = c.site
     mms = [g.node(i) for i in s.matmuls]
     base = g.node(s.base)
@@ -318,25 +317,26 @@ def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> K
     n_axis = next((a for a in reversed(out_axes) if a not in base.axes), None)
     tiled = {a: p for a, p in ((m_axis, "block_m"), (n_axis, "block_n")) if a}
     what = "dual GEMM" if len(mms) == 2 else "GEMM"
-    kb = KernelBuilder(f"gemm_{'_'.join(map(str, s.matmuls))}",
+    kb = KernelBuilder(g.names.user, f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
                        + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
                        _grid(out_axes, tiled, tiles),
                        _stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), tiles["threads"])
-    xs = kb.buf(f"{value_name(g, s.base)}_shared", base.axes, "shared", _dtype_of(g, s.base), s.base)
-    kb.body.append(Load(src=value_name(g, s.base), dst=xs))
+    xs = kb.buf(f"{g.value(s.base)}_shared", base.axes, "shared", g.dtype_of(s.base), s.base, key=("tile", s.base))
+    kb.body.append(Load(src=g.value(s.base), dst=xs))
     have: dict[int, str] = {}
-    accs = []
+    accs, colsums = [], {}  # colsums: weight -> its column sums here (one per weight, even if used twice)
     for mm in mms:
         w = g.node(mm.b)
-        ws = kb.buf(f"{value_name(g, w.id)}_shared", w.axes, "shared", _dtype_of(g, w.id), w.id)
-        acc = kb.buf(value_name(g, mm.id), mm.axes, "fragment", "acc", mm.id)
+        ws = kb.buf(f"{g.value(w.id)}_shared", w.axes, "shared", g.dtype_of(w.id), w.id, key=("tile", w.id))
+        acc = kb.buf(g.value(mm.id), mm.axes, "fragment", "acc", mm.id, key=("value", mm.id))
         kb.prologue.append(Fill(dst=acc, value="0"))
         kb.states.append(State(buffer=acc, init="0", combine="sum"))
-        kb.body += [Load(src=value_name(g, w.id), dst=ws),
+        kb.body += [Load(src=g.value(w.id), dst=ws),
                     Gemm(a=xs, b=ws, acc=acc, axis_a=mm.axis_a, axis_b=mm.axis_b)]
-        if c.mean and c.colsum == "streamed":
-            cs = kb.buf(f"colsum_{value_name(g, w.id)}", [a for a in w.axes if a != mm.axis_b], "fragment", "acc")
+        if c.mean and c.colsum == "streamed" and w.id not in colsums:
+            cs = colsums[w.id] = kb.buf(g.colsum(w.id), [a for a in w.axes if a != mm.axis_b], "fragment", "acc",
+                                        key=("colsum", w.id))
             kb.prologue.append(Fill(dst=cs, value="0"))
             kb.states.append(State(buffer=cs, init="0", combine="sum"))
             kb.body.append(Reduce(dst=cs, src=ws, kind="sum", axis=mm.axis_b, accumulate=True))
@@ -349,13 +349,12 @@ def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> K
         for p in reversed(s.peels):
             vec = _operand(g, p.vec, kb, have)
             if p.kind == "mean":
-                cs_name = f"colsum_{value_name(g, w.id)}"
-                if c.colsum == "precomputed":
-                    cs = kb.buf(f"{cs_name}_frag", [a for a in w.axes if a != mm.axis_b], "fragment", "acc")
-                    kb.epilogue.append(Load(src=cs_name, dst=cs))
-                else:
-                    cs = cs_name
-                t = kb.buf(f"{acc}_mean", mm.axes, "fragment", "acc")
+                if w.id not in colsums:  # precomputed: loaded once per weight
+                    colsums[w.id] = kb.buf(f"{g.colsum(w.id)}_frag", [a for a in w.axes if a != mm.axis_b],
+                                           "fragment", "acc", key=("colsum", w.id))
+                    kb.epilogue.append(Load(src=g.colsum(w.id), dst=colsums[w.id]))
+                cs = colsums[w.id]
+                t = kb.buf(f"{acc}_mean", mm.axes, "fragment", "acc", key=("mean", mm.id))
                 kb.epilogue += [Map(dst=t, fn="mul", args=(vec, cs)), Map(dst=acc, fn="sub", args=(acc, t))]
             else:
                 kb.epilogue.append(Map(dst=acc, fn="mul", args=(acc, vec)))
@@ -363,40 +362,40 @@ def gemm_kernel(g: ir.Graph, c: GemmChoice, tiles: dict, stores: list[int]) -> K
     for i in c.epilogue:  # fuse_elementwise
         n = g.node(i)
         args = tuple(_operand(g, a, kb, have) for a in n.args())
-        dst = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+        dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         kb.epilogue.append(Map(dst=dst, fn=n.op, args=args))
         have[i] = dst
     for i in stores:
-        kb.epilogue.append(Store(src=have[i], dst=value_name(g, i)))
+        kb.epilogue.append(Store(src=have[i], dst=g.value(i)))
     return kb.build()
 
 
 # ---------------------------------------------------------------------------- fallback
-def node_kernel(g: ir.Graph, i: int, tiles: dict) -> Kernel:
+def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
     """The unfused kernel of one node, reading and writing global tensors."""
     n = g.node(i)
-    if isinstance(n, ir.Matmul):
+    if n.op == "matmul":
         return gemm_kernel(g, GemmChoice(GemmSite([i], n.a, n.axis_a, [])), tiles, [i])
     ax = list(n.axes)
-    if isinstance(n, ir.Reduce):  # one tiled row axis: the fragment is block_m x block_k
+    if n.op == "reduce":  # one tiled row axis: the fragment is block_m x block_k
         tiled = {ax[-1]: "block_m"} if ax else {}
         x = g.node(n.x)
-        kb = KernelBuilder(f"reduce_{i}", f"{n.kind} of {value_name(g, n.x)} over {n.axis}", _grid(ax, tiled, tiles),
-                           _stream(n.axis, "block_k", tiles), tiles["threads"])
-        t = kb.buf(f"{value_name(g, n.x)}_frag", x.axes, "fragment", "acc", n.x)
-        acc = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
+        kb = KernelBuilder(g.names.user, f"reduce_{i}", f"{n.kind} of {g.value(n.x)} over {n.axis}",
+                           _grid(ax, tiled, tiles), _stream(n.axis, "block_k", tiles), tiles["threads"])
+        t = kb.buf(f"{g.value(n.x)}_frag", x.axes, "fragment", "acc", n.x, key=("frag", n.x))
+        acc = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         init = "0" if n.kind == "sum" else "-inf"
         kb.prologue.append(Fill(dst=acc, value=init))
         kb.states.append(State(buffer=acc, init=init, combine=n.kind))
-        kb.body += [Load(src=value_name(g, n.x), dst=t),
+        kb.body += [Load(src=g.value(n.x), dst=t),
                     Reduce(dst=acc, src=t, kind=n.kind, axis=n.axis, accumulate=True)]
-        kb.epilogue.append(Store(src=acc, dst=value_name(g, i)))
+        kb.epilogue.append(Store(src=acc, dst=g.value(i)))
         return kb.build()
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):])) if ax else {}
-    kb = KernelBuilder(f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
+    kb = KernelBuilder(g.names.user, f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
     have: dict[int, str] = {}
     args = tuple(_operand(g, a, kb, have) for a in n.args())
-    dst = kb.buf(value_name(g, i), n.axes, "fragment", "acc", i)
-    fn = "copy" if isinstance(n, ir.Cast) else n.op
-    kb.body += [Map(dst=dst, fn=fn, args=args), Store(src=dst, dst=value_name(g, i))]
+    dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+    fn = "copy" if n.op == "cast" else n.op
+    kb.body += [Map(dst=dst, fn=fn, args=args), Store(src=dst, dst=g.value(i))]
     return kb.build()

@@ -1,46 +1,22 @@
 """Pattern matching: where in a graph each rule can fire (its sites).
 
-A site is a plain record of node ids by role. Matchers only read the graph; the engine
-turns chosen sites into derivation steps, and replay re-checks every step against them.
+A site is a plain record of node ids by role. Matchers only read the graph (through a
+`Ctx`: users and scalar values computed once); `analyse` finds every site in one linear
+pass per pattern, and the engine turns chosen sites into derivation steps.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from .. import ir
+from .context import Ctx
 
 ELEMENTWISE = (ir.Unary, ir.Binary, ir.Cast)
 
 
-def users(g: ir.Graph) -> dict[int, list[int]]:
-    return g.users()
-
-
 def is_leaf_value(n) -> bool:
     return isinstance(n, (ir.Const, ir.SizeConst))
-
-
-def const_value(g: ir.Graph, i: int) -> float | None:
-    """The value of a scalar built from constants and axis sizes only, else None."""
-    import math
-    n = g.node(i)
-    if isinstance(n, ir.Const):
-        return n.number
-    if isinstance(n, ir.SizeConst):
-        return float(g.axes[n.axis])
-    if n.axes or not isinstance(n, (ir.Unary, ir.Binary)):
-        return None
-    vals = [const_value(g, a) for a in n.args()]
-    if any(v is None for v in vals):
-        return None
-    f = {"neg": lambda x: -x, "square": lambda x: x * x, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
-         "recip": lambda x: 1 / x, "exp": math.exp, "exp2": lambda x: 2.0 ** x,
-         "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-         "div": lambda a, b: a / b, "max": max}.get(n.op)
-    try:
-        return None if f is None else float(f(*vals))
-    except (ValueError, ZeroDivisionError, OverflowError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -62,17 +38,17 @@ class SoftmaxSite:
         return (*head, self.mx, self.sub, self.exp, self.sm, self.div)
 
 
-def _scaled(g: ir.Graph, z) -> tuple[int, int | None, float] | None:
+def _scaled(g: Ctx, z) -> tuple[int, int | None, float] | None:
     """(src, scale node, c) when z = src * c or src / c with c a positive constant."""
     if isinstance(z, ir.Binary) and z.op in ("mul", "div") and z.axes == g.node(z.a).axes:
-        c = const_value(g, z.b)
+        c = g.const_value(z.b)
         if c is not None and c > 0:
             return z.a, z.id, (c if z.op == "mul" else 1.0 / c)
     return None
 
 
-def find_softmax(g: ir.Graph) -> list[SoftmaxSite]:
-    us = users(g)
+def find_softmax(g: Ctx) -> list[SoftmaxSite]:
+    us = g.users
     out = []
     for div in g.nodes:
         if not (isinstance(div, ir.Binary) and div.op == "div"):
@@ -114,10 +90,10 @@ class FlashSite:
         return (self.qk, *self.softmax.nodes, self.pv)
 
 
-def find_flash(g: ir.Graph) -> list[FlashSite]:
-    us = users(g)
+def find_flash(g: Ctx, softmaxes: list[SoftmaxSite]) -> list[FlashSite]:
+    us = g.users
     out = []
-    for s in find_softmax(g):
+    for s in softmaxes:
         qk, t = g.node(s.src), s.axis
         pvs = us[s.div]
         if len(pvs) != 1 or not isinstance(qk, ir.Matmul):
@@ -130,11 +106,6 @@ def find_flash(g: ir.Graph) -> list[FlashSite]:
             continue  # the streamed axis must come from K (one softmax row per query)
         out.append(FlashSite(qk.id, s, pv.id))
     return out
-
-
-def find_softmax_rows(g: ir.Graph, claimed: set[int]) -> list[SoftmaxSite]:
-    """Softmaxes not inside an attention pattern: streamed along the row by the online rule."""
-    return [s for s in find_softmax(g) if not set(s.nodes) & claimed]
 
 
 @dataclass(frozen=True)
@@ -162,7 +133,7 @@ def _row_vector(g, i, base_axes, axis) -> bool:
     return axis not in ax and all(a in base_axes for a in ax)
 
 
-def peel_lhs(g: ir.Graph, mm: ir.Matmul) -> tuple[int, list[Peel]]:
+def peel_lhs(g: Ctx, mm: ir.Matmul) -> tuple[int, list[Peel]]:
     """Walk from the matmul's LHS through mul-by-row-vector and sub-row-vector nodes."""
     node, peels = g.node(mm.a), []
     while isinstance(node, ir.Binary) and node.op in ("mul", "sub") and mm.axis_a in node.axes:
@@ -178,7 +149,7 @@ def peel_lhs(g: ir.Graph, mm: ir.Matmul) -> tuple[int, list[Peel]]:
     return node.id, peels
 
 
-def unary_chain(g: ir.Graph, i: int, base: int) -> tuple[str, ...] | None:
+def unary_chain(g: Ctx, i: int, base: int) -> tuple[str, ...] | None:
     """The unary ops from base to node i (outermost last), or None if i is not such a chain."""
     ops = []
     while i != base:
@@ -190,7 +161,7 @@ def unary_chain(g: ir.Graph, i: int, base: int) -> tuple[str, ...] | None:
     return tuple(reversed(ops))
 
 
-def row_ancestors(g: ir.Graph, targets, axis: str) -> list[int]:
+def row_ancestors(g: Ctx, targets, axis: str) -> list[int]:
     """Nodes the per-row vectors depend on, down to (and including) reductions over `axis`."""
     seen, stack = set(), list(targets)
     while stack:
@@ -207,7 +178,7 @@ def row_ancestors(g: ir.Graph, targets, axis: str) -> list[int]:
     return sorted(seen)
 
 
-def expandable_variance(g: ir.Graph, r: ir.Reduce, base: int) -> int | None:
+def expandable_variance(g: Ctx, r: ir.Reduce, base: int) -> int | None:
     """If r = sum_k square(base - mu) with mu a row vector, return mu."""
     sq = g.node(r.x)
     if r.kind != "sum" or not (isinstance(sq, ir.Unary) and sq.op == "square"):
@@ -219,7 +190,7 @@ def expandable_variance(g: ir.Graph, r: ir.Reduce, base: int) -> int | None:
     return None
 
 
-def stats_of(g: ir.Graph, site: GemmSite):
+def stats_of(g: Ctx, site: GemmSite):
     """Split the reductions under the pullout vectors into direct stats (sum of a unary
     chain of the base) and expandable variances. None if something else is needed."""
     anc = row_ancestors(g, [p.vec for p in site.peels], site.axis)
@@ -240,12 +211,17 @@ def stats_of(g: ir.Graph, site: GemmSite):
     return direct, expand
 
 
-def epilogue_nodes(g: ir.Graph, matmuls: list[int]) -> list[int]:
-    """Elementwise nodes computable from the matmul tiles, constants and small inputs."""
+def epilogue_nodes(g: Ctx, matmuls: list[int]) -> list[int]:
+    """Elementwise nodes computable from the matmul tiles, constants and small inputs, in id
+    order. Only users of what is already fused can join, so the walk follows users (a heap
+    keeps id order) instead of scanning every later node: linear in what it visits."""
     out_axes = set(g.node(matmuls[0]).axes)
     have = set(matmuls)
     fused = []
-    for n in g.nodes[min(matmuls) + 1:]:
+    heap = sorted({u for m in matmuls for u in g.users[m]})
+    queued = set(heap)
+    while heap:
+        n = g.node(heapq.heappop(heap))
         if n.id in have or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
             continue
         ok = True
@@ -257,10 +233,14 @@ def epilogue_nodes(g: ir.Graph, matmuls: list[int]) -> list[int]:
         if ok and any(a in have for a in n.args()):
             have.add(n.id)
             fused.append(n.id)
+            for u in g.users[n.id]:
+                if u not in queued:
+                    queued.add(u)
+                    heapq.heappush(heap, u)
     return fused
 
 
-def find_gemms(g: ir.Graph, claimed: set[int]) -> list[GemmSite]:
+def find_gemms(g: Ctx, claimed: set[int]) -> list[GemmSite]:
     groups: dict[tuple, GemmSite] = {}
     for mm in g.nodes:
         if not isinstance(mm, ir.Matmul) or mm.id in claimed:
@@ -278,3 +258,19 @@ def find_gemms(g: ir.Graph, claimed: set[int]) -> list[GemmSite]:
             s.stat_reduces, s.expandable = st
         s.epilogue = epilogue_nodes(g, s.matmuls)
     return sites
+
+
+@dataclass
+class Sites:
+    """Every site of a graph: attention patterns, lone softmax rows, GEMM groups."""
+    flash: list[FlashSite]
+    rows: list[SoftmaxSite]
+    gemms: list[GemmSite]  # every matmul group, fused or not
+
+
+def analyse(g: Ctx) -> Sites:
+    softmaxes = find_softmax(g)
+    flash = find_flash(g, softmaxes)
+    claimed = {i for s in flash for i in s.nodes}
+    rows = [s for s in softmaxes if not set(s.nodes) & claimed]
+    return Sites(flash, rows, find_gemms(g, claimed))

@@ -1,0 +1,163 @@
+"""One graph, analysed once per derivation: who uses each node, the names of the plan's
+global buffers, and memoised facts (scalar values, dtypes) the matchers and kernel builders
+ask for many times. Every walk here is iterative and linear: a 100k-node chain must neither
+take quadratic time nor hit the recursion limit.
+
+Names. A plan's global buffers share one namespace with the graph's own names: an input
+keeps its name, a computed node is `<op>_<id>` (`matmul_3`, `red_max_4`), a precomputed
+column sum is `colsum_<weight>`. A user may name an input `matmul_3`; then node 3's buffer
+gets a trailing `_` (`matmul_3_`), and so on until it is fresh, so no internal name ever
+equals a user's (inputs and outputs) and no two buffers share a name. Kernel-local buffers
+are these global names plus a fixed suffix (`X_shared`, `matmul_3_frag`), and
+`KernelBuilder.buf` refuses, as a bug, a name that would stand for two different buffers.
+"""
+from __future__ import annotations
+
+import gc
+import math
+from contextlib import contextmanager
+
+from .. import ir
+
+_SCALAR_FNS = {
+    "neg": lambda x: -x, "square": lambda x: x * x, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
+    "recip": lambda x: 1 / x, "exp": math.exp, "exp2": lambda x: 2.0 ** x,
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b, "max": max,
+}
+
+
+def internal_name(n) -> str:
+    """The name a computed node's buffer would have if no user name were in the way."""
+    return f"red_{n.kind}_{n.id}" if isinstance(n, ir.Reduce) else f"{n.op}_{n.id}"
+
+
+class Names:
+    """The global namespace of a graph's plans (see the module docstring)."""
+
+    def __init__(self, g: ir.Graph):
+        self.user = frozenset({n.name for n in g.nodes if isinstance(n, ir.Input)} | set(g.outputs))
+        self.taken = set(self.user)
+        self._value: list[str] = []
+        for n in g.nodes:
+            if isinstance(n, ir.Input):
+                self._value.append(n.name)
+                continue
+            name = internal_name(n)
+            while name in self.user:  # base names end in a digit: '_' suffixes never meet another node's
+                name += "_"
+            if name in self.taken:
+                raise RuntimeError(f"leantile bug: two nodes of graph {g.name!r} got the buffer name {name!r}")
+            self.taken.add(name)
+            self._value.append(name)
+        self._extra: dict[tuple, str] = {}
+
+    def value(self, i: int) -> str:
+        """The global (and register) name of node i's value."""
+        return self._value[i]
+
+    def extra(self, key: tuple, base: str) -> str:
+        """A global buffer that is no graph node (a precomputed column sum), named once per key."""
+        if key not in self._extra:
+            name = base
+            while name in self.taken:
+                name += "_"
+            self.taken.add(name)
+            self._extra[key] = name
+        return self._extra[key]
+
+
+class Ctx:
+    """A graph with its users, names and memoised scalar values and dtypes."""
+
+    def __init__(self, g: ir.Graph):
+        self.g = g
+        self.nodes = g.nodes
+        self.axes = g.axes
+        self.outputs = g.outputs
+        self.users: list[list[int]] = [[] for _ in g.nodes]
+        self._literal: dict[int, str] = {}  # constants and sizes, as plan literals '#<decimal>'
+        for n in g.nodes:
+            for a in n.args():
+                self.users[a].append(n.id)
+            if n.op == "const":
+                self._literal[n.id] = "#" + n.value
+            elif n.op == "sizeConst":
+                self._literal[n.id] = f"#{g.axes[n.axis]}"
+        self.names = Names(g)
+        self._const: dict[int, float | None] = {}
+        self._dtype: dict[int, str] = {}
+
+    def node(self, i: int):
+        return self.nodes[i]
+
+    def value(self, i: int) -> str:
+        return self.names.value(i)
+
+    def colsum(self, w: int) -> str:
+        """The global buffer of weight w's precomputed column sums."""
+        return self.names.extra(("colsum", w), f"colsum_{self.value(w)}")
+
+    def const_value(self, i: int) -> float | None:
+        """The value of a scalar built from constants and axis sizes only, else None."""
+        memo, stack = self._const, [i]
+        while stack:
+            j = stack[-1]
+            if j in memo:
+                stack.pop()
+                continue
+            n = self.nodes[j]
+            if isinstance(n, ir.Const):
+                memo[j] = n.number
+            elif isinstance(n, ir.SizeConst):
+                memo[j] = float(self.axes[n.axis])
+            elif n.axes or not isinstance(n, (ir.Unary, ir.Binary)) or n.op not in _SCALAR_FNS:
+                memo[j] = None
+            else:
+                todo = [a for a in n.args() if a not in memo]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                vals = [memo[a] for a in n.args()]
+                try:
+                    memo[j] = None if None in vals else float(_SCALAR_FNS[n.op](*vals))
+                except (ValueError, ZeroDivisionError, OverflowError):
+                    memo[j] = None
+            stack.pop()
+        return memo[i]
+
+    def dtype_of(self, i: int) -> str:
+        """The dtype a value has on the GPU: its last cast, else its first input's, else f32."""
+        memo, path = self._dtype, []
+        n = self.nodes[i]
+        while n.id not in memo:
+            if isinstance(n, (ir.Input, ir.Cast)):
+                memo[n.id] = n.dtype
+                break
+            args = n.args()
+            if not args:
+                memo[n.id] = "f32"
+                break
+            path.append(n.id)
+            n = self.nodes[args[0]]
+        for j in path:
+            memo[j] = memo[n.id]
+        return memo[i]
+
+    def literal(self, i: int) -> str | None:
+        """'#<value>' for a constant or an axis size (inlined, never loaded), else None."""
+        return self._literal.get(i)
+
+
+@contextmanager
+def gc_paused():
+    """Building a plan allocates ~10 frozen, acyclic pydantic objects per node; the cyclic
+    collector finds nothing among them, yet its passes over them took 2/3 of the time of
+    deriving a 100k-node chain. Pause it for the duration (restored on exit)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
