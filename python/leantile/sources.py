@@ -88,12 +88,24 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
         raise ir.GraphError([f"{spec}: returned graph: {x}" for x in e.problems]) from None
 
 
+def load_json(path) -> ir.Graph:
+    """A graph file, valid as `leantile validate` means it: schema, semantics, and the
+    derivation it carries (replayed step by step), every problem one line naming the file."""
+    from .derive import check_derivation
+
+    g = ir.load(path)
+    problems = check_derivation(g) if g.derivation else []
+    if problems:
+        raise ir.GraphError([f"{path}: {p}" for p in problems])
+    return g
+
+
 def load_source(spec: str, sizes: dict | None = None) -> ir.Graph:
     sizes = sizes or {}
     if spec in architectures.NAMES:
         return architectures.build(spec, **sizes)
     if spec.endswith(".json"):
-        g = ir.load(spec)
+        g = load_json(spec)
         if sizes:
             raise ir.GraphError([f"{spec}: --size applies to built-ins and Python sources, not JSON"])
         return g
@@ -108,7 +120,7 @@ def load_source_at(spec: str, sizes: dict) -> ir.Graph:
     pool and GPU workers rebuild their workload this way). A JSON source has a fixed shape,
     which must be the one asked for."""
     if spec.endswith(".json"):
-        g = ir.load(spec)
+        g = load_json(spec)
         if dict(g.axes) != dict(sizes):
             raise ir.GraphError([f"{spec}: shape {dict(g.axes)} is not the requested {dict(sizes)}"])
         return g

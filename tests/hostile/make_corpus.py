@@ -87,7 +87,7 @@ def cases() -> dict[str, bytes | dict | str]:
     # what the JSON Schema rejects must be rejected (no lax coercion)
     c["bad-type-size-string"] = mutate(mm, setp("axes.m", "8"))
     c["bad-type-size-bool"] = mutate(mm, setp("axes.m", True))
-    c["bad-type-size-float"] = mutate(mm, setp("axes.m", 8.0))
+    c["bad-type-size-fraction"] = mutate(mm, setp("axes.m", 8.5))
     c["bad-type-id-string"] = mutate(mm, setp("nodes.2.id", "2"))
     c["bad-type-arg-bool"] = mutate(mm, setp("nodes.2.b", True))
     c["bad-type-output-string"] = mutate(mm, setp("outputs.out", "2"))
@@ -142,6 +142,7 @@ def cases() -> dict[str, bytes | dict | str]:
     c["bad-deriv-on-matmul"] = mutate(mm, setp("derivation", [online]))
     # valid graphs that used to break commands further down
     c["ok-matmul-small"] = mm
+    c["ok-size-written-as-float"] = mutate(mm, setp("axes.m", 8.0))  # JSON Schema: 8.0 is an integer
     c["ok-input-named-like-internal-buffer"] = mutate(mm, lambda d: (setp("nodes.0.name", "matmul_2")(d),
                                                                     setp("nodes.1.name", "matmul_2_shared")(d)))
     c["ok-python-keyword-names"] = mutate(mm, lambda d: (setp("nodes.0.name", "lambda")(d), setp("nodes.1.name", "T")(d),
