@@ -85,9 +85,17 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
     runs in that dtype; otherwise in the inputs' dtype, promoted per op."""
     if check:
         check_inputs(g, inputs)
+    last = {}  # node -> the last node that reads it: its value is dropped after that one
+    for n in g.nodes:
+        for a in n.args():
+            last[a] = n.id
+    keep = set(g.outputs.values())
     vals: dict[int, torch.Tensor] = {}
     for n in g.nodes:
         vals[n.id] = _eval_node(g, n, vals, inputs, compute_dtype)
+        for a in set(n.args()):  # a long chain holds one intermediate at a time, not all of them
+            if last[a] == n.id and a not in keep:
+                del vals[a]
     return {name: vals[i] for name, i in g.outputs.items()}
 
 

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -326,3 +327,19 @@ def test_deep_chains_do_not_recurse():
     out = interp.run(derive(g), {"X": x["X"].double()}, dtype=torch.float64)["out"]
     assert torch.allclose(out, ref, rtol=1e-12, atol=0)
 
+
+
+def test_reference_holds_one_intermediate_of_a_chain(monkeypatch):
+    """The oracle drops a value after its last reader: a long chain of large tensors must not
+    keep every intermediate alive."""
+    made, live = [], []
+
+    def exp(x):
+        live.append(sum(r() is not None for r in made))
+        r = torch.exp(x)
+        made.append(weakref.ref(r))
+        return r
+    monkeypatch.setitem(reference.UNARY, "exp", exp)
+    g = chain_graph(400)
+    out = reference.evaluate(g, {"X": torch.randn(3, 4) * 0.1})["out"]
+    assert len(made) == 199 and max(live) <= 1 and torch.isfinite(out).all()

@@ -26,23 +26,20 @@ DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, 
                  "swizzle": 10}
 
 
-@dataclass
 class KernelBuilder:
-    """Accumulates buffers and statements of one kernel."""
-    user: frozenset[str]  # the graph's own names (inputs, outputs): never a local buffer's
-    name: str
-    role: str
-    grid: list[Tile]
-    stream: Stream | None = None
-    threads: int = 256
-    buffers: dict[str, Buffer] = field(default_factory=dict)
-    states: list[State] = field(default_factory=list)
-    prologue: list = field(default_factory=list)
-    body: list = field(default_factory=list)
-    epilogue: list = field(default_factory=list)
+    """Accumulates buffers and statements of one kernel. (A plain class: a 10^5-node chain
+    builds 10^5 of them.)"""
 
-    def __post_init__(self):
-        self._batch = {t.axis for t in self.grid if t.block == 1}  # indexed by the grid: not on chip
+    def __init__(self, user: frozenset[str], name: str, role: str, grid: list[Tile],
+                 stream: Stream | None = None, threads: int = 256):
+        self.user = user  # the graph's own names (inputs, outputs): never a local buffer's
+        self.name, self.role, self.grid, self.stream, self.threads = name, role, grid, stream, threads
+        self.buffers: dict[str, Buffer] = {}
+        self.states: list[State] = []
+        self.prologue: list = []
+        self.body: list = []
+        self.epilogue: list = []
+        self._batch = {t.axis for t in grid if t.block == 1}  # indexed by the grid: not on chip
         self._keys: dict[tuple, str] = {}  # what a buffer holds -> its name
 
     def buf(self, name, axes, scope, dtype, node=None, *, key: tuple) -> str:
@@ -52,7 +49,7 @@ class KernelBuilder:
         has it, then `name_`, `name__`, ...: users may name inputs like our buffers, and two
         buffers never share a name. The same key with other axes, scope, dtype or node is a
         bug (one buffer cannot hold both), never a silent alias."""
-        axes = tuple(a for a in axes if a not in self._batch) if scope != "global" else tuple(axes)
+        axes = tuple(a for a in axes if a not in self._batch) if self._batch and scope != "global" else tuple(axes)
         given = self._keys.get(key)
         if given is not None:
             old = self.buffers[given]
@@ -65,7 +62,7 @@ class KernelBuilder:
         while given in self.user or given in self.buffers:
             given += "_"
         self._keys[key] = given
-        self.buffers[given] = Buffer(name=given, axes=axes, scope=scope, dtype=dtype, node=node)
+        self.buffers[given] = _buffer(given, axes, scope, dtype, node)
         return given
 
     def build(self) -> Kernel:
@@ -75,9 +72,21 @@ class KernelBuilder:
                       threads=self.threads)
 
 
+# Plan objects are frozen: one object serves every kernel that has the same one (the tiles
+# of a grid, an input's fragment and its load in each of 10^5 unfused kernels).
 @functools.lru_cache(maxsize=4096)
 def _tile(axis: str, block: int, param: str | None) -> Tile:
-    return Tile(axis=axis, block=block, param=param)  # frozen: one object serves every kernel
+    return Tile(axis=axis, block=block, param=param)
+
+
+@functools.lru_cache(maxsize=4096)
+def _buffer(name: str, axes: tuple, scope: str, dtype: str, node: int | None) -> Buffer:
+    return Buffer(name=name, axes=axes, scope=scope, dtype=dtype, node=node)
+
+
+@functools.lru_cache(maxsize=4096)
+def _load(src: str, dst: str) -> Load:
+    return Load(src=src, dst=dst)
 
 
 def _grid(axes, tiled: dict[str, str], tiles: dict) -> list[Tile]:
@@ -100,7 +109,7 @@ def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
     n = g.node(i)
     src = g.value(i)
     dst = kb.buf(f"{src}_frag", n.axes, "fragment", "acc", i, key=("frag", i))
-    kb.epilogue.append(Load(src=src, dst=dst)) if kb.stream else kb.body.append(Load(src=src, dst=dst))
+    (kb.epilogue if kb.stream else kb.body).append(_load(src, dst))
     have[i] = dst
     return dst
 
