@@ -11,24 +11,33 @@ _FORMATS: dict[tuple[str, type], str] = {}
 
 def _format(part: str, s) -> str:
     """'    <part> <op> field=value ...' for a statement (model_dump's fields but op, in their
-    order), as one str.format template per statement kind: a 100k-kernel plan prints ~10^6."""
+    order), from one template per statement kind: a 100k-kernel plan prints ~10^6 lines."""
     fmt = _FORMATS.get((part, type(s)))
     if fmt is None:
-        fields = " ".join(f"{f}={{0.{f}}}" for f in type(s).model_fields if f != "op")
+        fields = " ".join(f"{f}={{{f}}}" for f in type(s).model_fields if f != "op")
         fmt = _FORMATS[part, type(s)] = f"    {part:<8} {s.op:<6} ".replace("{", "{{").replace("}", "}}") + fields
-    return fmt.format(s)
+    return fmt.format_map(vars(s))
 
 
 def plan_text(plan) -> str:
     lines = [f"plan {plan.graph} / {plan.candidate}  tiles: "
              + ", ".join(f"{k}={v}" for k, v in plan.tiles.items())]
+    grids: dict[tuple, str] = {}  # kernels share their tiles and streams: format each once
+    axes: dict[tuple, str] = {}
     for k in plan.kernels:
-        grid = " x ".join(f"{t.axis}/{t.block}" for t in k.grid) or "1"
-        stream = f"  stream {k.stream.axis} by {k.stream.block} ({k.stream.stages} stages)" if k.stream else ""
+        key = (*map(id, k.grid), id(k.stream))
+        grid = grids.get(key)
+        if grid is None:
+            grid = " x ".join(f"{t.axis}/{t.block}" for t in k.grid) or "1"
+            stream = f"  stream {k.stream.axis} by {k.stream.block} ({k.stream.stages} stages)" if k.stream else ""
+            grid = grids[key] = f"    grid {grid}{stream}"
         lines.append(f"  kernel {k.name}: {k.role}")
-        lines.append(f"    grid {grid}{stream}")
+        lines.append(grid)
         for b in k.buffers:
-            lines.append(f"    {b.scope:<8} {b.name}[{', '.join(b.axes)}] {b.dtype}")
+            ax = axes.get(b.axes)
+            if ax is None:
+                ax = axes[b.axes] = ", ".join(b.axes)
+            lines.append(f"    {b.scope:<8} {b.name}[{ax}] {b.dtype}")
         for part in ("prologue", "body", "epilogue"):
             lines += [_format(part, s) for s in getattr(k, part)]
     return "\n".join(lines)

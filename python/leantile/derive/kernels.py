@@ -95,8 +95,12 @@ def _grid(axes, tiled: dict[str, str], tiles: dict) -> list[Tile]:
 
 
 def _stream(axis: str, param: str, tiles: dict, aliases=()) -> Stream:
-    return Stream(axis=axis, block=tiles[param], stages=tiles["stages"], param=param,
-                  aliases=tuple(sorted(set(aliases) - {axis})))
+    return _stream_of(axis, tiles[param], tiles["stages"], param, tuple(sorted(set(aliases) - {axis})))
+
+
+@functools.lru_cache(maxsize=4096)
+def _stream_of(axis: str, block: int, stages: int, param: str, aliases: tuple) -> Stream:
+    return Stream(axis=axis, block=block, stages=stages, param=param, aliases=aliases)
 
 
 def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
