@@ -27,26 +27,14 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .tiles import Tiles  # the one definition of tile names and ranges
+
 SCHEMA = "leantile-tuned/v1"
 BESIDE = ".new.json"  # <arch>.new.json: where entries go while <arch>.json cannot be parsed
-
-_Block = Optional[Annotated[int, Field(strict=True, ge=1, le=1024)]]
-
-
-class Tiles(BaseModel):
-    """Tile parameters: only the names the emitter tunes (leantile.emit.tilelang.TUNABLE)."""
-    model_config = ConfigDict(extra="forbid", strict=True)
-    block_m: _Block = None
-    block_n: _Block = None
-    block_k: _Block = None
-    block_r: _Block = None
-    stages: Optional[Annotated[int, Field(strict=True, ge=1, le=8)]] = None
-    threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
-    swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
 
 
 class TunedEntry(BaseModel):

@@ -1,0 +1,68 @@
+"""Tile parameters: the one definition of their names and ranges.
+
+Read by `--tile k=v` on the command line, by `derive`/`replay` (a plan is never built with a
+tile the emitter does not know or a block of 0), and by benchmarks/tuned/ entries on read
+(leantile.tuned). The names are the emitter's tunables (leantile.emit.tilelang.TUNABLE; a
+test holds the two together).
+"""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from . import ir
+
+_Block = Optional[Annotated[int, Field(strict=True, ge=1, le=1024)]]
+
+
+class Tiles(BaseModel):
+    """Tile parameters: only the names the emitter tunes, strict integers in range."""
+    model_config = ConfigDict(extra="forbid", strict=True)
+    block_m: _Block = None
+    block_n: _Block = None
+    block_k: _Block = None
+    block_r: _Block = None
+    stages: Optional[Annotated[int, Field(strict=True, ge=1, le=8)]] = None
+    threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
+    swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
+
+
+NAMES = tuple(Tiles.model_fields)
+
+
+def tile_problems(tiles: dict, where: str = "tile") -> list[str]:
+    """One line per bad tile parameter (unknown name, not an integer, out of range)."""
+    try:
+        Tiles.model_validate(dict(tiles))
+    except ValidationError as e:
+        out = []
+        for err in e.errors(include_url=False):
+            key = ir.shown(err["loc"][0]) if err["loc"] else "?"
+            msg = (f"unknown tile parameter (known: {', '.join(NAMES)})" if err["type"] == "extra_forbidden"
+                   else err["msg"])
+            out.append(f"{where} {key}: {msg}")
+        return out
+    return []
+
+
+def check_tiles(tiles: dict | None, where: str = "tile") -> dict:
+    """tiles, or a GraphError naming every bad parameter."""
+    problems = tile_problems(tiles or {}, where)
+    if problems:
+        raise ir.GraphError(problems)
+    return dict(tiles or {})
+
+
+def parse_tiles(pairs: list[str] | None) -> dict[str, int]:
+    """`--tile k=v ...` -> {k: v}, checked: one line naming the bad pair."""
+    out: dict[str, int] = {}
+    for p in pairs or []:
+        k, sep, v = p.partition("=")
+        if not sep or not k:
+            raise ir.GraphError([f"--tile {ir.shown(p)}: expected name=value"])
+        v = v.strip()
+        if not v.isascii() or not v.isdigit() or len(v) > 6:
+            raise ir.GraphError([f"--tile {ir.shown(p)}: {ir.shown(v)} is not a positive integer"])
+        out[k] = int(v)
+    return check_tiles(out, "--tile")
