@@ -211,6 +211,19 @@ def test_a_damaged_derivation_replays_iff_it_is_a_candidate(g, data):
         replay(g, steps)
 
 
+@pytest.mark.parametrize("tiles,msg", [({"block_q": 64}, "tile block_q: unknown tile parameter"),
+                                       ({"block_m": 0}, "tile block_m: .*greater than or equal to 1"),
+                                       ({"block_m": True}, "tile block_m: .*integer"),
+                                       ({"threads": 100}, "tile threads: .*multiple of 32")])
+def test_replay_refuses_bad_tiles(tiles, msg):
+    """A plan is never built with a tile the emitter does not know or a block of 0."""
+    g = _att()
+    with pytest.raises(ir.GraphError, match=msg):
+        derive(g, None, tiles)
+    with pytest.raises(ir.GraphError, match=msg):
+        replay(g, candidates(g)[0].steps, tiles)
+
+
 # -- the commands --------------------------------------------------------------------------
 
 def test_derive_and_kernels_refuse_a_bogus_exported_derivation(tmp_path, capsys):

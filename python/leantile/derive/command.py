@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..sources import load_source, parse_sizes
+from ..tiles import parse_tiles
 from .context import Ctx, gc_paused
 from .engine import Candidate, DerivationError, _candidates, _check, _options, _pick, _replay
 from .rules import rule
@@ -50,7 +51,7 @@ def cmd_derive(args) -> int:
 
 def _derive(args) -> int:
     g = load_source(args.source, parse_sizes(args.size))
-    tiles = parse_sizes(args.tile)
+    tiles = parse_tiles(args.tile)
     cx = Ctx(g)
     options = _options(cx)
     cands = _candidates(options)

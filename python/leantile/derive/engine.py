@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .. import ir
 from ..plan import Buffer, Plan
+from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
 from .sites import FlashSite, GemmSite, SoftmaxSite, analyse
@@ -167,7 +168,7 @@ def _check(options: list[list[Option]], steps) -> list[str]:
 def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, name: str) -> Plan:
     chosen = match([[o.steps for o in opts] for opts in options], steps)
     picked = [opts[j] for opts, j in zip(options, chosen)]
-    return _assemble(cx, picked, {**K.DEFAULT_TILES, **(tiles or {})}, name)
+    return _assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name)
 
 
 def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:
