@@ -106,6 +106,8 @@ CASES = [  # (graph, mutation, the one line it must give)
     (_att, _set(1, at=[3, 4, 5, 6, 7, 8]), _d(1, "online_softmax", r"field 'at'.*\(6 nodes where the site has 7\)")),
     (_att, _set(1, at=[9, 8, 7, 6, 5, 4, 3]), _d(1, "online_softmax", "field 'at'.*same nodes in another order")),
     (_att, _set(0, at=[5, 4]), _d(0, "softmax_shift", "field 'at'.*same nodes in another order")),
+    (_att, _set(1, at=list(range(5000))),  # a long list is shortened, not printed whole
+     _d(1, "online_softmax", r"field 'at'.*\[0, 1, .*, 11, \.\.\. \(5000 ids\)\] \(5000 nodes")),
     (_att, _set(2, at=[7]), _d(2, "exp_to_exp2", r"field 'at'.*other nodes.*applies at \[6\]")),
     (_att, _params(1, axis="h"), _d(1, "online_softmax", "field 'params.axis': 'h' is not the axis this softmax "
                                                          r"normalises over here \(expected 't_kv'\)")),

@@ -92,7 +92,7 @@ def match(options: list[list[tuple[ir.Step, ...]]], steps) -> list[int]:
     if far >= len(steps):
         e = wanted[0]
         raise DerivationError(f"derivation[{far}] ({e.rule}): missing: the derivation ends after {len(steps)} "
-                              f"steps, but this graph's next step is {e.rule} at {list(e.at)}")
+                              f"steps, but this graph's next step is {e.rule} at {_ids(e.at)}")
     got = steps[far]
     problem = _rule_problem(got)
     if problem is None:
@@ -121,13 +121,13 @@ def _rule_problem(got: ir.Step) -> str | None:
 
 def _field_problem(got: ir.Step, exp: ir.Step, expected) -> str:
     if got.rule != exp.rule:
-        return (f"field 'rule': this graph's derivation has {exp.rule} at {list(exp.at)} here, "
+        return (f"field 'rule': this graph's derivation has {exp.rule} at {_ids(exp.at)} here, "
                 f"not {got.rule} (steps come site by site, in the order derive writes them)")
     if tuple(got.at) != tuple(exp.at):
         why = ("the same nodes in another order" if sorted(got.at) == sorted(exp.at) else
                f"{len(got.at)} nodes where the site has {len(exp.at)}" if len(got.at) != len(exp.at) else
                "other nodes")
-        return f"field 'at': {got.rule} does not apply at {_ids(got.at)} ({why}); it applies at {list(exp.at)}"
+        return f"field 'at': {got.rule} does not apply at {_ids(got.at)} ({why}); it applies at {_ids(exp.at)}"
     takes = ", ".join(exp.params) or "none"
     for name in sorted(got.params):
         if name not in exp.params:
@@ -145,7 +145,7 @@ def _field_problem(got: ir.Step, exp: ir.Step, expected) -> str:
             return f"field 'params.{name}': expected {kind} ({meaning}: {want}), got {_val(v)}"
         if v not in allowed:
             return f"field 'params.{name}': {_val(v)} is not {meaning} here (expected {want})"
-    return f"no option of this site has this step; it would be {exp.rule} at {list(exp.at)} {dict(exp.params)}"
+    return f"no option of this site has this step; it would be {exp.rule} at {_ids(exp.at)} {dict(exp.params)}"
 
 
 def _ids(at) -> str:
