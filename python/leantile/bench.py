@@ -220,6 +220,9 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("bench: no CUDA GPU here; run on a GPU machine", file=sys.stderr)
         return 1
+    from .files import check_out_dir
+
+    check_out_dir(a.out, "--out")  # a bad --out is one line now, not after every benchmark ran
     rows = []
     for source in a.sources or architectures.NAMES:
         try:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from . import architectures, ir
-from .files import UnsafePath, write_atomic
+from .files import UnsafePath, check_out_dir, under, write_atomic
 from .sources import load_json, load_source, parse_sizes
 
 EXIT_BAD_INPUT = 1
@@ -75,36 +75,13 @@ def cmd_export(args) -> int:
     if dup:
         raise ir.GraphError([f"export: two sources build a graph named {dup[0]!r}; "
                              "each writes <name>.json"])
-    out = Path(args.out)
     # every path is checked before anything is written (a name can never leave --out)
-    paths = [checked_out_dir(out, "--out") and _under(out, f"{g.name}.json") for g in graphs]
+    out = check_out_dir(args.out, "--out")
+    paths = [under(out, f"{g.name}.json") for g in graphs]
     for g, path in zip(graphs, paths):
         write_atomic(path, g.to_json(), root=out)
-        print(f"wrote {path}")
+        print(f"wrote {Path(args.out) / path.name}")
     return 0
-
-
-def _under(root: Path, name: str) -> Path:
-    from .files import under
-
-    return under(root, name)
-
-
-def checked_out_dir(out, flag: str = "--out") -> Path:
-    """An output folder given on the command line, created if missing; bad ones (a file, a
-    path under a file, NUL, no permission) are one line of bad input."""
-    out = Path(out)
-    if "\x00" in str(out):
-        raise ir.GraphError([f"{flag} {ir.shown(str(out))}: a path cannot contain NUL"])
-    try:
-        if out.exists() and not out.is_dir():
-            raise ir.GraphError([f"{flag} {out}: exists and is not a folder"])
-        out.mkdir(parents=True, exist_ok=True)
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise PermissionError(13, "Permission denied")
-    except OSError as e:
-        raise ir.GraphError([f"{flag} {out}: cannot write there ({e.strerror or e})"]) from None
-    return out
 
 
 def cmd_validate(args) -> int:

@@ -86,6 +86,12 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("tune: no CUDA GPU here; run on a GPU machine", file=sys.stderr)
         return 1
+    from .files import check_out_dir
+
+    if a.tuned_dir:
+        check_out_dir(a.tuned_dir, "--tuned-dir")
+    if a.log:
+        check_out_dir(Path(a.log).parent, "--log")
     from rich.progress import Progress
 
     from .tuned import save_tuned
