@@ -1,0 +1,122 @@
+"""What the TileLang emitter's parts share: its error, dtype spellings, tunable names, the
+identifiers generated code reserves, and small spelling helpers (leantile.emit.tilelang
+writes modules, leantile.emit.kernel writes one kernel's prim_func)."""
+from __future__ import annotations
+
+import keyword
+import re
+
+from ..plan import Buffer, Gemm, Kernel, Plan, Store
+
+class EmitError(ValueError):
+    """The plan uses something the TileLang emitter cannot express."""
+
+
+TL_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+             "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
+TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle")
+# names the generated code uses itself; buffer names that collide are renamed
+RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "i", "j", "l", "i0", "i1", "i2", "i3",
+            "main", "dtype", "accum_dtype", "threads", "stages", "block_m", "block_n",
+            "block_k", "block_r", "AXES", "GLOBALS", "KERNELS", "OUTPUTS", "TILE_PARAMS", "DTYPE",
+            "ACCUM_DTYPE", "GRAPH", "CANDIDATE", "math"}
+LOOP_VARS = ("i", "j", "l", "i3", "i4", "i5")
+GRID_VARS = ("bx", "by", "bz")
+
+_UNARY = {
+    "exp": "T.exp({0})",
+    "exp2": "T.exp2({0})",
+    "neg": "-({0})",
+    "square": "{0} * {0}",
+    "sqrt": "T.sqrt({0})",
+    "rsqrt": "T.rsqrt({0})",
+    "recip": "1.0 / ({0})",
+    "silu": "{0} / (1.0 + T.exp(-({0})))",
+    "gelu_tanh": "0.5 * {0} * (1.0 + T.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} * {0} * {0})))",
+    "copy": "{0}",
+}
+_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
+           "max": "T.max({0}, {1})"}
+
+
+def _ident(name: str) -> str:
+    s = re.sub(r"\W", "_", name)
+    if not s or s[0].isdigit():
+        s = "_" + s
+    if keyword.iskeyword(s):
+        s += "_"
+    return s
+
+
+def _atomic(expr: str) -> bool:
+    """A buffer element, a plain number or one call of those: needs no parentheses."""
+    simple = r"[\w\[\], .']+"
+    return bool(re.fullmatch(simple, expr) or re.fullmatch(rf"T\.\w+\({simple}\)", expr))
+
+
+def _size(axis: str) -> str:
+    return f"size_{_ident(axis)}"
+
+
+def _out_dtype(plan: Plan) -> str:
+    """Outputs are written in the graph's input dtype (fp16 for the built-ins)."""
+    written = {s.dst for k in plan.kernels for s in k.statements() if isinstance(s, Store)}
+    ins = [b.dtype for b in plan.globals if b.name not in written and b.dtype != "acc"]
+    return TL_DTYPES.get(ins[0], "float16") if ins else "float16"
+
+
+def _global_dtype(plan: Plan, b: Buffer) -> str:
+    """Python expression for a global buffer's dtype in the generated module."""
+    if b.dtype == "acc":
+        return "DTYPE" if b.name in plan.outputs.values() else "ACCUM_DTYPE"
+    return repr(TL_DTYPES[b.dtype])
+
+
+def _global_kinds(plan: Plan) -> dict[str, str]:
+    """Every global buffer's kind (output, intermediate, input), in one pass over the plan
+    (per buffer, it was quadratic in the kernel count: 8 s on a 1000-kernel chain)."""
+    written = {s.dst for k in plan.kernels for s in k.statements() if isinstance(s, Store)}
+    outs = set(plan.outputs.values())
+    return {b.name: "output" if b.name in outs else "intermediate" if b.name in written else "input"
+            for b in plan.globals}
+
+
+def tile_param_of(plan: Plan, k: Kernel) -> dict[str, str]:
+    """Which tile parameter each tiled / streamed axis of kernel k was built with.
+
+    The plan records block sizes, not their names; this recovers them the way
+    derive.kernels assigns them: the streamed axis uses block_k (block_n for a flash
+    kernel, whose stream is the key axis), the tiled grid axes use block_m then block_n
+    in grid order (block_n alone for a single tiled axis whose size matches only block_n).
+    A block that matches none of the parameters becomes a constant.
+    """
+    recorded = {g.axis: g.param for g in k.grid if g.param}
+    if k.stream and k.stream.param:
+        recorded[k.stream.axis] = k.stream.param
+    if recorded:  # plans record their parameters; the guess below serves older plan JSON
+        return recorded
+    t = plan.tiles or {}
+    out: dict[str, str] = {}
+    if k.stream:
+        order = ("block_k", "block_n", "block_m")
+        if k.stream.block != t.get("block_k") or any(isinstance(s, Gemm) and s.clear for s in k.body):
+            order = ("block_n", "block_k", "block_m")
+        for name in order:
+            if t.get(name) == k.stream.block:
+                out[k.stream.axis] = name
+                break
+    tiled = [g for g in k.grid if g.block > 1]
+    if len(tiled) >= 2:
+        for g, name in zip(tiled[-2:], ("block_m", "block_n")):
+            if t.get(name) == g.block:
+                out[g.axis] = name
+    for g in tiled:
+        if g.axis in out:
+            continue
+        for name in ("block_m", "block_n", "block_k"):
+            if t.get(name) == g.block:
+                out[g.axis] = name
+                break
+    return out
+
+
