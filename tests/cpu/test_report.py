@@ -309,3 +309,20 @@ def test_markdown_and_dot_helpers_take_names_literally():
     assert fence("x\n```\ny", "python")[0] == "````python"
     assert text("<b>[x](javascript:1)</b>") == "\\<b\\>\\[x\\](javascript:1)\\</b\\>"
     assert dq('a"b\\N\nc') == '"a\\"b\\\\N c"'
+
+
+def test_a_graph_named_index_does_not_replace_the_index(tmp_path):
+    """index.html / index.md list the reports; a graph named `index` gets its own pages
+    (index.page.*) and the index links to them."""
+    g = architectures.build("matmul", m=8, d=16, n=8).model_copy(update={"name": "index"})
+    src, other = tmp_path / "index.json", tmp_path / "mm.json"
+    src.write_text(g.to_json())
+    other.write_text(g.model_copy(update={"name": "mm"}).to_json())
+    out = tmp_path / "out"
+    assert main(["report", str(src), str(other), "--out", str(out), "--examples", "1"]) == 0
+    assert "leantile reports" in (out / "index.html").read_text()
+    assert "leantile reports" in (out / "index.md").read_text()
+    page = (out / "index.page.html").read_text()
+    assert "index" in page and "leantile reports" not in page
+    assert 'href="index.page.html"' in (out / "index.html").read_text()
+    assert "(index.page.md)" in (out / "index.md").read_text()

@@ -42,7 +42,8 @@ def _summary(r) -> tuple:
 
 def _files_of(name: str) -> list[str]:
     """The files one report may have in the folder."""
-    return [f"{name}.html", f"{name}.md", f"{name}.graph.svg", f"{name}.bench.png"]
+    stem = md.page_stem(name)
+    return [f"{stem}.html", f"{stem}.md", f"{stem}.graph.svg", f"{stem}.bench.png"]
 
 
 def _entry(e) -> tuple | None:
@@ -88,7 +89,7 @@ def _carry_over(out: Path, stage: Path, skip: set[str]) -> list[tuple]:
 
 def _with_page(entries: list[tuple], out: Path, fmt: str) -> list[tuple]:
     """The entries whose page in this format is in the folder."""
-    return [e for e in entries if under(out, f"{e[0]}.{fmt}").is_file()]
+    return [e for e in entries if under(out, f"{md.page_stem(e[0])}.{fmt}").is_file()]
 
 
 def copy_katex(out: Path) -> None:
@@ -131,15 +132,15 @@ def write_reports(sources, out="build/reports", formats=FORMATS, examples: int =
         for r in reports:
             chart = html.chart_for(r)
             if "html" in formats:
-                written.append(_write(stage, f"{r.name}.html", html.render(r, chart)))
+                written.append(_write(stage, f"{md.page_stem(r.name)}.html", html.render(r, chart)))
             if "md" in formats:
-                graph_file = f"{r.name}.graph.svg"
+                graph_file = f"{md.page_stem(r.name)}.graph.svg"
                 written.append(_write(stage, graph_file, r.graph_svg))
                 chart_file = None
                 if chart:
-                    chart_file = f"{r.name}.bench.png"
+                    chart_file = f"{md.page_stem(r.name)}.bench.png"
                     written.append(_write(stage, chart_file, chart))
-                written.append(_write(stage, f"{r.name}.md", md.render(r, graph_file, chart_file)))
+                written.append(_write(stage, f"{md.page_stem(r.name)}.md", md.render(r, graph_file, chart_file)))
         every = sorted(earlier + [_summary(r) for r in reports])
         _write(stage, "reports.json", json.dumps({"schema": INDEX_SCHEMA, "entries": every}, indent=1) + "\n")
         html_pages, md_pages = _with_page(every, stage, "html"), _with_page(every, stage, "md")

@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 from . import bench
 from .collect import Report
+from .md import page_stem
 
 KATEX = "katex"  # folder next to the pages
 HIGHLIGHT_MAX = 100_000  # characters: longer sources are shown plain (pygments takes ~30 s per MB)
@@ -172,7 +173,7 @@ def _bench(r: Report, chart: bytes | None) -> str:
 
 def index(entries) -> str:
     """entries: [(name, chosen, steps, proof summary, evidence ok)]"""
-    rows = [(f'<a href="{esc(quote(n))}.html">{esc(n)}</a>', f"<code>{esc(c)}</code>", esc(str(k)), esc(p),
+    rows = [(f'<a href="{esc(quote(page_stem(n)))}.html">{esc(n)}</a>', f"<code>{esc(c)}</code>", esc(str(k)), esc(p),
              '<span class="ok">pass</span>' if ok else '<span class="bad">FAIL</span>') for n, c, k, p, ok in entries]
     body = ("<h1>leantile reports</h1><p class=note>One page per architecture: its Lean source and graph, "
             "each derivation step with its theorem, proof status, numeric evidence, the emitted TileLang "

@@ -11,6 +11,15 @@ from urllib.parse import quote
 
 from .collect import Report
 
+INDEX = "index"  # index.html / index.md list every report in the folder
+
+
+def page_stem(name: str) -> str:
+    """The file stem of a graph's pages: its name, except for a graph named `index`, whose
+    pages would be the index itself (`index.page.html`; no identifier holds a dot, so this
+    stem can be no other graph's)."""
+    return f"{name}.page" if name == INDEX else name
+
 _SPECIAL = re.compile(r"([\\`*_\[\]<>&$~#!])")  # | is escaped by _table
 
 
@@ -105,6 +114,6 @@ def render(r: Report, graph_file: str, chart_file: str | None) -> str:
 
 
 def index(entries) -> str:
-    rows = [(f"[{text(n)}]({quote(n)}.md)", code(c), k, text(p), "pass" if ok else "FAIL") for n, c, k, p, ok in entries]
+    rows = [(f"[{text(n)}]({quote(page_stem(n))}.md)", code(c), k, text(p), "pass" if ok else "FAIL") for n, c, k, p, ok in entries]
     return "\n".join(["# leantile reports", "",
                       _table(("architecture", "derivation shown", "steps", "proof status", "numeric check"), rows), ""])
