@@ -188,7 +188,7 @@ def _report(res, gpu: str | None, out: Path, args, db):
         try:
             from .plot import plot_history
 
-            print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms)}")
+            print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms, gpu or None)}")
         except ImportError:
             print("plot: matplotlib is not installed", file=sys.stderr)
         except (DBError, OSError) as e:

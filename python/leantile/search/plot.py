@@ -8,7 +8,10 @@ from pathlib import Path
 from .db import SearchDB
 
 
-def plot_history(db: SearchDB, workload: str, out: str | Path, target_ms: float | None = None) -> Path:
+def plot_history(db: SearchDB, workload: str, out: str | Path, target_ms: float | None = None,
+                 measurer: str | None = None) -> Path:
+    """measurer: draw only the rows of this measurer ("fake" or a GPU model): a fake run and a
+    GPU run of the same workload are different histories."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -17,7 +20,7 @@ def plot_history(db: SearchDB, workload: str, out: str | Path, target_ms: float 
     fig, ax = plt.subplots(figsize=(7, 4))
     runs = sorted({r for w, r in db.runs() if w == workload})
     for run in runs:
-        rows = db.rows(workload, run)
+        rows = db.rows(workload, run, measurer)
         best, xs, ys = math.inf, [], []
         for i, r in enumerate(rows):
             if r["compile_ok"] and r["verified_ok"] and r["time_ms"] is not None:
@@ -26,7 +29,7 @@ def plot_history(db: SearchDB, workload: str, out: str | Path, target_ms: float 
                 xs.append(i + 1)
                 ys.append(best)
         line, = ax.step(xs, ys, where="post", label=run)
-        for ev in db.events(workload, run):
+        for ev in db.events(workload, run, measurer):
             step = ev.get("global_step")
             if step is None:
                 continue
