@@ -215,13 +215,16 @@ def _assemble(cx: Ctx, picked: list[Option], tiles: dict, name: str) -> Plan:
             stats, norm = K.softmax_row_kernels(cx, s, o.exp2, tiles)
             add(stats, [s.src], [s.mx, s.sm])
             add(norm, [s.src, s.mx, s.sm], [s.div])
+    # A softmax kernel reads its raw scores past the scale it folds in: a GEMM that computes
+    # them must store them too, though its only user (the scale) is fused in its epilogue.
+    read = {i for r in needs.values() for i in r}
     for o in picked:
         c = o.choice
         if c is None:
             continue
         s = c.site
         inside = set(s.matmuls) | set(c.epilogue)
-        stores = [i for i in sorted(inside) if i in outs or any(u not in inside for u in us[i])]
+        stores = [i for i in sorted(inside) if i in outs or i in read or any(u not in inside for u in us[i])]
         reads = {s.base} | {cx.node(m).b for m in s.matmuls}
         reads |= {a for i in c.epilogue for a in cx.node(i).args() if a not in inside and not cx.literal(a)}
         vecs = {p.vec for p in s.peels}
@@ -250,8 +253,8 @@ def _assemble(cx: Ctx, picked: list[Option], tiles: dict, name: str) -> Plan:
     wanted = outs | {i for r in needs.values() for i in r if isinstance(i, int)}
     for n in reversed(g.nodes):
         i = n.id
-        if i not in wanted or i in produced or n.op in ("input", "const", "sizeConst"):
-            continue
+        if i not in wanted or i in produced or n.op == "input" or (cx.literal(i) and i not in outs):
+            continue  # constants are inlined as literals, except where they are an output
         kern = K.node_kernel(cx, i, tiles)
         reads = [a for a in n.args() if not cx.literal(a)]
         add(kern, reads, [i])

@@ -203,7 +203,10 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tup
     P = kb.buf(g.value(sm.exp), x.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
     update, m, l, _ = _online_update(g, kb, sm, xt, P, exp2, row_axes)
     kb.body = [Load(src=g.value(sm.src), dst=xt), *update]
-    kb.epilogue = [Store(src=m, dst=g.value(sm.mx)), Store(src=l, dst=g.value(sm.sm))]
+    # m is the max of the raw scores; the max node's buffer holds its true value max(c x) = c m
+    # (c > 0): it may be a graph output, and the normalising kernel reads it as such
+    true_max = [Map(dst=m, fn="mul", args=(m, f"#{repr(sm.scale)}"))] if sm.scale != 1.0 else []
+    kb.epilogue = [*true_max, Store(src=m, dst=g.value(sm.mx)), Store(src=l, dst=g.value(sm.sm))]
     stats = kb.build()
 
     ax = list(g.node(sm.div).axes)
@@ -215,10 +218,15 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tup
     p = nb.buf(g.value(sm.exp), g.node(sm.exp).axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
     out = nb.buf(g.value(sm.div), g.node(sm.div).axes, "fragment", "acc", sm.div, key=("value", sm.div))
     m_scaled = None
-    if exp2:
+    if exp2:  # mf = c m: exp(c x - mf) = exp2(x c / ln 2 - mf / ln 2)
         m_scaled = nb.buf(f"{mf}_scaled", row_axes, "fragment", "acc", key=("scaled", sm.mx))
-        nb.body.append(Map(dst=m_scaled, fn="mul", args=(mf, f"#{repr(-sm.scale / math.log(2.0))}")))
-    nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
+        nb.body.append(Map(dst=m_scaled, fn="mul", args=(mf, f"#{repr(-1.0 / math.log(2.0))}")))
+        nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
+    elif sm.scale != 1.0:
+        nb.body += [Map(dst=p, fn="mul", args=(xf, f"#{repr(sm.scale)}")), Map(dst=p, fn="sub", args=(p, mf)),
+                    Map(dst=p, fn="exp", args=(p,))]
+    else:
+        nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
     nb.body += [Map(dst=out, fn="div", args=(p, lf)), Store(src=out, dst=g.value(sm.div))]
     return stats, nb.build()
 
@@ -268,9 +276,16 @@ def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: li
         if i in have or g.literal(i) or isinstance(n, ir.Input):
             continue
         if isinstance(n, ir.Reduce) and i in c.expanded:
-            mu = have[expandable_variance(g, n, s.base)]
+            mu_node = expandable_variance(g, n, s.base)
             s1, s2 = stat(()), stat(("square",))
             v = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+            mu_c = g.const_value(mu_node) if g.literal(mu_node) else None
+            if mu_c is not None:  # centred on a constant c: sum x^2 - 2c sum x + n c^2
+                into += [Map(dst=v, fn="fma", args=(s1, f"#{repr(-2.0 * mu_c)}", s2)),
+                         Map(dst=v, fn="add", args=(v, f"#{repr(g.axes[s.axis] * mu_c * mu_c)}"))]
+                have[i] = v
+                continue
+            mu = have[mu_node]
             t = kb.buf(f"{v}_tmp", n.axes, "fragment", "acc", key=("tmp", i))
             into += [Map(dst=t, fn="mul", args=(mu, s1)), Map(dst=t, fn="mul", args=(t, "#-2.0")),
                      Map(dst=v, fn="add", args=(s2, t)), Map(dst=t, fn="square", args=(mu,)),
@@ -407,8 +422,8 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):])) if ax else {}
     kb = KernelBuilder(g.names.user, f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
     have: dict[int, str] = {}
-    args = tuple(_operand(g, a, kb, have) for a in n.args())
+    args = tuple(_operand(g, a, kb, have) for a in n.args()) or (g.literal(i),)  # a constant output
     dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
-    fn = "copy" if n.op == "cast" else n.op
+    fn = "copy" if n.op == "cast" or g.literal(i) else n.op
     kb.body += [Map(dst=dst, fn=fn, args=args), Store(src=dst, dst=g.value(i))]
     return kb.build()

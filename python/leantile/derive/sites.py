@@ -104,6 +104,8 @@ def find_flash(g: Ctx, softmaxes: list[SoftmaxSite]) -> list[FlashSite]:
         q, k = g.node(qk.a), g.node(qk.b)
         if t in q.axes or t not in k.axes:
             continue  # the streamed axis must come from K (one softmax row per query)
+        if not any(a in q.axes and a not in k.axes for a in qk.axes):
+            continue  # no query axis to tile (decode: Q[h, d]): the row softmax serves it
         out.append(FlashSite(qk.id, s, pv.id))
     return out
 
@@ -240,6 +242,21 @@ def epilogue_nodes(g: Ctx, matmuls: list[int]) -> list[int]:
     return fused
 
 
+def depends_on(g: Ctx, i: int, j: int) -> bool:
+    """Whether node i reads node j, directly or not (j < i). Ids are topological, so the
+    walk stops below j: it visits only what lies between the two nodes."""
+    seen, stack = set(), [i]
+    while stack:
+        n = stack.pop()
+        for a in g.node(n).args():
+            if a == j:
+                return True
+            if a > j and a not in seen:
+                seen.add(a)
+                stack.append(a)
+    return False
+
+
 def find_gemms(g: Ctx, claimed: set[int]) -> list[GemmSite]:
     groups: dict[tuple, GemmSite] = {}
     for mm in g.nodes:
@@ -247,7 +264,9 @@ def find_gemms(g: Ctx, claimed: set[int]) -> list[GemmSite]:
             continue
         base, peels = peel_lhs(g, mm)
         key = (base, mm.axis_a, tuple(peels), mm.axes)
-        if key in groups and len(groups[key].matmuls) == 1:
+        # dual_gemm (one loop computes both products) needs both operands ready before the
+        # loop: the second product must not read the first (a weight computed from it)
+        if key in groups and len(groups[key].matmuls) == 1 and not depends_on(g, mm.id, groups[key].matmuls[0]):
             groups[key].matmuls.append(mm.id)
         else:
             groups[key if key not in groups else key + (mm.id,)] = GemmSite([mm.id], base, mm.axis_a, peels)
