@@ -3,12 +3,16 @@ fused region as an output, a weight used twice, clashing axis names, decode atte
 For each class, EVERY candidate derive offers equals leantile.reference in float64 through
 interp, or the rule does not match there (the unfused fallback remains), and every graph
 has at least one candidate."""
+from pathlib import Path
+
 import pytest
 import torch
 
-from leantile import interp, reference
-from leantile.dag import build_graph_with_output, build_graph
-from leantile.derive import candidates, derive
+from leantile import architectures, interp, ir, reference
+from leantile.dag import build_graph, build_graph_with_output
+from leantile.derive import candidates, derive, replay
+from leantile.plan import Load, Store
+from leantile.plan_verify import SMEM_LIMIT, verify
 from plan_checks import rel_err
 
 SIZES = {"m": 5, "k": 7, "n": 6, "j": 4}
@@ -171,3 +175,102 @@ def test_10_input_as_output_and_const_only():
         g.output("same", x)
         g.output("c", g.add(g.const(1.5), g.const(2.0)))
     _check_all(build_graph("in_out", SIZES, body))
+
+
+# -- the plan verifier --------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[2]
+EXPORTS = sorted((REPO / "exports").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.stem)
+def test_every_candidate_of_every_export_verifies(path):
+    g = ir.load(path)
+    for c in candidates(g):
+        assert verify(derive(g, c.name), g) == []
+        assert verify(derive(g, c.name, {"block_m": 16, "block_n": 32, "block_k": 8}), g) == []
+    assert verify(replay(g, g.derivation), g) == []
+
+
+def _plan(name="layernorm_linear_gelu", cand="stats_separate+colsum_precomputed"):
+    g = architectures.build(name, m=64, d=32, n=48)
+    return g, derive(g, cand)
+
+
+def _edit(plan, kernel: int, **fields):
+    ks = list(plan.kernels)
+    ks[kernel] = ks[kernel].model_copy(update=fields)
+    return plan.model_copy(update={"kernels": tuple(ks)})
+
+
+def test_verify_duplicate_kernel_names():
+    g, p = _plan()
+    bad = _edit(p, 1, name=p.kernels[0].name)
+    assert any(f"two kernels named {p.kernels[0].name!r}" in x for x in verify(bad, g))
+
+
+def test_verify_read_before_write():
+    g, p = _plan()
+    gk = p.kernels[-1]
+    assert isinstance(gk.body[0], Load)
+    bad = _edit(p, len(p.kernels) - 1, body=gk.body[1:])  # drop the load of the LHS tile
+    probs = verify(bad, g)
+    assert any(f"reads {gk.body[0].dst!r} before anything writes it" in x for x in probs), probs
+
+
+def test_verify_output_unwritten_and_written_twice():
+    g, p = _plan()
+    gk = p.kernels[-1]
+    out_buf = p.outputs["out"]
+    no_store = _edit(p, len(p.kernels) - 1,
+                     epilogue=tuple(s for s in gk.epilogue if not (isinstance(s, Store) and s.dst == out_buf)))
+    assert any(f"no kernel stores its buffer {out_buf!r}" in x for x in verify(no_store, g))
+    twice = p.model_copy(update={"kernels": (*p.kernels, gk.model_copy(update={"name": "again"}))})
+    assert any(f"global {out_buf} is stored by 2 kernels" in x for x in verify(twice, g))
+
+
+def test_verify_global_read_before_any_kernel_writes_it():
+    g, p = _plan()
+    assert len(p.kernels) == 3  # row stats, column sums, the GEMM reading both
+    bad = p.model_copy(update={"kernels": tuple(reversed(p.kernels))})
+    probs = verify(bad, g)
+    assert any("before any kernel stores it" in x for x in probs), probs
+
+
+def test_verify_buffer_axes_are_plan_axes():
+    g, p = _plan()
+    k = p.kernels[0]
+    b = k.buffers[0]
+    bufs = (b.model_copy(update={"axes": (*b.axes[:-1], "zz")}), *k.buffers[1:])
+    probs = verify(_edit(p, 0, buffers=bufs), g)
+    assert any(f"buffer {b.name} has axis 'zz'" in x for x in probs), probs
+
+
+def test_verify_shared_memory_limit():
+    g, p = _plan("matmul", None)
+    assert verify(p, g) == []
+    big = {"block_m": 1024, "block_n": 1024, "block_k": 256}
+    with pytest.raises(ir.GraphError) as e:
+        derive(g, None, big)
+    msg = str(e.value)
+    assert "shared memory" in msg and "gemm_" in msg and str(SMEM_LIMIT) in msg
+    # a flash kernel of a head dimension of 1024 is 256 KiB of Q tile alone: not offered, the
+    # row softmax is, and every candidate still equals the reference
+    att = architectures.build("attention", h=2, t_q=3, t_kv=5, d_h=1024)
+    names = _check_all(att, (None,))
+    assert "online" not in names and "online_row" in names
+
+
+def test_derive_refuses_a_plan_that_fails_verification(monkeypatch):
+    """A bug in a kernel builder (here: the unfused kernels' stores dropped) is a RuntimeError
+    naming the problem, never a plan that leaves an output unwritten."""
+    from leantile.derive import kernels as K
+    real = K.node_kernel
+
+    def no_store(*a, **kw):
+        k = real(*a, **kw)
+        return k.model_copy(update={"body": tuple(s for s in k.body if not isinstance(s, Store)),
+                                    "epilogue": tuple(s for s in k.epilogue if not isinstance(s, Store))})
+    monkeypatch.setattr(K, "node_kernel", no_store)
+    g = architectures.build("rmsnorm", m=8, d=16, n=8)
+    with pytest.raises(RuntimeError, match="fails verification: .*no kernel stores|before any kernel stores"):
+        derive(g, "unfused")

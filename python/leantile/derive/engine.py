@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .. import ir
 from ..plan import Buffer, Plan
+from ..plan_verify import SMEM_PREFIX, smem_problem, verify
 from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
@@ -85,13 +86,39 @@ def _gemm_options(s: GemmSite) -> list[Option]:
     return out
 
 
-def _options(cx: Ctx) -> list[list[Option]]:
-    """Every site's options, in the order their steps appear in a derivation."""
-    sites = analyse(cx)
-    out = [_online_options(s, "online") for s in sites.flash]
-    out += [_online_options(s, "online_row") for s in sites.rows]
-    out += [_gemm_options(s) for s in sites.gemms if s.peels or len(s.matmuls) > 1 or s.epilogue]
+def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
+    """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
+    s = o.site
+    if isinstance(s, FlashSite):
+        return [K.flash_kernel(cx, s, o.exp2, tiles)]
+    if isinstance(s, SoftmaxSite):
+        return list(K.softmax_row_kernels(cx, s, o.exp2, tiles))
+    out = [K.gemm_kernel(cx, o.choice, tiles, [])]
+    if o.choice.stats == "separate":
+        out.append(K.row_stats_kernel(cx, o.choice, tiles)[0])
     return out
+
+
+def _fits(cx: Ctx, o: Option) -> bool:
+    """Whether option o's kernels fit the target's shared memory at the default tiles (a
+    head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains)."""
+    plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(),
+                tiles=K.DEFAULT_TILES)
+    return all(smem_problem(plan, k) is None for k in _site_kernels(cx, o, K.DEFAULT_TILES))
+
+
+def _options(cx: Ctx) -> list[list[Option]]:
+    """Every site's options, in the order their steps appear in a derivation; options whose
+    kernels exceed shared memory at the default tiles are left out (and sites left without)."""
+    sites = analyse(cx)
+    flash = [[o for o in _online_options(s, "online") if _fits(cx, o)] for s in sites.flash]
+    # a flash site too big for shared memory still has its softmax row
+    rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
+    out = [opts for opts in flash if opts]
+    out += [_online_options(s, "online_row") for s in rows]
+    out += [_gemm_options(s) for s in sites.gemms if s.peels or len(s.matmuls) > 1 or s.epilogue]
+    out = [[o for o in opts if _fits(cx, o)] for opts in out]
+    return [opts for opts in out if opts]
 
 
 # ------------------------------------------------------------------ enumeration
@@ -168,7 +195,15 @@ def _check(options: list[list[Option]], steps) -> list[str]:
 def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, name: str) -> Plan:
     chosen = match([[o.steps for o in opts] for opts in options], steps)
     picked = [opts[j] for opts, j in zip(options, chosen)]
-    return _assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name)
+    plan = _assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name)
+    problems = verify(plan, cx.g)
+    bugs = [p for p in problems if not p.startswith(SMEM_PREFIX)]
+    if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's
+        more = f" (and {len(bugs) - 1} more)" if len(bugs) > 1 else ""
+        raise RuntimeError(f"leantile bug: plan {cx.g.name}/{name} fails verification: {bugs[0]}{more}")
+    if problems:  # too big for the target at these tiles: smaller tiles may fit
+        raise ir.GraphError([f"graph {cx.g.name!r}, candidate {name!r}: {problems[0]}"])
+    return plan
 
 
 def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:

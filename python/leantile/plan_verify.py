@@ -1,0 +1,151 @@
+"""The plan verifier: well-formedness of a Plan against its graph, one line per problem.
+
+    verify(plan, graph) -> [problem]     (empty: the plan is well formed)
+
+It checks what the interpreter and the emitter take for granted:
+  - kernel names are unique;
+  - every on-chip buffer a statement reads was written before it in that kernel (by a load,
+    a fill, a map, a reduce or a gemm), or is a loop-carried state; every buffer a statement
+    names is declared, and loads read / stores write global buffers;
+  - a global buffer a kernel loads is a graph input or was stored by an earlier kernel;
+  - every graph output's global buffer is stored by exactly one kernel (a graph input
+    returned as an output is stored by none), and no global is stored by two kernels;
+  - every buffer axis is an axis of the plan;
+  - the shared memory of each kernel fits the target (SMEM_LIMIT, 227 KiB on sm_90): the sum
+    over its shared buffers of the product of their extents at the plan's tiles (the grid
+    block of a tiled axis, the stream block of the streamed axis and its aliases, else the
+    whole axis) times the bytes of their dtype ('acc' accumulates in f32: 4 bytes).
+
+Problems about shared memory start with SMEM_PREFIX, so that derive can tell a plan too big
+for the target (a user's tile choice, or a candidate not to offer) from a bug.
+"""
+from __future__ import annotations
+
+import math
+
+from . import ir
+from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store
+
+SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
+SMEM_PREFIX = "shared memory"
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4}
+
+
+def extent(plan: Plan, k: Kernel, axis: str) -> int:
+    """The extent of `axis` in an on-chip buffer of kernel k at the plan's tiles."""
+    if k.stream and axis in (k.stream.axis, *k.stream.aliases):
+        return k.stream.block
+    for t in k.grid:
+        if t.axis == axis:
+            return t.block
+    return plan.axes.get(axis, 0)
+
+
+def shared_bytes(plan: Plan, k: Kernel) -> int:
+    """Bytes of shared memory kernel k allocates (see the module docstring)."""
+    return sum(math.prod(extent(plan, k, a) for a in b.axes) * DTYPE_BYTES.get(b.dtype, 4)
+               for b in k.buffers if b.scope == "shared")
+
+
+def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT) -> str | None:
+    used = shared_bytes(plan, k)
+    if used <= limit:
+        return None
+    return (f"{SMEM_PREFIX}: kernel {k.name} needs {used} bytes ({used / 1024:.1f} KiB) of shared memory "
+            f"at tiles {dict(sorted(plan.tiles.items()))}, over the limit of {limit} bytes ({limit // 1024} KiB)")
+
+
+def _reads_writes(s) -> tuple[list[str], list[str]]:
+    """(on-chip buffers read, on-chip buffers written) by one statement."""
+    if isinstance(s, Load):
+        return [], [s.dst]
+    if isinstance(s, Store):
+        return [s.src], []
+    if isinstance(s, Fill):
+        return [], [s.dst]
+    if isinstance(s, Mask):
+        return [s.dst], [s.dst]
+    if isinstance(s, Map):
+        return [a for a in s.args if not a.startswith("#")], [s.dst]
+    if isinstance(s, Reduce):
+        return [s.src, *([s.dst] if s.accumulate else [])], [s.dst]
+    if isinstance(s, Gemm):
+        return [s.a, s.b, *([] if s.clear else [s.acc])], [s.acc]
+    raise TypeError(f"unknown statement {s!r}")
+
+
+def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set[str], out: list[str]):
+    where = f"kernel {k.name}"
+    local = {}
+    for b in k.buffers:
+        if b.scope == "global":
+            continue
+        if b.name in local:
+            out.append(f"{where}: two buffers named {b.name!r}")
+        local[b.name] = b
+        for a in b.axes:
+            if a not in plan.axes:
+                out.append(f"{where}: buffer {b.name} has axis {a!r}, which is no axis of the plan")
+    written = {st.buffer for st in k.states}
+    for st in k.states:
+        if st.buffer not in local:
+            out.append(f"{where}: state {st.buffer!r} is no buffer of the kernel")
+    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
+        for j, s in enumerate(stmts):
+            at = f"{where}: {part}[{j}] ({s.op})"
+            reads, writes = _reads_writes(s)
+            for r in reads:
+                if r not in local:
+                    out.append(f"{at} reads {r!r}, which is no on-chip buffer of the kernel")
+                elif r not in written:
+                    out.append(f"{at} reads {r!r} before anything writes it")
+            for w in writes:
+                if w not in local:
+                    out.append(f"{at} writes {w!r}, which is no on-chip buffer of the kernel")
+                written.add(w)
+            if isinstance(s, Load):
+                if s.src not in globals_:
+                    out.append(f"{at} loads {s.src!r}, which is no global buffer of the plan")
+                elif s.src not in inputs and s.src not in stored:
+                    out.append(f"{at} loads {s.src!r} before any kernel stores it (and it is no graph input)")
+            if isinstance(s, Store) and s.dst not in globals_:
+                out.append(f"{at} stores into {s.dst!r}, which is no global buffer of the plan")
+
+
+def verify(plan: Plan, graph: ir.Graph, smem_limit: int = SMEM_LIMIT) -> list[str]:
+    """Every problem of `plan` (built for `graph`), one line each; [] when well formed."""
+    out: list[str] = []
+    globals_ = {b.name: b for b in plan.globals}
+    inputs = {n.name for n in graph.nodes if isinstance(n, ir.Input)}
+    for b in plan.globals:
+        for a in b.axes:
+            if a not in plan.axes:
+                out.append(f"global {b.name} has axis {a!r}, which is no axis of the plan")
+    names: set[str] = set()
+    stored: set[str] = set()
+    writers: dict[str, list[str]] = {}
+    for k in plan.kernels:
+        if k.name in names:
+            out.append(f"two kernels named {k.name!r}")
+        names.add(k.name)
+        _kernel(plan, k, globals_, stored, inputs, out)
+        for s in k.statements():
+            if isinstance(s, Store):
+                if k.name not in writers.setdefault(s.dst, []):
+                    writers[s.dst].append(k.name)
+                stored.add(s.dst)
+        problem = smem_problem(plan, k, smem_limit)
+        if problem:
+            out.append(problem)
+    for name, w in writers.items():
+        if len(w) > 1:
+            out.append(f"global {name} is stored by {len(w)} kernels ({', '.join(w)})")
+    for o in graph.outputs:
+        buf = plan.outputs.get(o)
+        if buf is None:
+            out.append(f"output {o!r} has no buffer in the plan")
+        elif buf not in globals_:
+            out.append(f"output {o!r}: {buf!r} is no global buffer of the plan")
+        elif buf not in inputs and buf not in writers:
+            out.append(f"output {o!r}: no kernel stores its buffer {buf!r}")
+    return out
