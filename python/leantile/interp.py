@@ -10,7 +10,7 @@ import math
 import torch
 
 from . import ir, reference
-from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store
+from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store, running_maxes
 
 TORCH = reference.TORCH_DTYPES
 
@@ -89,11 +89,13 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
         for s in k.prologue:
             env.exec(s)
         if k.stream:
+            env.running_max = running_maxes(k)
             for j in range(math.ceil(plan.axes[k.stream.axis] / k.stream.block)):
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
                 for s in k.body:
                     env.exec(s)
+            env.running_max = frozenset()
         else:  # no streamed axis: the body runs once per tile
             for s in k.body:
                 env.exec(s)
@@ -102,6 +104,8 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
 
 
 class _Env:
+    running_max: frozenset = frozenset()
+
     def __init__(self, plan, k, tile, mem, local, axes, gaxes):
         self.plan, self.k, self.tile, self.mem, self.local = plan, k, tile, mem, local
         self.axes, self.gaxes = axes, gaxes  # on-chip buffers; global tensors (a separate namespace)
@@ -149,6 +153,13 @@ class _Env:
         want = self.axes[s.dst]
         dt = self.local[s.dst].dtype
         args = [self.value(a, want).to(dt) for a in s.args]
+        if s.fn != "copy":
+            args = [torch.where(torch.isneginf(v), torch.zeros_like(v), v) if a in self.running_max else v
+                    for a, v in zip(s.args, args)]
+        if s.fn == "cast":  # a conversion: to the IR's target dtype if the plan names it, then to dst's
+            (x,) = args
+            self.assign(s.dst, x.to(TORCH[s.dtype]) if s.dtype else x)
+            return
         self.assign(s.dst, FUNCS[s.fn](*args))
 
     def do_reduce(self, s: Reduce):

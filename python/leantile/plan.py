@@ -90,8 +90,11 @@ class Map(_M):
     or a literal '#<decimal>'."""
     op: Literal["map"] = "map"
     dst: str
-    fn: str  # a unary/binary op of the IR, or "copy", "fma" (a*b+c)
+    fn: str  # a unary/binary op of the IR, "cast", or "copy", "fma" (a*b+c)
     args: tuple[str, ...]
+    # for fn "cast": the IR's target dtype, rounded to before the value lands in dst; None
+    # (what derive writes today) = a conversion to dst's own dtype, as a store would do
+    dtype: Optional[str] = None
 
 
 class Reduce(_M):
@@ -135,6 +138,16 @@ class Kernel(_M):
 
     def statements(self):
         return (*self.prologue, *self.body, *self.epilogue)
+
+
+def running_maxes(k: Kernel) -> frozenset[str]:
+    """The streamed running maxima of a kernel (state max from -inf: online softmax's m).
+    While a row has seen only -inf (a masked prefix), m = -inf, and exp(x - m) and the rescale
+    exp(m_old - m) would be exp(-inf + inf) = NaN. As FlashAttention does, the arithmetic of the
+    stream body reads such an m as 0 ("no contribution yet"): exp(-inf - 0) = 0 for the
+    scores and for the rescale of the (still zero) sums. Copies and max-reductions of m, and
+    everything outside the stream body, see the true m. leantile.interp and leantile.emit both apply it."""
+    return frozenset(st.buffer for st in k.states if st.combine == "max" and st.init == "-inf")
 
 
 class Plan(_M):

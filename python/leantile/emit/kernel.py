@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import math
 
-from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store
+from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store, running_maxes
 from .common import (_BINARY, _UNARY, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, tile_param_of)
 
 class _KernelWriter:
+    running_max: frozenset = frozenset()
+
     def __init__(self, plan: Plan, k: Kernel):
         self.plan, self.k = plan, k
         self.lines: list[str] = []
         self.params = tile_param_of(plan, k)
         self.block = {g.axis: g.block for g in k.grid}
-        if k.stream:
-            self.block[k.stream.axis] = k.stream.block
+        # the streamed axis and its aliases (B's name of a contraction axis) are one axis of the
+        # plan: same block, same tile parameter, same position k (interp._Tile does the same)
+        self.streamed = (k.stream.axis, *k.stream.aliases) if k.stream else ()
+        for a in self.streamed:
+            self.block[a] = k.stream.block
+            if k.stream.axis in self.params:
+                self.params.setdefault(a, self.params[k.stream.axis])
         # globals this kernel touches, in plan order: the prim_func parameters
         used = {s.src for s in k.statements() if isinstance(s, Load)} | \
                {s.dst for s in k.statements() if isinstance(s, Store)}
@@ -65,7 +72,7 @@ class _KernelWriter:
 
     def start(self, axis: str) -> str | None:
         """Python expression for where the current tile starts along an axis (None: 0)."""
-        if self.k.stream and axis == self.k.stream.axis:
+        if axis in self.streamed:
             return f"k * {self.extent(axis)}"
         if axis in self.grid_var:
             return f"{self.grid_var[axis]} * {self.extent(axis)}" if self.block[axis] > 1 else self.grid_var[axis]
@@ -91,7 +98,7 @@ class _KernelWriter:
         idx = []
         for a in g.axes:
             if a in local_axes:
-                v = "k" if self.k.stream and a == self.k.stream.axis else self.grid_var.get(a)
+                v = "k" if a in self.streamed else self.grid_var.get(a)
                 if v is None:
                     idx.append(":")
                 else:
@@ -249,6 +256,9 @@ class _KernelWriter:
                     r = self.ref(a, axes, loop, mirror[a])
                 if self.tl_dtype(self.local[a]) != dt:  # interp converts args to the dst dtype first
                     r = f"T.cast({r}, {self.dtype_expr(dst)})"
+                if a in self.running_max and s.fn != "copy":  # FlashAttention's guard: m = -inf reads as 0
+                    r = (f"T.if_then_else({r} == -T.infinity({self.dtype_expr(dst)}), "
+                         f"T.cast(0, {self.dtype_expr(dst)}), {r})")
                 vals.append(r)
             if s.fn in _UNARY and len(vals) == 1:
                 v = vals[0]
@@ -257,6 +267,11 @@ class _KernelWriter:
                 expr = _UNARY[s.fn].format(v)
             elif s.fn in _BINARY and len(vals) == 2:
                 expr = _BINARY[s.fn].format(*[v if _atomic(v) else f"({v})" for v in vals])
+            elif s.fn == "cast" and len(vals) == 1:  # a conversion: the assignment converts to dst's dtype
+                v = vals[0]
+                if s.dtype and TL_DTYPES[s.dtype] != dt:  # round through the IR's target dtype first
+                    v = f"T.cast(T.cast({v}, {TL_DTYPES[s.dtype]!r}), {self.dtype_expr(dst)})"
+                expr = v
             elif s.fn == "fma" and len(vals) == 3:
                 expr = f"{vals[0]} * {vals[1]} + {vals[2]}"
             else:
@@ -442,7 +457,9 @@ class _KernelWriter:
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
             self.emit(f"for k in T.Pipelined(T.ceildiv({_size(st.axis)}, {self.extent(st.axis)}), num_stages={stages}):", d)
+            self.running_max = running_maxes(k)  # read as 0 while -inf (plan.running_maxes)
             self.stmts(k.body, d + 1)
+            self.running_max = frozenset()
             if not k.body:
                 self.emit("pass", d + 1)
         elif k.body:
