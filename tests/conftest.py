@@ -1,5 +1,5 @@
 """Hypothesis profiles: `ci` is repeatable (derandomized, no deadline); `dev` digs deeper.
-Select with HYPOTHESIS_PROFILE (make test uses ci)."""
+`slow` is the issue-13 soundness sweep. Select with HYPOTHESIS_PROFILE (make test uses ci)."""
 import os
 
 import pytest
@@ -12,6 +12,10 @@ settings.register_profile(
 settings.register_profile(
     "dev", deadline=None, max_examples=300,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(  # issue 13's soundness sweep: >= 1000 graphs x every candidate
+    "slow", deadline=None, max_examples=1000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

@@ -107,3 +107,141 @@ def structured_graphs(draw):
     if draw(st.booleans()):
         g.output("gate", a)  # an intermediate of the fused region is also an output
     return g.graph()
+
+
+# ---------------------------------------------------------------------------- issue 13
+# What users build (issue 13): every `user_graphs` example is (graph, classes), `classes` the
+# numbered issue-13 classes whose structure the graph contains, so a test can leave out the
+# classes still open and a report can count failures per class. Structures: computed Q/K/V,
+# decode attention (no query axis), scaled softmax with its statistics as outputs, a norm
+# (layer, rms, centred on a constant) into one or two GEMMs with the weight reused, casts in
+# epilogues, constants as outputs, renamed and clashing contraction axes, dependent GEMMs.
+ALL_CLASSES = frozenset(range(1, 12))
+
+
+def _maybe(draw, cls, allow):
+    """Draw whether to build the structure of issue-13 class `cls` (never when not allowed)."""
+    return cls in allow and draw(st.booleans())
+
+
+@st.composite
+def _user_attention(draw, allow):
+    built = set()
+    decode = _maybe(draw, 6, allow)
+    axes = {"h": draw(st.integers(1, 2)), "t_q": draw(st.integers(1, 5)), "t_kv": draw(st.integers(1, 9)),
+            "d": draw(st.integers(1, 5)), "d_h": draw(st.integers(1, 5))}
+    g = DagM("user_attention", axes)
+    computed = set(draw(st.sets(st.sampled_from("QKV")))) if 5 in allow else set()
+
+    def operand(name, rows):
+        if name not in computed:
+            return g.input(name, ["h", rows, "d_h"] if rows else ["h", "d_h"], "f32")
+        x = g.input(f"X{name}", ["h", rows, "d"] if rows else ["h", "d"], "f32")
+        return g.matmul(x, g.input(f"W{name}", ["d", "d_h"], "f32"), "d", "d")  # name = X W (a projection)
+
+    q = operand("Q", None if decode else "t_q")
+    k, v = operand("K", "t_kv"), operand("V", "t_kv")
+    built |= {5} if computed else set()
+    built |= {6} if decode else set()
+    s = g.matmul(q, k, "d_h", "d_h")
+    if draw(st.booleans()):
+        s = g.div(s, g.sqrt(g.size_const("d_h")))
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph(), frozenset(built)
+
+
+@st.composite
+def _user_softmax(draw, allow):
+    """Softmax of scaled scores (z = x c, x an input or a GEMM), statistics also outputs (2, 3)."""
+    built = set()
+    g = DagM("user_softmax", {"m": draw(st.integers(1, 5)), "k": draw(st.integers(1, 5)), "t": draw(st.integers(1, 9))})
+    gemm = draw(st.booleans())
+    x = g.matmul(g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "t"], "f32"), "k", "k") if gemm \
+        else g.input("X", ["m", "t"], "f32")
+    scaled = draw(st.booleans())
+    z = g.mul(x, g.const(draw(st.sampled_from(["0.5", "2.0", "0.125"])))) if scaled else x
+    m = g.red("max", z, "t")
+    sh = g.sub(z, m)
+    e = g.exp(sh)
+    g.output("out", g.div(e, g.red("sum", e, "t")))
+    stats = [n for n, i in (("mx", m), ("shifted", sh), ("e", e)) if _maybe(draw, 2, allow)]
+    for name, i in (("mx", m), ("shifted", sh), ("e", e)):
+        if name in stats:
+            g.output(name, i)
+    if stats and scaled:
+        built.add(2)
+    if gemm and scaled and _maybe(draw, 3, allow):
+        g.output("scores", z)
+        built.add(3)
+    return g.graph(), frozenset(built)
+
+
+@st.composite
+def _user_norm_gemm(draw, allow):
+    """A norm into one or two GEMMs, the weight possibly reused (1), centred on a constant (7),
+    intermediates as outputs, a cast in the epilogue (8)."""
+    built = set()
+    g = DagM("user_norm", {"m": draw(st.integers(1, 5)), "d": draw(st.integers(1, 9)), "n": draw(st.integers(1, 5))})
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
+    kind = draw(st.sampled_from(["layer_norm", "rms_norm"] + (["centred_const"] if 7 in allow else [])))
+    if kind == "centred_const":
+        var = g.mean_along(g.square(g.sub(x, g.const("0.25"))), "d")
+        h = g.mul(x, g.rsqrt(g.add(var, g.const("1e-05"))))
+        built.add(7)
+    else:
+        h = getattr(g, kind)(x, "d")
+    a = g.matmul(h, w, "d", "d")
+    out = a
+    if draw(st.booleans()):  # dual GEMM
+        same = _maybe(draw, 1, allow)
+        built |= {1} if same else set()
+        b = g.matmul(h, w if same else g.input("U", ["d", "n"], "f32"), "d", "d")
+        out = g.mul(g.silu(a), b)
+    else:
+        out = g.gelu_tanh(out)
+    if _maybe(draw, 8, allow):
+        out = g.silu(g.cast(out, "f32"))
+        built.add(8)
+    g.output("out", out)
+    if draw(st.booleans()):
+        g.output("gate", a)  # an intermediate of the fused region is also an output
+    return g.graph(), frozenset(built)
+
+
+@st.composite
+def _user_gemm(draw, allow):
+    """One GEMM with an epilogue: renamed (11) or clashing (4) contraction axes, a cast (8),
+    a constant output (10), a dependent second GEMM (9)."""
+    built = set()
+    n = draw(st.integers(1, 5))
+    g = DagM("user_gemm", {"m": draw(st.integers(1, 5)), "k": n, "kk": n, "j": n})
+    x = g.input("X", ["m", "k"], "f32")
+    naming = draw(st.sampled_from(["plain"] + [s for c, s in ((11, "renamed"), (4, "clash")) if c in allow]))
+    if naming == "plain":
+        a = g.matmul(x, g.input("W", ["k", "j"], "f32"), "k", "k")
+    elif naming == "renamed":
+        a = g.matmul(x, g.input("W", ["kk", "j"], "f32"), "k", "kk")
+        built.add(11)
+    else:  # W[j, k] contracted over j: its free axis is named like X's contracted axis
+        a = g.matmul(x, g.input("W", ["j", "k"], "f32"), "k", "j")
+        built.add(4)
+    out = g.add(a, g.input("bias", [g.nodes[a].axes[-1]], "f32")) if draw(st.booleans()) else a
+    if _maybe(draw, 8, allow):
+        out = g.cast(g.silu(out), "f32")
+        built.add(8)
+    if naming == "plain" and _maybe(draw, 9, allow):  # second weight W + a depends on the first product
+        w2 = g.add(g.input("W2", ["k", "j"], "f32"), a)  # [k, j, m]: m becomes a batch axis of the GEMM
+        out = g.mul(out, g.matmul(x, w2, "k", "k"))
+        built.add(9)
+    g.output("out", out)
+    if _maybe(draw, 10, allow):
+        g.output("c", g.const("0.5"))
+        built.add(10)
+    return g.graph(), frozenset(built)
+
+
+@st.composite
+def user_graphs(draw, allow=ALL_CLASSES):
+    """(graph, issue-13 classes it contains), building only the classes in `allow`."""
+    maker = draw(st.sampled_from([_user_attention, _user_softmax, _user_norm_gemm, _user_gemm]))
+    return draw(maker(frozenset(allow)))

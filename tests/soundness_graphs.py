@@ -1,0 +1,122 @@
+"""Hand-built graphs of the 11 soundness classes of issue 13 (one small graph each), shared by
+tests/cpu/test_soundness.py and the hypothesis strategies."""
+from __future__ import annotations
+
+from leantile.dag import DagM
+
+
+def layer_norm_weight_twice():
+    """1: layer_norm(X) W used by two GEMMs with the same W."""
+    g = DagM("ln_same_w", {"m": 5, "d": 7, "n": 3})
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
+    h = g.layer_norm(x, "d")
+    a, b = g.matmul(h, w, "d", "d"), g.matmul(h, w, "d", "d")
+    g.output("out", g.mul(g.silu(a), b))
+    return g.graph()
+
+
+def scaled_softmax_stats_out():
+    """2: softmax of z = x * c whose max, shifted scores and exponentials are also outputs."""
+    g = DagM("softmax_stats_out", {"m": 4, "t": 9})
+    x = g.input("X", ["m", "t"], "f32")
+    z = g.mul(x, g.const("0.5"))
+    m = g.red("max", z, "t")
+    sh = g.sub(z, m)
+    e = g.exp(sh)
+    g.output("out", g.div(e, g.red("sum", e, "t")))
+    g.output("mx", m)
+    g.output("shifted", sh)
+    g.output("e", e)
+    return g.graph()
+
+
+def softmax_of_gemm_scaled_out():
+    """3: softmax(X W * 0.5) with the scaled scores also an output (two kernels named gemm_i)."""
+    g = DagM("softmax_gemm", {"m": 4, "k": 5, "t": 6})
+    x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "t"], "f32")
+    z = g.mul(g.matmul(x, w, "k", "k"), g.const("0.5"))
+    g.output("out", g.softmax(z, "t"))
+    g.output("scores", z)
+    return g.graph()
+
+
+def clashing_axis_names():
+    """4: matmul(X[m,k], W[j,k], "k", "j"): B's free axis is named like A's contracted axis."""
+    g = DagM("clash", {"m": 4, "k": 5, "j": 5})
+    x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["j", "k"], "f32")
+    g.output("out", g.matmul(x, w, "k", "j"))
+    return g.graph()
+
+
+def attention_computed_q():
+    """5: flash attention whose Q is a projection Q = X Wq."""
+    g = DagM("attn_proj", {"h": 2, "t_q": 3, "t_kv": 7, "d": 4, "d_h": 3})
+    x = g.input("X", ["h", "t_q", "d"], "f32")
+    wq = g.input("Wq", ["d", "d_h"], "f32")
+    k, v = g.input("K", ["h", "t_kv", "d_h"], "f32"), g.input("V", ["h", "t_kv", "d_h"], "f32")
+    q = g.matmul(x, wq, "d", "d")
+    s = g.matmul(q, k, "d_h", "d_h")
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
+def decode_attention():
+    """6: one query per head, Q[h, d_h] (decode)."""
+    g = DagM("decode", {"h": 2, "t_kv": 7, "d_h": 3})
+    q = g.input("Q", ["h", "d_h"], "f32")
+    k, v = g.input("K", ["h", "t_kv", "d_h"], "f32"), g.input("V", ["h", "t_kv", "d_h"], "f32")
+    s = g.matmul(q, k, "d_h", "d_h")
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
+def norm_centred_on_const():
+    """7: a norm centred on a constant, sum((x - c)^2), under a pulled-out scale, into a GEMM."""
+    g = DagM("norm_const", {"m": 4, "d": 6, "n": 3})
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
+    c = g.sub(x, g.const("0.25"))
+    var = g.mean_along(g.square(c), "d")
+    r = g.rsqrt(g.add(var, g.const("1e-05")))
+    g.output("out", g.matmul(g.mul(x, r), w, "d", "d"))
+    return g.graph()
+
+
+def cast_in_epilogue():
+    """8: cast (f32 target) in a fused GEMM epilogue."""
+    g = DagM("cast_epi", {"m": 4, "k": 5, "n": 3})
+    x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "n"], "f32")
+    g.output("out", g.silu(g.cast(g.matmul(x, w, "k", "k"), "f32")))
+    return g.graph()
+
+
+def dependent_dual_gemm():
+    """9: a dual GEMM whose second weight depends on the first product."""
+    g = DagM("dep_dual", {"m": 4, "k": 4, "n": 4})
+    x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "n"], "f32")
+    a = g.matmul(x, w, "k", "k")  # [m, n]; m and k have one size, so a can be a weight over k
+    u = g.matmul(x, g.add(w, a), "k", "k")
+    g.output("out", g.mul(a, u))
+    return g.graph()
+
+
+def const_output():
+    """10: a const node as a graph output."""
+    g = DagM("const_out", {"m": 3, "k": 4})
+    x = g.input("X", ["m", "k"], "f32")
+    c = g.const("0.5")
+    g.output("out", g.mul(x, c))
+    g.output("c", c)
+    return g.graph()
+
+
+def renamed_contraction():
+    """11: a matmul whose two contraction axes have different names."""
+    g = DagM("renamed", {"m": 4, "k": 5, "kk": 5, "n": 3})
+    x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["kk", "n"], "f32")
+    g.output("out", g.matmul(x, w, "k", "kk"))
+    return g.graph()
+
+
+CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
+           4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
+           8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction}
