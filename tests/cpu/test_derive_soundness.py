@@ -102,12 +102,6 @@ def test_3_gemm_epilogue_read_by_a_softmax():
 
 
 # 4. B's free axis has the name of A's contracted axis ------------------------------------------
-# Open: one kernel would need 'k' as both its streamed and a tiled axis, which a plan cannot
-# say (buffers are matched to tiles by axis name); it needs an axis renaming in derive.
-CLASH = pytest.mark.xfail(strict=True, reason="issue 13 #4: axis names clash inside one GEMM kernel")
-
-
-@CLASH
 def test_4_matmul_b_free_axis_named_like_a_contracted_axis():
     def body(g):
         x = g.input("X", ["m", "k"])
@@ -116,13 +110,27 @@ def test_4_matmul_b_free_axis_named_like_a_contracted_axis():
     _check_all(build_graph_with_output("clash", {"m": 5, "k": 4, "j": 4}, body))
 
 
-@CLASH
 def test_4_clash_with_epilogue_and_norm():
     def body(g):
         x = g.input("X", ["m", "k"])
         w = g.input("W", ["j", "k"])
         return g.silu(g.matmul(g.rms_norm(x, "k"), w, "k", "j"))
     _check_all(build_graph_with_output("clash_norm", {"m": 5, "k": 4, "j": 4}, body))
+
+
+def test_4_renaming_keeps_plans_of_graphs_without_a_clash_and_refuses_an_unrenamable_one():
+    from leantile.derive.axes import unclash
+    g = architectures.build("attention")
+    assert unclash(g) is g
+    plan = derive(build_graph_with_output("clash", {"m": 5, "k": 4, "j": 4}, lambda g: g.matmul(
+        g.input("X", ["m", "k"]), g.input("W", ["j", "k"]), "k", "j")))
+    assert plan.global_buffer("X").axes == ("m", "k_1") and plan.axes["k_1"] == 4
+
+    def body(g):  # X's k is contracted and is also the output's k (through the add): one axis
+        x = g.input("X", ["m", "k"])
+        return g.add(g.matmul(x, g.input("W", ["j", "k"]), "k", "j"), x)
+    with pytest.raises(ir.GraphError, match="node 2 \\(matmul\\): axis 'k' is contracted and also kept"):
+        candidates(build_graph_with_output("clash2", {"m": 5, "k": 4, "j": 4}, body))
 
 
 # 6. decode attention: one query per head, Q[h, d] --------------------------------------------

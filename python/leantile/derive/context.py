@@ -18,6 +18,7 @@ import math
 from contextlib import contextmanager
 
 from .. import ir
+from .axes import unclash
 
 _SCALAR_FNS = {
     "neg": lambda x: -x, "square": lambda x: x * x, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
@@ -71,6 +72,7 @@ class Ctx:
     """A graph with its users, names and memoised scalar values and dtypes."""
 
     def __init__(self, g: ir.Graph):
+        g = unclash(g)  # one name, one axis in every kernel (axes.py); most graphs: g itself
         self.g = g
         self.nodes = g.nodes
         self.axes = g.axes
