@@ -245,3 +245,12 @@ def user_graphs(draw, allow=ALL_CLASSES):
     """(graph, issue-13 classes it contains), building only the classes in `allow`."""
     maker = draw(st.sampled_from([_user_attention, _user_softmax, _user_norm_gemm, _user_gemm]))
     return draw(maker(frozenset(allow)))
+
+
+@st.composite
+def masked_softmax_graphs(draw):
+    """A row softmax of an input X[m, t] (scaled or not, statistics possibly outputs) and a
+    prefix length per row: the tests set X[:, :prefix] = -inf (a masked prefix, issue 13)."""
+    g, _ = draw(_user_softmax(ALL_CLASSES).filter(lambda gc: gc[0].node(0).axes == ("m", "t")))
+    t = g.axes["t"]
+    return g, [draw(st.integers(0, t - 1)) for _ in range(g.axes["m"])]  # every row keeps a finite score

@@ -21,7 +21,7 @@ import evaluator as ev
 import soundness_graphs as sg
 from leantile import interp
 from leantile.derive import candidates, derive
-from strategies import ALL_CLASSES, user_graphs
+from strategies import ALL_CLASSES, masked_softmax_graphs, user_graphs
 
 TOL = 1e-9
 
@@ -208,6 +208,25 @@ def test_user_graphs_every_candidate_equals_evaluator(gc, tiles, seed):
     the profile's (ci 40; slow 1000)."""
     g, _classes = gc
     check_all(g, (None, tiles), seed)
+
+
+@given(masked_softmax_graphs(), RANDOM_TILES, st.integers(0, 2**31 - 1))
+def test_masked_prefix_softmax_graphs_equal_evaluator(gp, tiles, seed):
+    """Random masked prefixes (-inf) under every candidate: outputs equal the evaluator where it
+    is finite and are the same infinity where it is not (shifted scores of masked positions)."""
+    g, prefix = gp
+    inputs = ev.random_inputs(g, seed)
+    for row, p in enumerate(prefix):
+        inputs["X"][row, :p] = -math.inf
+    ref = ev.evaluate(g, inputs)
+    for c in candidates(g):
+        for t in (None, tiles):
+            out = interp.run(derive(g, c.name, t), inputs, dtype=torch.float64)
+            for name, r in ref.items():
+                o = out[name]
+                fin = torch.isfinite(r)
+                assert torch.equal(fin, torch.isfinite(o)) and torch.equal(o[~fin], r[~fin]), f"{c.name} {t}: {name}"
+                assert ev.rel_err(o[fin], r[fin]) <= TOL, f"{c.name} {t}: {name}"
 
 
 @pytest.mark.gpu
