@@ -133,6 +133,21 @@ def test_4_renaming_keeps_plans_of_graphs_without_a_clash_and_refuses_an_unrenam
         candidates(build_graph_with_output("clash2", {"m": 5, "k": 4, "j": 4}, body))
 
 
+@pytest.mark.parametrize("also", ["max", "exp", "sum", "scores"])
+def test_2_scaled_attention_with_intermediate_outputs(also):
+    def body(g):
+        q = g.input("Q", ["h", "s", "d"])
+        k = g.input("K", ["h", "t", "d"])
+        v = g.input("V", ["h", "t", "e"])
+        z = g.mul(g.matmul(q, k, "d", "d"), g.const(0.25))
+        mx = g.red("max", z, "t")
+        e = g.exp(g.sub(z, mx))
+        sm = g.red("sum", e, "t")
+        g.output("o", g.matmul(g.div(e, sm), v, "t", "t"))
+        g.output("extra", {"max": mx, "exp": e, "sum": sm, "scores": z}[also])
+    _check_all(build_graph(f"att_{also}", {"h": 2, "s": 3, "d": 4, "t": 9, "e": 5}, body))
+
+
 # 6. decode attention: one query per head, Q[h, d] --------------------------------------------
 def test_6_decode_attention():
     def body(g):
