@@ -97,4 +97,34 @@ def derivationOf (name : String) : List Step :=
   | "softmax_row" => softmaxRowDerivation
   | _ => []
 
+/-- A finer citation for a rule's step: the exact form `claim` that the step relies on in
+the graph and the theorem that states that form. The rule table above (and the exported
+steps, which must equal Python's byte for byte) keep citing the rule's main theorem; these
+entries name the companion theorems that match the graph more closely. -/
+structure Citation where
+  rule : String
+  claim : String
+  thm : String
+  deriving Repr, Inhabited
+
+/-- Companion theorems (issue 13 hardening):
+
+* `scale_pullout`: RMSNorm/LayerNorm build `mul(x, r)` with the row scale SECOND, so the
+  pulled-out sum is `Σ_k (x_k · r) · w_k`; `scale_pullout_right` states exactly that form
+  (`scale_pullout` states `Σ_k (r · x_k) · w_k`).
+* `online_softmax`: the kernel's output is `o / l`, and the claim that it equals the
+  softmax-weighted sum of the values is `online_softmax_ratio`; `online_softmax_fold` gives
+  the final state (l, o) itself.
+
+Not exported (the JSON layout is shared with Python); `stepCitation` looks an entry up. -/
+def stepCitations : List Citation :=
+  [ { rule := "scale_pullout", claim := "matmul(mul(x, r), w): sum_k (x_k * r) * w_k = r * sum_k x_k * w_k",
+      thm := "LeanTile.scale_pullout_right" }
+  , { rule := "online_softmax", claim := "o / l = softmax(s) . v (whatever the running max)",
+      thm := "LeanTile.online_softmax_ratio" } ]
+
+/-- The companion theorems cited for `rule` (empty when the main theorem is the whole story). -/
+def stepCitation (rule : String) : List String :=
+  (stepCitations.filter (fun c => c.rule == rule)).map (·.thm)
+
 end LeanTile

@@ -191,3 +191,14 @@ def test_exporter_refuses_the_names_the_validator_refuses():
     assert all(x in names for x in ("g.name", "g.axes", "g.outputs", ".input name"))
     main = (LEAN / "Main.lean").read_text()
     assert "Export.badNames g" in main and main.index("Export.badNames") < main.index("IO.FS.writeFile")
+
+
+def test_companion_citations_are_stated_in_rule_files():
+    """Derivation.lean's `stepCitations` (not exported) name theorems that exist."""
+    text = (LEAN / "LeanTile" / "Derivation.lean").read_text()
+    block = text.split("def stepCitations", 1)[1].split("\ndef ", 1)[0]
+    cited = re.findall(r'thm := "LeanTile\.(\w+)"', block)
+    assert set(cited) >= {"scale_pullout_right", "online_softmax_ratio"}
+    rules = "\n".join(_strip_comments(p.read_text()) for p in (LEAN / "LeanTile" / "Rules").glob("*.lean"))
+    for short in cited:
+        assert re.search(rf"^theorem {re.escape(short)}\b", rules, flags=re.M), short

@@ -24,6 +24,15 @@ theorem list_sum_range (g : ℕ → ℝ) (n : ℕ) :
       | (rw [List.range_succ, List.map_append, list_sum_append, ih, Finset.sum_range_succ] <;>
           simp only [List.map_cons, List.map_nil, List.sum_cons, List.sum_nil, add_zero]) <;> done
       | simp [List.range_succ, list_sum_append, ih, Finset.sum_range_succ]
+      -- Branches without `List.range_succ` (issue 13 hardening; unchecked, no toolchain here).
+      -- (a) Mathlib's `List.sum_range_succ` (additive form of `List.prod_range_succ`, stated
+      --     with `n.succ`; `exact` accepts it up to `n.succ ≡ n + 1`).
+      | (rw [Finset.sum_range_succ, ← ih]; exact List.sum_range_succ g n)
+      -- (b) No list-range lemma at all: `Finset.range n` is the multiset `↑(List.range n)` by
+      --     definition, so the Finset sum is the list sum (`Multiset.coe_range`,
+      --     `Multiset.map_coe`, `Multiset.sum_coe`).
+      | (show ((List.range (n + 1)).map g).sum = ((Multiset.range (n + 1)).map g).sum
+         rw [← Multiset.coe_range, Multiset.map_coe, Multiset.sum_coe])
 
 /-- Summing over a flattened list of tiles is summing the tile sums. -/
 theorem sum_flatten_map (f : ℕ → ℝ) (L : List (List ℕ)) :

@@ -21,5 +21,14 @@ theorem sum_sq_sub_const {ι : Type} (s : Finset ι) (μ : ℝ) (x : ι → ℝ)
         Finset.mul_sum]; done)
     | (simp only [Finset.sum_add_distrib, Finset.sum_sub_distrib, Finset.sum_const, nsmul_eq_mul,
         ← Finset.mul_sum] <;> ring)
+    -- Branches without `nsmul_eq_mul` (issue 13 hardening; unchecked, no toolchain here):
+    -- (a) count the `μ ^ 2` terms as `Σ_{k ∈ s} 1` instead of `s.card • μ ^ 2`.
+    | (rw [Finset.sum_add_distrib, Finset.sum_sub_distrib, ← Finset.mul_sum,
+        Finset.card_eq_sum_ones, Nat.cast_sum, Finset.sum_mul]
+       simp only [Nat.cast_one, one_mul]
+       done)
+    -- (b) let the default simp set turn `Finset.sum_const` into a product, whatever the
+    --     nsmul/cast lemma is called in the pinned Mathlib.
+    | (simp [Finset.sum_add_distrib, Finset.sum_sub_distrib, ← Finset.mul_sum] <;> ring)
 
 end LeanTile
