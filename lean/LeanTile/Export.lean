@@ -113,7 +113,7 @@ reports; an identifier is safe in all of them. `Char.isAlpha` / `isAlphanum` are
 def isIdent (s : String) : Bool :=
   match s.toList with
   | [] => false
-  | c :: cs => (c.isAlpha || c == '_') && cs.all (fun d => d.isAlphanum || d == '_') && s.length ≤ 64
+  | c :: cs => (c.isAlpha || c == '_') && cs.all (fun d => d.isAlphanum || d == '_') && decide (s.length ≤ 64)
 
 /-- Every name in the graph: its own, its axes', its inputs' and its outputs'. -/
 def graphNames (g : Graph) : List String :=
