@@ -5,9 +5,7 @@ attention, scaled softmax statistics as outputs, norms into GEMMs with a reused 
 casts, constant outputs, renamed and clashing contraction axes, dependent GEMMs.
 
 One explicit test per numbered class of issue 13 (each failed before the issue-13 fixes: 8, 11
-and the masked online softmax in interp/emit, the others in derive). A class whose cause lies
-in derive/ and that fails is listed in KNOWN_BROKEN: its test is xfail(strict=True), so it turns
-into a failure when fixed, and the property test's generator leaves it out (not flaky).
+and the masked online softmax in interp/emit, the others in derive).
 `HYPOTHESIS_PROFILE=slow python3 -m pytest tests/cpu/test_soundness.py -k user_graphs` runs the
 property over 1000 graphs.
 """
@@ -15,7 +13,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import evaluator as ev
 import soundness_graphs as sg
@@ -24,11 +22,6 @@ from leantile.derive import candidates, derive
 from strategies import ALL_CLASSES, masked_softmax_graphs, user_graphs
 
 TOL = 1e-9
-
-# Issue-13 classes still failing for a cause in leantile/derive: {class: what fails}. Each one's
-# explicit test gets xfail(strict=True) through _xfail, and the property test's generator leaves
-# it out. Empty: every class passes (class 4, the last, was fixed in derive while this was written).
-KNOWN_BROKEN: dict[int, str] = {}
 
 RANDOM_TILES = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]),
                                       "block_n": st.sampled_from([1, 2, 3, 5, 8]),
@@ -61,50 +54,21 @@ def check_all(g, tiles_list, seed: int) -> int:
 
 
 # ------------------------------------------------------------------ one test per issue-13 class
-def _xfail(cls):
-    return pytest.mark.xfail(strict=True, reason=f"issue 13 class {cls}: {KNOWN_BROKEN[cls]}, fix in derive")
+# the issue's classes whose graph needs no extra assertion: every candidate equals the evaluator
+PLAIN_CLASSES = {1: sg.layer_norm_weight_twice, 2: sg.scaled_softmax_stats_out, 3: sg.softmax_of_gemm_scaled_out,
+                 4: sg.clashing_axis_names, 5: sg.attention_computed_q, 6: sg.decode_attention,
+                 7: sg.norm_centred_on_const, 9: sg.dependent_dual_gemm, 10: sg.const_output}
 
 
-def test_class1_layer_norm_weight_used_twice():
-    check_all(sg.layer_norm_weight_twice(), FIXED_TILES, seed=1)
-
-
-def test_class2_scaled_softmax_statistics_as_outputs():
-    check_all(sg.scaled_softmax_stats_out(), FIXED_TILES, seed=2)
-
-
-def test_class3_softmax_of_scaled_gemm_scores_as_output():
-    check_all(sg.softmax_of_gemm_scaled_out(), FIXED_TILES, seed=3)
-
-
-def test_class4_clashing_axis_names():
-    check_all(sg.clashing_axis_names(), FIXED_TILES, seed=4)
-
-
-def test_class5_attention_with_computed_q():
-    check_all(sg.attention_computed_q(), FIXED_TILES, seed=5)
-
-
-def test_class6_decode_attention():
-    check_all(sg.decode_attention(), FIXED_TILES, seed=6)
-
-
-def test_class7_norm_centred_on_constant():
-    check_all(sg.norm_centred_on_const(), FIXED_TILES, seed=7)
+@pytest.mark.parametrize("cls", sorted(PLAIN_CLASSES))
+def test_issue13_class(cls):
+    check_all(PLAIN_CLASSES[cls](), FIXED_TILES, seed=cls)
 
 
 def test_class8_cast_in_fused_epilogue():
     g = sg.cast_in_epilogue()
     assert any(c.name != "unfused" for c in candidates(g))  # the cast really sits in a fused epilogue
     check_all(g, FIXED_TILES, seed=8)
-
-
-def test_class9_dual_gemm_with_dependent_weight():
-    check_all(sg.dependent_dual_gemm(), FIXED_TILES, seed=9)
-
-
-def test_class10_const_output():
-    check_all(sg.const_output(), FIXED_TILES, seed=10)
 
 
 def test_class11_renamed_contraction_axes():
@@ -201,9 +165,9 @@ def test_online_softmax_guard_is_emitted():
 
 
 # ------------------------------------------------------------------ the property
-@given(user_graphs(allow=ALL_CLASSES - set(KNOWN_BROKEN)), RANDOM_TILES, st.integers(0, 2**31 - 1))
+@given(user_graphs(allow=ALL_CLASSES), RANDOM_TILES, st.integers(0, 2**31 - 1))
 def test_user_graphs_every_candidate_equals_evaluator(gc, tiles, seed):
-    """Generated graphs (classes in KNOWN_BROKEN left out), every candidate, default and random
+    """Generated graphs of every class, every candidate, default and random
     tiles (blocks of 1 and blocks that do not divide the axes), fresh random inputs. Examples:
     the profile's (ci 40; slow 1000)."""
     g, _classes = gc
