@@ -91,12 +91,17 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
 def load_json(path) -> ir.Graph:
     """A graph file, valid as `leantile validate` means it: schema, semantics, and the
     derivation it carries (replayed step by step), every problem one line naming the file."""
+    return _checked_derivation(ir.load(path), path)
+
+
+def _checked_derivation(g: ir.Graph, where) -> ir.Graph:
+    """g, unless the derivation it carries is not one derive would write for it (every
+    source is checked here, once, so no command checks again)."""
     from .derive import check_derivation
 
-    g = ir.load(path)
     problems = check_derivation(g) if g.derivation else []
     if problems:
-        raise ir.GraphError([f"{path}: {p}" for p in problems])
+        raise ir.GraphError([f"{where}: {p}" for p in problems])
     return g
 
 
@@ -110,7 +115,7 @@ def load_source(spec: str, sizes: dict | None = None) -> ir.Graph:
             raise ir.GraphError([f"{spec}: --size applies to built-ins and Python sources, not JSON"])
         return g
     if ".py:" in spec:
-        return _from_python(spec, sizes)
+        return _checked_derivation(_from_python(spec, sizes), spec)
     raise ir.GraphError([f"{spec!r}: not a built-in ({', '.join(architectures.NAMES)}), "
                          "a .json file, or module.py:function"])
 

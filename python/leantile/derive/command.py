@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
 from .context import Ctx, gc_paused
-from .engine import Candidate, DerivationError, _candidates, _check, _options, _pick, _replay
+from .engine import Candidate, _candidates, _options, _pick, _replay
 from .rules import rule
 
 _FORMATS: dict[tuple[str, type], str] = {}
@@ -55,11 +55,9 @@ def _derive(args) -> int:
     cx = Ctx(g)
     options = _options(cx)
     cands = _candidates(options)
-    if g.derivation:  # the file carries its derivation (Lean's): it must be one derive would produce
-        problems = _check(options, g.derivation)
-        if problems:
-            raise DerivationError(problems[0])
-    if g.derivation and not args.candidate:  # ... and is replayed unless a candidate is asked for
+    # a carried derivation (Lean's export) was checked at load (sources.load_source): it is one
+    # derive would produce; it is replayed unless a candidate is asked for
+    if g.derivation and not args.candidate:
         chosen = Candidate("exported", tuple(g.derivation), "the derivation in the file")
     else:
         chosen = _pick(g, cands, args.candidate)
