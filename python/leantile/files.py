@@ -76,14 +76,15 @@ def _bad_out(flag: str, out, why: str):
     return GraphError([f"{flag} {shown}: {why}"])
 
 
-def _read_only(p: Path) -> bool:
-    """Not writable by us, or marked read-only by its owner (root writes anywhere, but a folder
-    the user made read-only is not ours to fill)."""
+def read_only(p: Path) -> bool:
+    """A file or folder not writable by us, or marked read-only by its owner (root writes
+    anywhere, but what the user made read-only is not ours to change)."""
     try:
         mode = p.stat().st_mode
     except OSError:
         return True
-    return not os.access(p, os.W_OK | os.X_OK) or not mode & stat.S_IWUSR
+    need = os.W_OK | (os.X_OK if stat.S_ISDIR(mode) else 0)  # a folder must also be enterable
+    return not os.access(p, need) or not mode & stat.S_IWUSR
 
 
 def check_out_dir(out, flag: str = "--out") -> Path:
@@ -104,14 +105,14 @@ def check_out_dir(out, flag: str = "--out") -> Path:
         if p.exists():
             if not p.is_dir():
                 raise _bad_out(flag, out, "exists and is not a folder")
-            if _read_only(p) or not os.access(p, os.R_OK):
+            if read_only(p) or not os.access(p, os.R_OK):
                 raise _bad_out(flag, out, "folder is read-only")
         anc = p.parent
         while not anc.exists() and anc.parent != anc:
             anc = anc.parent
         if not anc.is_dir():
             raise _bad_out(flag, out, f"is under {anc}, which is not a folder")
-        if _read_only(anc):
+        if read_only(anc):
             raise _bad_out(flag, out, f"cannot write in {anc} (read-only)")
     except OSError as e:  # a folder on the way we may not even look into
         raise _bad_out(flag, out, f"cannot use it ({e.strerror or e})") from None

@@ -462,4 +462,4 @@ def test_cli_fake_never_writes_the_shipped_tuned_folder(tmp_path, capsys, monkey
     (tmp_path / "a_file").write_text("x")
     rc, out, err = cli(fake_args(tmp_path, "--out", str(tmp_path / "a_file" / "t")), capsys)
     assert rc == 1
-    one_error(err, "--out", "a_file is a file")
+    one_error(err, "--out", "a_file, which is not a folder")

@@ -142,22 +142,14 @@ def _check_out(out: Path, fake: bool) -> Path:
     """--out: a folder (or one to create) that can hold tuned files; --fake never writes the shipped one."""
     from ..tuned import tuned_dir
 
-    if "\x00" in str(out):
-        raise GraphError([f"--out {str(out)!r}: a path cannot contain a NUL character"])
+    from ..files import check_out_dir
+
+    check_out_dir(out, "--out")  # NUL, a file, under a file, read-only: one line
     if fake:
         shipped = {tuned_dir().resolve(), (Path(__file__).resolve().parents[3] / "benchmarks" / "tuned").resolve()}
         if out.resolve() in shipped:
             raise GraphError([f"--out {out}: the shipped tuned folder; --fake results never go there "
                               f"(default {FAKE_OUT})"])
-    from .db import read_only
-
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise GraphError([f"--out {out}: {p} is a file, not a folder"])
-            if read_only(p):
-                raise GraphError([f"--out {out}: {p} is read-only"])
-            break
     return out
 
 

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
-import stat
 import time
 from pathlib import Path
 
+from ..files import read_only
 from .space import Point
 from .workers import Measurement
 
@@ -212,16 +211,6 @@ class SearchDB:
         with self._guard("cannot be read: "):
             return list(self.con.execute("SELECT measurer, COUNT(*) FROM measurements GROUP BY measurer "
                                          "ORDER BY COUNT(*) DESC, measurer"))
-
-
-def read_only(p: Path) -> bool:
-    """Not writable by us, or marked read-only by its owner (root may write anywhere, but a
-    file or folder its user made read-only is not for a search to change)."""
-    try:
-        mode = p.stat().st_mode
-    except OSError:
-        return True
-    return not os.access(p, os.W_OK) or not mode & stat.S_IWUSR
 
 
 def _explain(e: sqlite3.Error) -> str:
