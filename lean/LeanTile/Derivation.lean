@@ -8,7 +8,7 @@ The steps of each built-in are the default derivation of the Python rule engine
 (`leantile.derive.engine`), written out here so that `lake exe leantile-export` writes
 the same bytes as `leantile export`; a test fails when the two lists drift. A step:
 
-    { rule := "online_softmax", thm := "LeanTile.online_softmax_fold",
+    { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio",
       sites := [4, 5, 6, 7, 8], params := [("axis", .str "t_kv")] }
 
 Field names: `theorem` and `at` are Lean keywords, so the structure calls them `thm`
@@ -36,11 +36,11 @@ structure Step where
 def ruleTheorems : List (String × String) :=
   [ ("fuse_elementwise", "LeanTile.fuse_elementwise_eval")
   , ("softmax_shift", "LeanTile.softmax_shift_invariant")
-  , ("online_softmax", "LeanTile.online_softmax_fold")
+  , ("online_softmax", "LeanTile.online_softmax_ratio")
   , ("exp_to_exp2", "LeanTile.exp_eq_exp2_mul_log2e")
-  , ("scale_pullout", "LeanTile.scale_pullout")
+  , ("scale_pullout", "LeanTile.scale_pullout_right")
   , ("mean_pullout", "LeanTile.mean_pullout")
-  , ("variance_expand", "LeanTile.sum_sq_sub_const")
+  , ("variance_expand", "LeanTile.sum_sq_sub_pivot")
   , ("stream_stats", "LeanTile.sum_split_range")
   , ("dual_gemm", "LeanTile.dual_gemm_shared_lhs") ]
 
@@ -48,24 +48,24 @@ def ruleTheorems : List (String × String) :=
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.
 def attentionDerivation : List Step :=
   [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [4, 5], params := [] }
-  , { rule := "online_softmax", thm := "LeanTile.online_softmax_fold", sites := [3, 4, 5, 6, 7, 8, 9], params := [("axis", .str "t_kv")] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [3, 4, 5, 6, 7, 8, 9], params := [("axis", .str "t_kv")] }
   , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [6], params := [] } ]
 def swigluDerivation : List Step :=
   [ { rule := "dual_gemm", thm := "LeanTile.dual_gemm_shared_lhs", sites := [3, 5], params := [] }
   , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [4, 6], params := [] } ]
 def matmulDerivation : List Step := []
 def rmsnormDerivation : List Step :=
-  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout", sites := [9, 10], params := [] }
+  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout_right", sites := [9, 10], params := [] }
   , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [3], params := [("mode", .str "separate")] } ]
 def rmsnormMlpDerivation : List Step :=
-  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout", sites := [10, 11, 12], params := [] }
+  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout_right", sites := [10, 11, 12], params := [] }
   , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [4], params := [("mode", .str "separate")] }
   , { rule := "dual_gemm", thm := "LeanTile.dual_gemm_shared_lhs", sites := [11, 12], params := [] }
   , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [13], params := [] } ]
 def layernormLinearGeluDerivation : List Step :=
-  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout", sites := [14, 15], params := [] }
+  [ { rule := "scale_pullout", thm := "LeanTile.scale_pullout_right", sites := [14, 15], params := [] }
   , { rule := "mean_pullout", thm := "LeanTile.mean_pullout", sites := [6, 15], params := [("colsum", .str "streamed")] }
-  , { rule := "variance_expand", thm := "LeanTile.sum_sq_sub_const", sites := [8], params := [] }
+  , { rule := "variance_expand", thm := "LeanTile.sum_sq_sub_pivot", sites := [8], params := [] }
   , { rule := "stream_stats", thm := "LeanTile.sum_split_range", sites := [3, 8], params := [("mode", .str "fused")] }
   , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [16, 17], params := [] } ]
 
@@ -76,11 +76,11 @@ def gegluDerivation : List Step :=
   , { rule := "fuse_elementwise", thm := "LeanTile.fuse_elementwise_eval", sites := [4, 6], params := [] } ]
 def attentionScaledDerivation : List Step :=
   [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [7, 8], params := [] }
-  , { rule := "online_softmax", thm := "LeanTile.online_softmax_fold", sites := [3, 6, 7, 8, 9, 10, 11, 12], params := [("axis", .str "t_kv")] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [3, 6, 7, 8, 9, 10, 11, 12], params := [("axis", .str "t_kv")] }
   , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [9], params := [] } ]
 def softmaxRowDerivation : List Step :=
   [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [1, 2], params := [] }
-  , { rule := "online_softmax", thm := "LeanTile.online_softmax_fold", sites := [1, 2, 3, 4, 5], params := [("axis", .str "cols")] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [1, 2, 3, 4, 5], params := [("axis", .str "cols")] }
   , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [3], params := [] } ]
 
 /-- The derivation exported with architecture `name` (`[]` for an unknown name). -/
@@ -107,21 +107,20 @@ structure Citation where
   thm : String
   deriving Repr, Inhabited
 
-/-- Companion theorems (issue 13 hardening):
+/-- Companion theorems: what the cited theorem rests on, or its other orientation.
 
-* `scale_pullout`: RMSNorm/LayerNorm build `mul(x, r)` with the row scale SECOND, so the
-  pulled-out sum is `Σ_k (x_k · r) · w_k`; `scale_pullout_right` states exactly that form
-  (`scale_pullout` states `Σ_k (r · x_k) · w_k`).
-* `online_softmax`: the kernel's output is `o / l`, and the claim that it equals the
-  softmax-weighted sum of the values is `online_softmax_ratio`; `online_softmax_fold` gives
-  the final state (l, o) itself.
+* `scale_pullout` cites `scale_pullout_right`: RMSNorm/LayerNorm build `mul(x, r)` with the
+  row scale SECOND, so the pulled-out sum is `Σ_k (x_k · r) · w_k`; `scale_pullout` states the
+  scale-first form `Σ_k (r · x_k) · w_k`.
+* `online_softmax` cites `online_softmax_ratio` (the kernel's output o / l is the
+  softmax-weighted sum of the values); `online_softmax_fold` gives the final state (l, o).
 
 Not exported (the JSON layout is shared with Python); `stepCitation` looks an entry up. -/
 def stepCitations : List Citation :=
-  [ { rule := "scale_pullout", claim := "matmul(mul(x, r), w): sum_k (x_k * r) * w_k = r * sum_k x_k * w_k",
-      thm := "LeanTile.scale_pullout_right" }
-  , { rule := "online_softmax", claim := "o / l = softmax(s) . v (whatever the running max)",
-      thm := "LeanTile.online_softmax_ratio" } ]
+  [ { rule := "scale_pullout", claim := "matmul(mul(r, x), w): sum_k (r * x_k) * w_k = r * sum_k x_k * w_k",
+      thm := "LeanTile.scale_pullout" }
+  , { rule := "online_softmax", claim := "the final state: l = sum exp(s - m), o = sum exp(s - m) v",
+      thm := "LeanTile.online_softmax_fold" } ]
 
 /-- The companion theorems cited for `rule` (empty when the main theorem is the whole story). -/
 def stepCitation (rule : String) : List String :=

@@ -17,11 +17,11 @@ import LeanTile.Rules.TiledAttention
 |---|---|---|
 | fuse_elementwise | `LeanTile.fuse_elementwise_eval` | Rules/FuseElementwise.lean |
 | softmax_shift | `LeanTile.softmax_shift_invariant` | Rules/SoftmaxShift.lean |
-| online_softmax | `LeanTile.online_softmax_fold`, `LeanTile.online_softmax_ratio` | Rules/OnlineSoftmax.lean |
+| online_softmax | `LeanTile.online_softmax_ratio` (resting on `LeanTile.online_softmax_fold`) | Rules/OnlineSoftmax.lean |
 | exp_to_exp2 | `LeanTile.exp_eq_exp2_mul_log2e` | Rules/ExpToExp2.lean |
-| scale_pullout | `LeanTile.scale_pullout` | Rules/ScalePullout.lean |
+| scale_pullout | `LeanTile.scale_pullout_right` (and `LeanTile.scale_pullout`, the scale first) | Rules/ScalePullout.lean |
 | mean_pullout | `LeanTile.mean_pullout` | Rules/MeanPullout.lean |
-| variance_expand | `LeanTile.sum_sq_sub_const` | Rules/VarianceExpand.lean |
+| variance_expand | `LeanTile.sum_sq_sub_pivot` | Rules/VarianceExpand.lean |
 | stream_stats | `LeanTile.sum_split_range` | Rules/StreamStats.lean |
 | dual_gemm | `LeanTile.dual_gemm_shared_lhs` | Rules/DualGemm.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |

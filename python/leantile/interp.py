@@ -10,7 +10,7 @@ import math
 import torch
 
 from . import ir, reference
-from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store, running_maxes
+from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, running_maxes
 
 TORCH = reference.TORCH_DTYPES
 
@@ -149,6 +149,13 @@ class _Env:
         n = self.tile.valid(s.axis)
         t.narrow(d, n, t.shape[d] - n).fill_(_literal(s.value))
 
+    def do_pivot(self, s: Pivot):
+        if self.tile.start[s.axis] != 0:  # only the stream's first block sets it
+            return
+        axes = self.axes[s.src]
+        first = self.local[s.src].select(axes.index(s.axis), 0)
+        self.assign(s.dst, reference.align(first, tuple(a for a in axes if a != s.axis), self.axes[s.dst]))
+
     def do_map(self, s: Map):
         want = self.axes[s.dst]
         dt = self.local[s.dst].dtype
@@ -164,7 +171,9 @@ class _Env:
 
     def do_reduce(self, s: Reduce):
         axes = self.axes[s.src]
-        t = self.local[s.src].clone()
+        # in the destination's dtype, as the kernel does (a float16 tile is cast to float32
+        # before it is summed: summed in float16, the column sums of W lose 3 digits)
+        t = self.local[s.src].to(self.local[s.dst].dtype, copy=True)
         d = axes.index(s.axis)
         n = self.tile.valid(s.axis)
         t.narrow(d, n, t.shape[d] - n).fill_(0.0 if s.kind == "sum" else -math.inf)

@@ -31,18 +31,20 @@ from pathlib import Path
 CITED_THEOREMS: dict[str, str] = {
     "fuse_elementwise": "LeanTile.fuse_elementwise_eval",
     "softmax_shift": "LeanTile.softmax_shift_invariant",
-    "online_softmax": "LeanTile.online_softmax_fold",
+    "online_softmax": "LeanTile.online_softmax_ratio",
     "exp_to_exp2": "LeanTile.exp_eq_exp2_mul_log2e",
-    "scale_pullout": "LeanTile.scale_pullout",
+    "scale_pullout": "LeanTile.scale_pullout_right",
     "mean_pullout": "LeanTile.mean_pullout",
-    "variance_expand": "LeanTile.sum_sq_sub_const",
+    "variance_expand": "LeanTile.sum_sq_sub_pivot",
     "stream_stats": "LeanTile.sum_split_range",
     "dual_gemm": "LeanTile.dual_gemm_shared_lhs",
 }
 
 # Checked as well, though no rule cites them directly.
 EXTRA_THEOREMS: dict[str, str] = {
-    "online_softmax_ratio": "LeanTile.online_softmax_ratio",
+    "online_softmax_fold": "LeanTile.online_softmax_fold",  # the state (l, o) the ratio rests on
+    "scale_pullout_left": "LeanTile.scale_pullout",  # the scale-first form
+    "sum_sq_sub_const": "LeanTile.sum_sq_sub_const",  # sum_sq_sub_pivot is proven from it
     "end_to_end": "LeanTile.tiled_attention_eq_softmax",
 }
 
@@ -56,8 +58,10 @@ THEOREM_FILES: dict[str, str] = {
     "LeanTile.online_softmax_ratio": f"{RULES_DIR}/OnlineSoftmax.lean",
     "LeanTile.exp_eq_exp2_mul_log2e": f"{RULES_DIR}/ExpToExp2.lean",
     "LeanTile.scale_pullout": f"{RULES_DIR}/ScalePullout.lean",
+    "LeanTile.scale_pullout_right": f"{RULES_DIR}/ScalePullout.lean",
     "LeanTile.mean_pullout": f"{RULES_DIR}/MeanPullout.lean",
     "LeanTile.sum_sq_sub_const": f"{RULES_DIR}/VarianceExpand.lean",
+    "LeanTile.sum_sq_sub_pivot": f"{RULES_DIR}/VarianceExpand.lean",
     "LeanTile.sum_split_range": f"{RULES_DIR}/StreamStats.lean",
     "LeanTile.dual_gemm_shared_lhs": f"{RULES_DIR}/DualGemm.lean",
     "LeanTile.tiled_attention_eq_softmax": f"{RULES_DIR}/TiledAttention.lean",

@@ -66,6 +66,9 @@ class Store(_M):
     op: Literal["store"] = "store"
     src: str
     dst: str  # global buffer
+    # through shared memory: one coalesced (TMA) copy instead of per-thread writes of a GEMM
+    # fragment (set by plan_passes.store_staging)
+    staged: bool = False
 
 
 class Fill(_M):
@@ -107,6 +110,19 @@ class Reduce(_M):
     accumulate: bool = False
 
 
+class Pivot(_M):
+    """On the first block of the stream only: dst = src at position 0 of the streamed `axis`
+    (src an on-chip tile of it, dst the same axes less `axis`); later blocks keep dst. A
+    per-row value of the first tile that stays fixed for the whole stream: the pivot p of
+    shifted statistics, sum (x - p) and sum (x - p)^2 (derive.kernels._row_program). Taken
+    from the tile the body loads anyway: a load of its own before the stream costs a global
+    round trip per CTA (measured 4% of a fused LayerNorm -> GEMM kernel on an H100)."""
+    op: Literal["pivot"] = "pivot"
+    dst: str
+    src: str
+    axis: str
+
+
 class Mask(_M):
     """Set positions of dst past the end of `axis` to `value` (-inf before a max/exp)."""
     op: Literal["mask"] = "mask"
@@ -115,7 +131,7 @@ class Mask(_M):
     value: str = "-inf"
 
 
-Stmt = Annotated[Union[Load, Store, Fill, Gemm, Map, Reduce, Mask], Field(discriminator="op")]
+Stmt = Annotated[Union[Load, Store, Fill, Gemm, Map, Reduce, Mask, Pivot], Field(discriminator="op")]
 
 
 class Kernel(_M):
@@ -129,6 +145,12 @@ class Kernel(_M):
     body: tuple[Stmt, ...] = ()
     epilogue: tuple[Stmt, ...] = ()
     threads: int = 256
+    # Code-generation decisions, set by the named passes of leantile.plan_passes (the emitter
+    # spells them, the search reads them; interp ignores them: they do not change values):
+    # "full_row": every warp owns whole rows of the GEMM accumulator (a row reduction or a
+    # second GEMM reads it), which caps threads at 2 * block_m
+    warp_policy: Literal["auto", "full_row"] = "auto"
+    swizzle: bool = False  # rasterise the 2-D grid in panels (T.use_swizzle, tile parameter swizzle)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:

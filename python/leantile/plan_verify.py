@@ -11,6 +11,9 @@ It checks what the interpreter and the emitter take for granted:
   - every graph output's global buffer is stored by exactly one kernel (a graph input
     returned as an output is stored by none), and no global is stored by two kernels;
   - every buffer axis is an axis of the plan;
+  - a pivot is taken in the stream body over the streamed axis; the code-generation fields
+    (plan_passes) fit the kernel: FullRow and swizzle only on GEMM kernels (swizzle with two
+    tiled grid axes), a staged store only from a 2-D fragment;
   - the shared memory of each kernel fits the target (SMEM_LIMIT, 227 KiB on sm_90): the sum
     over its shared buffers of the product of their extents at the plan's tiles (the grid
     block of a tiled axis, the stream block of the streamed axis and its aliases, else the
@@ -24,7 +27,7 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Plan, Reduce, Store
+from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -65,6 +68,8 @@ def _reads_writes(s) -> tuple[list[str], list[str]]:
         return [], [s.dst]
     if isinstance(s, Mask):
         return [s.dst], [s.dst]
+    if isinstance(s, Pivot):
+        return [s.src], [s.dst]
     if isinstance(s, Map):
         return [a for a in s.args if not a.startswith("#")], [s.dst]
     if isinstance(s, Reduce):
@@ -90,6 +95,16 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     for st in k.states:
         if st.buffer not in local:
             out.append(f"{where}: state {st.buffer!r} is no buffer of the kernel")
+    has_gemm = any(isinstance(s, Gemm) for s in k.statements())
+    if k.warp_policy != "auto" and not has_gemm:
+        out.append(f"{where}: warp policy {k.warp_policy!r} on a kernel without a GEMM")
+    if k.swizzle and not (has_gemm and sum(t.block > 1 for t in k.grid) == 2):
+        out.append(f"{where}: swizzle needs a GEMM kernel with two tiled grid axes")
+    for s in k.statements():
+        if isinstance(s, Store) and s.staged and not (s.src in local and local[s.src].scope == "fragment"
+                                                      and len(local[s.src].axes) == 2):
+            out.append(f"{where}: store {s.src}->{s.dst} is staged through shared memory, but {s.src!r} "
+                       "is no 2-D fragment")
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
         for j, s in enumerate(stmts):
             at = f"{where}: {part}[{j}] ({s.op})"
@@ -108,6 +123,13 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
                     out.append(f"{at} loads {s.src!r}, which is no global buffer of the plan")
                 elif s.src not in inputs and s.src not in stored:
                     out.append(f"{at} loads {s.src!r} before any kernel stores it (and it is no graph input)")
+            if isinstance(s, Pivot) and s.src in local and s.dst in local:
+                want = tuple(a for a in local[s.src].axes if a != s.axis)
+                if part != "body" or k.stream is None or s.axis not in (k.stream.axis, *k.stream.aliases) \
+                        or s.axis not in local[s.src].axes or local[s.dst].axes != want:
+                    out.append(f"{at}: a pivot is taken in the stream body, over the streamed axis, from a tile "
+                               f"of it into the same axes less that one ({s.src}{list(local[s.src].axes)} over "
+                               f"{s.axis!r} into {s.dst}{list(local[s.dst].axes)})")
             if isinstance(s, Store) and s.dst not in globals_:
                 out.append(f"{at} stores into {s.dst!r}, which is no global buffer of the plan")
 

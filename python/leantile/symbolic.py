@@ -63,9 +63,12 @@ def check_mean_pullout() -> bool:
 
 
 def check_variance_expand() -> bool:
-    """3 terms: sum (x - mu)^2 = sum x^2 - 2 mu sum x + n mu^2."""
+    """3 terms, any pivot p: sum (x - mu)^2 = sum (x - p)^2 - 2 (mu - p) sum (x - p) + n (mu - p)^2
+    (p = 0 is the unshifted expansion sum x^2 - 2 mu sum x + n mu^2)."""
     xs = [X[0, k] for k in range(3)]
-    rhs = sum(x**2 for x in xs) - 2 * MU[0] * sum(xs) + len(xs) * MU[0] ** 2
+    p = sp.Symbol("p", real=True)
+    d = MU[0] - p
+    rhs = sum((x - p) ** 2 for x in xs) - 2 * d * sum(x - p for x in xs) + len(xs) * d ** 2
     return _zero(sum((x - MU[0]) ** 2 for x in xs) - rhs)
 
 

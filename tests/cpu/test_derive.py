@@ -7,7 +7,7 @@ import pytest
 
 from leantile import architectures, ir
 from leantile.derive import DerivationError, THEOREMS, candidates, default_steps, derive, replay
-from leantile.plan import Gemm, Map, Reduce
+from leantile.plan import Gemm, Map, Pivot, Reduce
 
 
 def kernels(name, candidate=None, **sizes):
@@ -59,8 +59,9 @@ def test_rmsnorm_mlp_dual_gemm_scale_pulled_out_of_both():
 def test_layernorm_linear_gelu_one_gemm_with_moments_and_colsum():
     [k] = kernels("layernorm_linear_gelu")
     reduces = [s for s in k.body if isinstance(s, Reduce)]
-    assert {s.src for s in reduces} >= {"X_shared", "W_shared"}  # sum x, sum x^2 terms, colsum W
-    assert len(reduces) == 3
+    # sum (x - p), sum (x - p)^2 (shifted by the row's first element p, from the first tile), colsum W
+    assert {s.src for s in reduces} == {"X_shifted", "W_shared"} and len(reduces) == 3
+    assert [(s.src, s.axis) for s in k.body if isinstance(s, Pivot)] == [("X_shared", "d")]
     fns = [s.fn for s in k.epilogue if isinstance(s, Map)]
     assert fns[-2:] == ["add", "gelu_tanh"] and "rsqrt" in fns
     pre = kernels("layernorm_linear_gelu", "stats_fused+colsum_precomputed")
@@ -121,7 +122,7 @@ def test_derive_cli_shows_theorems(capsys):
     from leantile.cli import main
     assert main(["derive", "attention"]) == 0
     out = capsys.readouterr().out
-    assert "LeanTile.online_softmax_fold" in out and "kernel flash_9" in out
+    assert "LeanTile.online_softmax_ratio" in out and "kernel flash_9" in out
     assert main(["derive", "rmsnorm", "--candidate", "nope"]) == 1
 
 

@@ -101,7 +101,7 @@ CASES = [  # (graph, mutation, the one line it must give)
     (_att, _set(0, rule="no_such_rule"), _d(0, "no_such_rule", "field 'rule': unknown rule")),
     (_att, _set(1, theorem="LeanTile.made_up"),
      _d(1, "online_softmax", "field 'theorem': cites LeanTile.made_up, but the theorem of online_softmax is "
-                             "LeanTile.online_softmax_fold")),
+                             "LeanTile.online_softmax_ratio")),
     (_att, _set(1, theorem=THEOREMS["dual_gemm"]), _d(1, "online_softmax", "field 'theorem'")),
     (_att, _set(1, at=[3, 4, 5, 6, 7, 8]), _d(1, "online_softmax", r"field 'at'.*\(6 nodes where the site has 7\)")),
     (_att, _set(1, at=[9, 8, 7, 6, 5, 4, 3]), _d(1, "online_softmax", "field 'at'.*same nodes in another order")),

@@ -127,7 +127,7 @@ def cases() -> dict[str, bytes | dict | str]:
     c["bad-graph-ids-out-of-order"] = mutate(mm, setp("nodes.1.id", 5))
     c["bad-graph-duplicate-input"] = mutate(mm, setp("nodes.1.name", "X"))
     # derivations that derive would refuse must be refused by validate too
-    online = {"rule": "online_softmax", "theorem": "LeanTile.online_softmax_fold", "at": [1, 2, 3, 4, 5],
+    online = {"rule": "online_softmax", "theorem": "LeanTile.online_softmax_ratio", "at": [1, 2, 3, 4, 5],
               "params": {"axis": "c"}}
     shift = {"rule": "softmax_shift", "theorem": "LeanTile.softmax_shift_invariant", "at": [1, 2], "params": {}}
     c["bad-deriv-unknown-rule"] = mutate(sm, setp("derivation", [shift, {**online, "rule": "os_system"}]))

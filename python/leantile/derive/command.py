@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
 from .context import Ctx, gc_paused
-from .engine import Candidate, _candidates, _options, _pick, _replay
+from .engine import Candidate, _candidates, _options, _pick, _replay, refusal_lines
 from .rules import rule
 
 _FORMATS: dict[tuple[str, type], str] = {}
@@ -66,6 +66,14 @@ def _derive(args) -> int:
         print(plan.model_dump_json(indent=1))
         return 0
     print(f"graph {g.name}: candidates " + ", ".join(c.name for c in cands))
+    if args.all_candidates:
+        for c in cands:
+            print(f"  offered  {c.name}: {c.summary}")
+        refused = refusal_lines(cx)
+        for line in refused:
+            print(f"  refused  {line}")
+        if not refused:
+            print("  refused  (none: every rule whose pattern appears fires)")
     print(f"derivation ({chosen.name}):")
     for k, s in enumerate(chosen.steps, 1):
         print(f"  {k}. {s.rule:<17} {s.theorem:<36} at {list(s.at)}"
@@ -84,4 +92,7 @@ def register(sub):
     s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
     s.add_argument("--tile", nargs="*", metavar="K=V", help="tile parameters: block_m block_n block_k stages threads")
     s.add_argument("--json", action="store_true", help="print the plan as JSON")
+    s.add_argument("--all-candidates", action="store_true",
+                   help="list every candidate, and every rule that does not fire where its pattern almost "
+                        "matches, with the reason")
     s.set_defaults(fn=cmd_derive)

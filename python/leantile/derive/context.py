@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import math
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from .. import ir
 from .axes import unclash
@@ -68,8 +69,23 @@ class Names:
         return self._extra[key]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A rule that does not fire where its pattern almost matches (a side condition of its
+    lemma fails, or its kernel cannot run on the target): shown by `derive --all-candidates`."""
+    rule: str
+    at: tuple[int, ...]
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} at {list(self.at)}: {self.reason}"
+
+
 class Ctx:
     """A graph with its users, names and memoised scalar values and dtypes."""
+
+    def refuse(self, rule: str, at, reason: str) -> None:
+        self.refused.append(Refusal(rule, tuple(at), reason))
 
     def __init__(self, g: ir.Graph):
         g = unclash(g)  # one name, one axis in every kernel (axes.py); most graphs: g itself
@@ -78,6 +94,7 @@ class Ctx:
         self.axes = g.axes
         self.outputs = g.outputs
         self.users: list[list[int]] = [[] for _ in g.nodes]
+        self.refused: list[Refusal] = []  # filled by the matchers (sites.analyse) and the engine
         self._literal: dict[int, str] = {}  # constants and sizes, as plan literals '#<decimal>'
         for n in g.nodes:
             for a in n.args():

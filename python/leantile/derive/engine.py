@@ -16,7 +16,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .. import ir
+from .. import ir, plan_passes
 from ..plan import Buffer, Plan
 from ..plan_verify import SMEM_PREFIX, smem_problem, verify
 from ..tiles import check_tiles
@@ -104,7 +104,14 @@ def _fits(cx: Ctx, o: Option) -> bool:
     head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains)."""
     plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(),
                 tiles=K.DEFAULT_TILES)
-    return all(smem_problem(plan, k) is None for k in _site_kernels(cx, o, K.DEFAULT_TILES))
+    for k in _site_kernels(cx, o, K.DEFAULT_TILES):
+        problem = smem_problem(plan, k)
+        if problem:
+            online = isinstance(o.site, (FlashSite, SoftmaxSite))
+            cx.refuse("online_softmax" if online else o.steps[0].rule, o.site.nodes if online else o.site.matmuls,
+                      f"option {o.label or 'fused'}: {problem}")
+            return False
+    return True
 
 
 def _options(cx: Ctx) -> list[list[Option]]:
@@ -159,6 +166,26 @@ def candidates(g: ir.Graph) -> list[Candidate]:
         return _candidates(_options(Ctx(g)))
 
 
+def refusals(g: ir.Graph) -> list[str]:
+    """Where a rule's pattern almost matches but the rule does not fire, and why (a side
+    condition of its lemma, or a kernel too big for the target at the default tiles): one
+    line each, in graph order. The candidates derive offers are built without them."""
+    with gc_paused():
+        cx = Ctx(g)
+        _options(cx)
+        return refusal_lines(cx)
+
+
+def refusal_lines(cx: Ctx) -> list[str]:
+    """cx's refusals (after _options(cx)), one line each, without repeats, in graph order."""
+    seen, out = set(), []
+    for r in sorted(cx.refused, key=lambda r: (r.at, r.rule)):
+        if str(r) not in seen:
+            seen.add(str(r))
+            out.append(str(r))
+    return out
+
+
 def default_steps(g: ir.Graph) -> tuple[ir.Step, ...]:
     return candidates(g)[0].steps
 
@@ -195,7 +222,7 @@ def _check(options: list[list[Option]], steps) -> list[str]:
 def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, name: str) -> Plan:
     chosen = match([[o.steps for o in opts] for opts in options], steps)
     picked = [opts[j] for opts, j in zip(options, chosen)]
-    plan = _assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name)
+    plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name))
     problems = verify(plan, cx.g)
     bugs = [p for p in problems if not p.startswith(SMEM_PREFIX)]
     if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's

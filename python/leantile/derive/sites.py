@@ -64,8 +64,12 @@ def find_softmax(g: Ctx) -> list[SoftmaxSite]:
         if not (isinstance(mx, ir.Reduce) and mx.kind == "max" and mx.x == z.id and mx.axis == sm.axis):
             continue
         inner = {z.id: {mx.id, sub.id}, mx.id: {sub.id}, sub.id: {e.id}, e.id: {sm.id, div.id}, sm.id: {div.id}}
-        if any(set(us[i]) != allowed for i, allowed in inner.items()):
-            continue  # an intermediate is used elsewhere: it must be materialised
+        leaks = [i for i, allowed in inner.items() if set(us[i]) != allowed]
+        if leaks:  # an intermediate is used elsewhere: it must be materialised
+            g.refuse("online_softmax", [mx.id, sub.id, e.id, sm.id, div.id],
+                     f"node {leaks[0]} ({g.node(leaks[0]).op}) is also read outside the softmax: the row "
+                     "is computed node by node")
+            continue
         src, scale_node, c = z.id, None, 1.0
         sc = _scaled(g, z)
         if sc and set(us[sc[0]]) == {z.id}:
@@ -102,10 +106,14 @@ def find_flash(g: Ctx, softmaxes: list[SoftmaxSite]) -> list[FlashSite]:
         if not (isinstance(pv, ir.Matmul) and pv.a == s.div and pv.axis_a == t):
             continue
         q, k = g.node(qk.a), g.node(qk.b)
-        if t in q.axes or t not in k.axes:
-            continue  # the streamed axis must come from K (one softmax row per query)
+        if t in q.axes or t not in k.axes:  # the streamed axis must come from K (one softmax row per query)
+            g.refuse("online_softmax", [qk.id, s.div, pv.id], f"flash attention: the softmax axis {t!r} is not "
+                     "K's alone; the softmax row is streamed on its own")
+            continue
         if not any(a in q.axes and a not in k.axes for a in qk.axes):
-            continue  # no query axis to tile (decode: Q[h, d]): the row softmax serves it
+            g.refuse("online_softmax", [qk.id, s.div, pv.id], "flash attention: Q has no query axis to tile "
+                     "(decode, one query): the softmax row is streamed on its own")
+            continue
         out.append(FlashSite(qk.id, s, pv.id))
     return out
 
@@ -269,12 +277,19 @@ def find_gemms(g: Ctx, claimed: set[int]) -> list[GemmSite]:
         if key in groups and len(groups[key].matmuls) == 1 and not depends_on(g, mm.id, groups[key].matmuls[0]):
             groups[key].matmuls.append(mm.id)
         else:
+            if key in groups and len(groups[key].matmuls) == 1:
+                g.refuse("dual_gemm", [groups[key].matmuls[0], mm.id], f"matmul {mm.id} reads matmul "
+                         f"{groups[key].matmuls[0]} (its weight depends on the first product): two loops")
             groups[key if key not in groups else key + (mm.id,)] = GemmSite([mm.id], base, mm.axis_a, peels)
     sites = list(groups.values())
     for s in sites:
         st = stats_of(g, s) if s.peels else None
         if st:
             s.stat_reduces, s.expandable = st
+        elif s.peels:
+            g.refuse("stream_stats", [p.vec for p in s.peels], "the pulled-out row vectors need more than sums "
+                     "of the GEMM's LHS over its contraction axis (another input, another axis or a max): "
+                     "their own kernels compute them")
         s.epilogue = epilogue_nodes(g, s.matmuls)
     return sites
 

@@ -28,7 +28,7 @@ from ..files import under, write_atomic
 from ..plan import Plan
 from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident,  # noqa: F401
                      _out_dtype, _size, tile_param_of)
-from .kernel import _KernelWriter  # noqa: F401  (search.space sizes kernels with it)
+from .kernel import _KernelWriter
 
 __all__ = ["EmitError", "emit_module", "emit_plan_to_dir", "load_module", "tile_param_of"]
 
@@ -174,7 +174,7 @@ def emit_module(plan: Plan) -> str:
     L.append("def get_configs():")
     L.append('    """A short list of tile parameters to tune over (the plan\'s own first)."""')
     L.append("    return [")
-    for c in _configs(plan, used, any(w.full_row for w in writers)):
+    for c in _configs(plan, used, any(k.warp_policy == "full_row" for k in plan.kernels)):
         L.append(f"        {c!r},")
     L.append("    ]")
     L.append("")

@@ -190,9 +190,12 @@ def _variance_expand(g, at, params):
     leaves = Exprs(g)
     x, mu = leaves(sub.a).subs(sp.Symbol(red.axis), k), leaves(sub.b)
     K = size(red.axis)
+    p = sp.Symbol("p")  # the pivot: the row's first element
     before = Sum((x - mu) ** 2, (k, 1, K))
-    after = Sum(x**2, (k, 1, K)) - 2 * mu * Sum(x, (k, 1, K)) + K * mu**2
-    return f"{_out(g, r)} = {tex(before)}", f"{_out(g, r)} = {tex(after)}"
+    after = Sum((x - p) ** 2, (k, 1, K)) - 2 * (mu - p) * Sum(x - p, (k, 1, K)) + K * (mu - p) ** 2
+    pivot = tex(x.subs(k, 1))
+    return (f"{_out(g, r)} = {tex(before)}",
+            f"{_out(g, r)} = {tex(after)}" + r"\quad\text{(} p = %s \text{: the row's first element)}" % pivot)
 
 
 def _stream_stats(g, at, params):
@@ -202,9 +205,9 @@ def _stream_stats(g, at, params):
         red = g.node(r)
         sq = g.node(red.x)
         if isinstance(sq, ir.Unary) and sq.op == "square" and g.node(sq.x).op == "sub":
-            # an expanded variance (variance_expand): the streamed sum is sum x^2
+            # an expanded variance (variance_expand): the streamed sum is sum (x - p)^2
             k = sp.Symbol(red.axis + "'")
-            body = Exprs(g).leaf(g.node(sq.x).a).subs(sp.Symbol(red.axis), k) ** 2
+            body = (Exprs(g).leaf(g.node(sq.x).a).subs(sp.Symbol(red.axis), k) - sp.Symbol("p")) ** 2
             hi, label = size(red.axis), tex(Sum(body, (k, 1, size(red.axis))))
         else:
             full = Exprs(g, inline={r} | _chain(g, red.x))(r)

@@ -124,18 +124,10 @@ def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
     plan = derive(g, cand, dict(DEFAULT_TILES))
     used: set[str] = {"threads"}
     info = CandidateInfo(cand, (), {})
-    try:
-        from ..emit.tilelang import _KernelWriter, tile_param_of
-    except ImportError:  # emitter API moved: fall back to the plan's own records
-        _KernelWriter, tile_param_of = None, None
-    for k in plan.kernels:
-        axis_param: dict[str, str] = {}
-        if tile_param_of is not None:
-            axis_param.update(tile_param_of(plan, k))
-        else:
-            axis_param.update({t.axis: t.param for t in k.grid if t.param})
-            if k.stream and k.stream.param:
-                axis_param[k.stream.axis] = k.stream.param
+    for k in plan.kernels:  # the plan's own records: the tile parameter of every blocked axis
+        axis_param: dict[str, str] = {t.axis: t.param for t in k.grid if t.param}
+        if k.stream and k.stream.param:
+            axis_param[k.stream.axis] = k.stream.param
         if k.stream:
             used.add("stages")
             sp = axis_param.get(k.stream.axis) or k.stream.param
@@ -164,13 +156,7 @@ def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
             (smem if b.scope == "shared" else frag).append(term)
         info.smem.append(smem)
         info.frag.append(frag)
-        if _KernelWriter is not None:
-            try:
-                w = _KernelWriter(plan, k)
-                w.write()
-                info.full_row = info.full_row or bool(w.full_row)
-            except Exception:
-                pass
+        info.full_row = info.full_row or k.warp_policy == "full_row"  # plan_passes.warp_policy
     info.params = tuple(p for p in ORDER if p in used)
     info.defaults = {p: int(DEFAULT_TILES[p]) for p in info.params}
     return info

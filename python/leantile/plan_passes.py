@@ -1,0 +1,76 @@
+"""Named plan passes: the code-generation decisions a kernel's statements imply, recorded in
+the plan so the emitter only spells them and the search reads them from the plan.
+
+    run(plan) -> plan with every pass applied, in PASSES order
+
+Each pass is a function Plan -> Plan that only sets code-generation fields (Kernel.warp_policy,
+Kernel.swizzle, Store.staged): none changes what a kernel computes, which is why
+leantile.interp ignores them. derive runs them before the plan verifier (engine._replay).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .plan import Gemm, Kernel, Plan, Reduce, Store
+
+
+def _gemms(k: Kernel) -> list[Gemm]:
+    return [s for s in k.statements() if isinstance(s, Gemm)]
+
+
+def _on_gemm_kernels(plan: Plan, decide: Callable[[Plan, Kernel], dict]) -> Plan:
+    """Apply decide(plan, k) -> field updates to every kernel with a GEMM (the others have no
+    code-generation choice here); kernels without updates stay the same objects."""
+    kernels, changed = list(plan.kernels), False
+    for j, k in enumerate(kernels):
+        if not _gemms(k):
+            continue
+        update = decide(plan, k)
+        if update:
+            kernels[j] = k.model_copy(update=update)
+            changed = True
+    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
+def warp_policy(plan: Plan) -> Plan:
+    """FullRow where a GEMM accumulator feeds a row reduction (online softmax, row statistics)
+    or a fragment is the A operand of a second GEMM (P V in attention): those need whole rows
+    of the tile in one warp."""
+    def decide(plan, k):
+        rows = any(isinstance(s, Reduce) for s in k.statements())
+        frag_a = any(b.scope == "fragment" for s in _gemms(k) for b in k.buffers if b.name == s.a)
+        return {"warp_policy": "full_row"} if rows or frag_a else {}
+    return _on_gemm_kernels(plan, decide)
+
+
+def store_staging(plan: Plan) -> Plan:
+    """Stage the 2-D fragment stores of GEMM kernels through shared memory: one coalesced
+    (TMA) store instead of scattered per-thread writes (measured 0.056 -> 0.050 ms on a
+    1024x4096x4096 GEMM on the H200)."""
+    def decide(plan, k):
+        frag2 = {b.name for b in k.buffers if b.scope == "fragment" and len(b.axes) == 2}
+
+        def staged(stmts):
+            return tuple(s.model_copy(update={"staged": True}) if isinstance(s, Store) and s.src in frag2 else s
+                         for s in stmts)
+        parts = {p: staged(getattr(k, p)) for p in ("prologue", "body", "epilogue")}
+        return parts if any(parts[p] != getattr(k, p) for p in parts) else {}
+    return _on_gemm_kernels(plan, decide)
+
+
+def swizzle(plan: Plan) -> Plan:
+    """Rasterise GEMM grids with two tiled axes in panels, so neighbouring CTAs share operand
+    tiles in L2; the panel size is the tile parameter `swizzle` (0 turns it off)."""
+    if "swizzle" not in (plan.tiles or {}):
+        return plan
+    return _on_gemm_kernels(plan, lambda plan, k: {"swizzle": True} if sum(t.block > 1 for t in k.grid) == 2
+                            else {})
+
+
+PASSES: tuple[Callable[[Plan], Plan], ...] = (warp_policy, store_staging, swizzle)
+
+
+def run(plan: Plan) -> Plan:
+    for p in PASSES:
+        plan = p(plan)
+    return plan

@@ -1,0 +1,52 @@
+"""Issue 13: the emitter's code-generation decisions are plan fields set by named passes
+(leantile.plan_passes); the emitter spells them, the search reads them, the verifier checks
+that they fit the kernel."""
+from leantile import architectures
+from leantile.derive import derive
+from leantile.emit import emit_module
+from leantile.plan import Gemm, Store
+from leantile.plan_verify import verify
+
+
+def _edit(plan, j, **fields):
+    ks = list(plan.kernels)
+    ks[j] = ks[j].model_copy(update=fields)
+    return plan.model_copy(update={"kernels": tuple(ks)})
+
+
+def test_passes_decide_what_the_emitter_spells():
+    att = derive(architectures.build("attention", h=2, t_q=64, t_kv=64, d_h=64))
+    [flash] = att.kernels
+    assert flash.warp_policy == "full_row"  # P V reads a fragment: whole rows per warp
+    src = emit_module(att)
+    assert "GemmWarpPolicy.FullRow" in src
+    mm = derive(architectures.build("matmul", m=256, d=128, n=256))
+    [gemm] = mm.kernels
+    assert gemm.warp_policy == "auto" and gemm.swizzle
+    assert [s.staged for s in gemm.epilogue if isinstance(s, Store)] == [True]
+    src = emit_module(mm)
+    assert "T.use_swizzle" in src and "_out_shared" in src and "FullRow" not in src
+    # the emitter follows the fields, not its own reading of the statements
+    plain = _edit(mm, 0, swizzle=False, epilogue=tuple(s.model_copy(update={"staged": False})
+                                                        if isinstance(s, Store) else s for s in gemm.epilogue))
+    src = emit_module(plain)
+    assert "T.use_swizzle" not in src and "_out_shared" not in src
+
+
+def test_kernels_without_a_gemm_get_no_gemm_decisions():
+    plan = derive(architectures.build("rmsnorm", m=16, d=32, n=16), "unfused")
+    assert any(not any(isinstance(s, Gemm) for s in k.statements()) for k in plan.kernels)
+    for k in plan.kernels:
+        if not any(isinstance(s, Gemm) for s in k.statements()):
+            assert k.warp_policy == "auto" and not k.swizzle
+
+
+def test_verify_rejects_misplaced_codegen_fields():
+    g = architectures.build("rmsnorm", m=16, d=32, n=16)
+    plan = derive(g, "unfused")
+    j = next(j for j, k in enumerate(plan.kernels) if k.name.startswith("reduce_"))  # stores a 1-D row vector
+    k = plan.kernels[j]
+    assert any("without a GEMM" in p for p in verify(_edit(plan, j, warp_policy="full_row"), g))
+    assert any("swizzle needs a GEMM" in p for p in verify(_edit(plan, j, swizzle=True), g))
+    epi = tuple(s.model_copy(update={"staged": True}) if isinstance(s, Store) else s for s in k.epilogue)
+    assert any("is no 2-D fragment" in p for p in verify(_edit(plan, j, epilogue=epi), g))

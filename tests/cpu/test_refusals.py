@@ -1,0 +1,58 @@
+"""Issue 13: `derive --all-candidates` lists every candidate and every rule that does not fire
+where its pattern almost matches, with the reason; what is refused is never offered."""
+import subprocess
+import sys
+
+from leantile import architectures
+from leantile.dag import build_graph
+from leantile.derive import candidates, refusals
+
+
+def _softmax_with_shared_exp():
+    """A softmax whose exponentials are also read by another output: not streamed."""
+    def body(d):
+        x = d.input("X", ["m", "k"])
+        e = d.exp(d.sub(x, d.red("max", x, "k")))
+        d.output("p", d.div(e, d.red("sum", e, "k")))
+        d.output("e2", d.mul(e, e))
+    return build_graph("shared_exp", {"m": 8, "k": 16}, body)
+
+
+def _decode():
+    def body(d):
+        q, k, v = d.input("Q", ["h", "d"]), d.input("K", ["h", "t", "d"]), d.input("V", ["h", "t", "e"])
+        d.output("out", d.matmul(d.softmax(d.matmul(q, k, "d", "d"), "t"), v, "t", "t"))
+    return build_graph("decode", {"h": 2, "d": 16, "t": 40, "e": 16}, body)
+
+
+def _dependent_dual():
+    def body(d):
+        x, w = d.input("X", ["m", "k"]), d.input("W", ["k", "k2"])
+        a = d.matmul(x, w, "k", "k")  # [m, k2]
+        d.output("out", d.matmul(x, d.mul(w, d.red("sum", a, "m")), "k", "k"))
+    return build_graph("dependent", {"m": 8, "k": 16, "k2": 16}, body)
+
+
+def test_each_near_miss_is_refused_with_its_reason_and_not_offered():
+    cases = [(_softmax_with_shared_exp(), "online_softmax", "also read outside the softmax"),
+             (_decode(), "online_softmax", "no query axis to tile"),
+             (_dependent_dual(), "dual_gemm", "its weight depends on the first product"),
+             (architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=1024), "online_softmax", "shared memory")]
+    for g, rule, why in cases:
+        lines = refusals(g)
+        assert any(line.startswith(rule) and why in line for line in lines), (g.name, lines)
+    # a flash kernel over 227 KiB is refused; its softmax row is still offered
+    names = [c.name for c in candidates(cases[-1][0])]
+    assert "online" not in names and "online_row" in names
+
+
+def test_the_builtins_refuse_nothing():
+    for name in architectures.NAMES:
+        assert refusals(architectures.build(name)) == [], name
+
+
+def test_derive_all_candidates_cli():
+    out = subprocess.run([sys.executable, "-m", "leantile", "derive", "attention", "--size", "d_h=1024",
+                          "--all-candidates"], capture_output=True, text=True, check=True).stdout
+    assert "  offered  online_row:" in out and "  offered  unfused:" in out
+    assert "  refused  online_softmax at" in out and "over the limit of 232448 bytes" in out
