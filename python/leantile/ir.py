@@ -271,10 +271,23 @@ def _infer_axes(n, prev: dict[int, tuple[str, ...]], axes: dict[str, int]) -> tu
     return [f"{where}: unknown op"], None  # unreachable: pydantic rejects unknown ops
 
 
+def value_dtype(n, dtypes: dict[int, str], nodes) -> str:
+    """The dtype node n's value has on the GPU (the one rule; derive's Ctx.dtype_of uses it):
+    an input's or a cast's own; else that of its first argument that is not a constant
+    (2 * x has x's dtype); else f32. `dtypes` maps the earlier nodes (a dict or a list)."""
+    if isinstance(n, (Input, Cast)):
+        return n.dtype
+    for a in n.args():
+        if not isinstance(nodes[a], (Const, SizeConst)):
+            return dtypes[a]
+    return "f32"
+
+
 def check(g: Graph) -> list[str]:
     """Semantic validation beyond the JSON shape. Returns one line per problem."""
     problems: list[str] = []
     prev: dict[int, tuple[str, ...]] = {}
+    dtypes: dict[int, str] = {}
     if not g.nodes:
         problems.append("field 'nodes': a graph needs at least one node")
     for pos, n in enumerate(g.nodes):
@@ -305,6 +318,12 @@ def check(g: Graph) -> list[str]:
         if tuple(inferred) != tuple(n.axes):
             problems.append(f"{where}: field 'axes' is {list(n.axes)} but the op gives {list(inferred)}")
             continue
+        dtypes[n.id] = value_dtype(n, dtypes, g.nodes)
+        if isinstance(n, Matmul) and dtypes[n.a] != dtypes[n.b]:
+            # tensor-core GEMMs multiply one dtype (TileLang refuses f16 x bf16 on sm_90)
+            problems.append(f"{where}: operands have different dtypes, {dtypes[n.a]} (node {n.a}) and "
+                            f"{dtypes[n.b]} (node {n.b}); cast one to the other's dtype (op 'cast')")
+            continue
         prev[n.id] = tuple(inferred)
     names = [n.name for n in g.inputs()]
     for name in sorted({x for x in names if names.count(x) > 1}):
@@ -318,6 +337,9 @@ def check(g: Graph) -> list[str]:
         for i in s.at:
             if i >= len(g.nodes):
                 problems.append(f"derivation[{k}] ({s.rule}): field 'at' names missing node {i}")
+    if not problems:  # a contraction that keeps its own axis: no plan can tile and stream it at once
+        from .derive.axes import clash_problems
+        problems += clash_problems(g)
     return problems
 
 

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from leantile import architectures, ir
 
@@ -123,3 +124,58 @@ def test_builder_rejects_unknown_axis():
     g = DagM("t", {"m": 2})
     with pytest.raises(ir.GraphError, match="unknown axis 'q'"):
         g.input("X", ["m", "q"])
+
+
+# A GEMM multiplies one dtype: operands of two dtypes are refused by the IR (they used to pass
+# the IR and interp and fail only in TileLang: "Mixed-dtype GEMM only supports f8f6f4").
+DT = ["f16", "bf16", "f32", "f64"]
+
+
+@settings(max_examples=30)
+@given(st.sampled_from(DT), st.sampled_from(DT), st.booleans())
+def test_matmul_operand_dtypes_must_agree(da, db, cast):
+    from leantile.dag import DagM
+    g = DagM("mixed", {"m": 4, "k": 5, "n": 3})
+    x, w = g.input("X", ["m", "k"], da), g.input("W", ["k", "n"], db)
+    if cast:  # the fix the message suggests: cast one operand to the other's dtype
+        w = g.cast(w, da)
+    g.output("out", g.matmul(g.mul(g.const("2.0"), x), w, "k", "k"))  # 2 * x has x's dtype
+    if da == db or cast:
+        g.graph()
+        return
+    with pytest.raises(ir.GraphError) as e:
+        g.graph()
+    [line] = e.value.problems
+    assert line.startswith("node 4 (matmul): operands have different dtypes") and da in line and db in line
+    assert "cast" in line
+
+
+def test_mixed_dtype_graph_file_is_refused_by_validate(tmp_path):
+    from leantile.cli import main
+    d = doc("matmul", m=4, d=8, n=4)
+    d["nodes"][1]["dtype"] = "bf16"
+    p = tmp_path / "mixed.json"
+    p.write_text(json.dumps(d))
+    assert main(["validate", str(p)]) == 1
+    assert "operands have different dtypes, f16 (node 0) and bf16 (node 1)" in str(problems(d))
+
+
+def test_constant_first_operand_keeps_the_tile_dtype_and_lowers():
+    """2 * x feeding a GEMM has x's dtype: its shared tile is f16 like W's (it was f32, a mixed
+    f32 x f16 GEMM that TileLang refuses)."""
+    pytest.importorskip("tilelang", reason="tilelang not installed")
+    from leantile.dag import DagM
+    from leantile.derive import candidates, derive
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    g = DagM("const_first", {"m": 32, "k": 32, "n": 32})
+    x, w = g.input("X", ["m", "k"]), g.input("W", ["k", "n"])
+    g.output("out", g.matmul(g.mul(g.const("2.0"), x), w, "k", "k"))
+    graph = g.graph()
+    for c in candidates(graph):
+        plan = derive(graph, c.name)
+        for k in plan.kernels:
+            assert {b.dtype for b in k.buffers if b.scope == "shared"} <= {"f16"}, (c.name, k.name)
+        mod = load_module(emit_module(plan), f"const_first_{c.name}")
+        for name, f in mod.build_kernel().items():
+            assert "__global__" in lower_to_cuda(f, arch="sm_90"), name

@@ -13,7 +13,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import event, given, strategies as st
 
 import evaluator as ev
 import soundness_graphs as sg
@@ -169,9 +169,13 @@ def test_online_softmax_guard_is_emitted():
 def test_user_graphs_every_candidate_equals_evaluator(gc, tiles, seed):
     """Generated graphs of every class, every candidate, default and random
     tiles (blocks of 1 and blocks that do not divide the axes), fresh random inputs. Examples:
-    the profile's (ci 40; slow 1000)."""
-    g, _classes = gc
-    check_all(g, (None, tiles), seed)
+    the profile's (ci 40; slow 1000). With --hypothesis-show-statistics the events give the
+    coverage: how often each structure class occurs and how many candidates graphs get."""
+    g, classes = gc
+    for c in sorted(set(classes)):
+        event(f"class {c}")
+    n = check_all(g, (None, tiles), seed)
+    event(f"candidates per graph: {min(n // 2, 6)}{'+' if n // 2 >= 6 else ''}")
 
 
 @given(masked_softmax_graphs(), RANDOM_TILES, st.integers(0, 2**31 - 1))

@@ -48,9 +48,7 @@ def _clashes(g: ir.Graph):
                 yield n, n.b, n.axis_b
 
 
-def unclash(g: ir.Graph) -> ir.Graph:
-    if next(_clashes(g), None) is None:
-        return g
+def _classes(g: ir.Graph) -> _Classes:
     cl = _Classes()
     for n in g.nodes:
         for x in n.axes:
@@ -67,15 +65,38 @@ def unclash(g: ir.Graph) -> ir.Graph:
                 for x in g.nodes[arg].axes:
                     if x in n.axes:
                         cl.join((n.id, x), (arg, x))
+    return cl
+
+
+def clash_problems(g: ir.Graph) -> list[str]:
+    """One line per contraction no renaming can separate: the contracted axis is, through
+    elementwise ops, the same axis as one the matmul keeps (`matmul(X[m, k], W[j, k], "k", "j")
+    + X`: X's k is summed and kept at once). ir.check reports these, so every graph the IR
+    accepts can be renamed apart and derived."""
+    if next(_clashes(g), None) is None:
+        return []
+    cl = _classes(g)
+    out = []
+    for mm, operand, axis in _clashes(g):
+        if cl.find((operand, axis)) == cl.find((mm.id, axis)):
+            out.append(f"node {mm.id} (matmul): axis {axis!r} is contracted and also kept as the same axis "
+                       "(through the ops that share its name); give the two axes different names")
+    return sorted(set(out))
+
+
+def unclash(g: ir.Graph) -> ir.Graph:
+    if next(_clashes(g), None) is None:
+        return g
+    cl = _classes(g)
     rename: dict[tuple, str] = {}  # class root -> its new name
     taken = set(g.axes)
     for mm, operand, axis in _clashes(g):
         root = cl.find((operand, axis))
         if root in rename:
             continue
-        if root == cl.find((mm.id, axis)):
-            raise ir.GraphError([f"node {mm.id} (matmul): axis {axis!r} is contracted and also kept "
-                                 f"as the same axis elsewhere in the graph; give the two axes different names"])
+        if root == cl.find((mm.id, axis)):  # ir.check refuses such graphs (clash_problems)
+            raise RuntimeError(f"leantile bug: node {mm.id} (matmul): axis {axis!r} cannot be renamed apart, "
+                               "but the graph passed validation")
         j = 1
         while f"{axis}_{j}" in taken:
             j += 1

@@ -105,7 +105,7 @@ class Ctx:
                 self._literal[n.id] = f"#{g.axes[n.axis]}"
         self.names = Names(g)
         self._const: dict[int, float | None] = {}
-        self._dtype: dict[int, str] = {}
+        self._dtypes: list[str] = []  # per node, filled on first use (dtype_of)
 
     def node(self, i: int):
         return self.nodes[i]
@@ -146,22 +146,12 @@ class Ctx:
         return memo[i]
 
     def dtype_of(self, i: int) -> str:
-        """The dtype a value has on the GPU: its last cast, else its first input's, else f32."""
-        memo, path = self._dtype, []
-        n = self.nodes[i]
-        while n.id not in memo:
-            if isinstance(n, (ir.Input, ir.Cast)):
-                memo[n.id] = n.dtype
-                break
-            args = n.args()
-            if not args:
-                memo[n.id] = "f32"
-                break
-            path.append(n.id)
-            n = self.nodes[args[0]]
-        for j in path:
-            memo[j] = memo[n.id]
-        return memo[i]
+        """The dtype a value has on the GPU (ir.value_dtype: its cast or input, else its first
+        non-constant argument's, else f32)."""
+        if not self._dtypes:
+            for n in self.nodes:
+                self._dtypes.append(ir.value_dtype(n, self._dtypes, self.nodes))
+        return self._dtypes[i]
 
     def literal(self, i: int) -> str | None:
         """'#<value>' for a constant or an axis size (inlined, never loaded), else None."""
