@@ -3,15 +3,17 @@ the plan so the emitter only spells them and the search reads them from the plan
 
     run(plan) -> plan with every pass applied, in PASSES order
 
-Each pass is a function Plan -> Plan that only sets code-generation fields (Kernel.warp_policy,
-Kernel.swizzle, Store.staged): none changes what a kernel computes, which is why
-leantile.interp ignores them. derive runs them before the plan verifier (engine._replay).
+Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
+code-generation fields (Kernel.warp_policy, Kernel.swizzle, Store.staged, which interp
+ignores) or drops a statement whose effect is already there (a repeated load), so that interp
+runs exactly the statements the emitter prints. derive runs them before the plan verifier
+(engine._replay).
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from .plan import Gemm, Kernel, Plan, Reduce, Store
+from .plan import Gemm, Kernel, Load, Plan, Reduce, Store
 
 
 def _gemms(k: Kernel) -> list[Gemm]:
@@ -67,7 +69,37 @@ def swizzle(plan: Plan) -> Plan:
                             else {})
 
 
-PASSES: tuple[Callable[[Plan], Plan], ...] = (warp_policy, store_staging, swizzle)
+def _without_repeated_loads(stmts: tuple) -> tuple:
+    holds: dict[str, str] = {}  # on-chip buffer -> the global whose tile it holds unchanged
+    out = []
+    for s in stmts:
+        if isinstance(s, Load) and holds.get(s.dst) == s.src:
+            continue
+        written = getattr(s, "acc", None) or getattr(s, "dst", None)
+        if not isinstance(s, Store) and written:
+            holds.pop(written, None)
+        if isinstance(s, Load):
+            holds[s.dst] = s.src
+        out.append(s)
+    return tuple(out) if len(out) != len(stmts) else stmts
+
+
+def drop_repeated_loads(plan: Plan) -> Plan:
+    """A load of the tile a buffer already holds unchanged (x . x loads X twice into one
+    shared buffer, in the same part of the kernel) is dropped: the kernel loads it once."""
+    kernels, changed = list(plan.kernels), False
+    for j, k in enumerate(kernels):
+        loads = [s.dst for s in k.statements() if isinstance(s, Load)]
+        if len(set(loads)) == len(loads):
+            continue  # the common case (10^5 unfused kernels): nothing to look at
+        parts = {p: _without_repeated_loads(getattr(k, p)) for p in ("prologue", "body", "epilogue")}
+        if any(parts[p] is not getattr(k, p) for p in parts):
+            kernels[j] = k.model_copy(update=parts)
+            changed = True
+    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
+PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, warp_policy, store_staging, swizzle)
 
 
 def run(plan: Plan) -> Plan:

@@ -50,3 +50,29 @@ def test_verify_rejects_misplaced_codegen_fields():
     assert any("swizzle needs a GEMM" in p for p in verify(_edit(plan, j, swizzle=True), g))
     epi = tuple(s.model_copy(update={"staged": True}) if isinstance(s, Store) else s for s in k.epilogue)
     assert any("is no 2-D fragment" in p for p in verify(_edit(plan, j, epilogue=epi), g))
+
+
+def test_repeated_load_is_dropped_from_the_plan_interp_runs():
+    """x . x (a matmul of a tensor with itself) loads X's tile into one shared buffer: the plan
+    holds one load per stream block, so interp runs exactly what the emitter prints (the emitter
+    used to skip the second load on its own)."""
+    import torch
+
+    from leantile import interp, reference
+    from leantile.dag import build_graph_with_output
+    from leantile.plan import Load
+    from leantile.plan_passes import drop_repeated_loads
+    def body(d):
+        x = d.input("X", ["m", "k"], "f32")
+        return d.matmul(x, x, "k", "k")  # sum_k x[m, k] x[m, k]: m is a batch axis of the product
+    self_dot = build_graph_with_output("xx", {"m": 5, "k": 7}, body)
+    plan = derive(self_dot, None, {"block_k": 3})
+    [k] = plan.kernels
+    assert [s.src for s in k.body if isinstance(s, Load)] == ["X"]
+    x = reference.random_inputs(self_dot, seed=1)["X"].double()
+    got = interp.run(plan, {"X": x}, dtype=torch.float64)["out"]
+    assert torch.allclose(got, (x * x).sum(1))
+    emit_module(plan)  # the emitter refuses a repeated load, so it was really dropped
+    # the pass itself: a second load of the same tile with nothing in between goes
+    doubled = _edit(plan, 0, body=(k.body[0], *k.body))
+    assert drop_repeated_loads(doubled).kernels[0].body == k.body

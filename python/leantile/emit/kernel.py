@@ -165,9 +165,9 @@ class _KernelWriter:
                 self.maps(group, depth)
                 i += len(group)
                 continue
-            if isinstance(s, Load) and loaded.get(s.dst) == s.src:  # the same tile again (x . x): loaded once
-                i += 1
-                continue
+            if isinstance(s, Load) and loaded.get(s.dst) == s.src:  # plan_passes.drop_repeated_loads removes these
+                raise EmitError(f"kernel {self.k.name}: {s.dst} is loaded from {s.src} twice in a row (the plan "
+                                "passes were not run)")
             written = s.acc if isinstance(s, Gemm) else (None if isinstance(s, Store) else s.dst)
             loaded.pop(written, None)
             self.masked = {key: v for key, v in self.masked.items() if key[0] != written}
