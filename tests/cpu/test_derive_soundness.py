@@ -298,3 +298,20 @@ def test_derive_refuses_a_plan_that_fails_verification(monkeypatch):
     g = architectures.build("rmsnorm", m=8, d=16, n=8)
     with pytest.raises(RuntimeError, match="fails verification: .*no kernel stores|before any kernel stores"):
         derive(g, "unfused")
+
+
+def test_pipelined_tiles_count_once_per_stage():
+    """A tile the stream body loads is multi-buffered (`stages` copies): swiglu at 128x256x64
+    with 3 stages allocates (16 + 32 + 32 KiB) x 3 = 240 KiB (TileLang: 245760 bytes), over the
+    227 KiB an H100/H200 CTA may use, so derive refuses it instead of emitting a kernel that
+    cannot launch; 2 stages fit."""
+    g = architectures.build("swiglu")
+    with pytest.raises(ir.GraphError, match="245760 bytes"):
+        derive(g, "fused", {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 3})
+    assert verify(derive(g, "fused", {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 2}), g) == []
+    # attention with d_h 256 at the default tiles: Q 64 KiB + (K + V) 128 KiB x 2 stages: the
+    # flash kernel cannot launch, the row softmax remains (and the refusal says why)
+    from leantile.derive import refusals
+    att = architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=256)
+    assert "online" not in [c.name for c in candidates(att)]
+    assert any("327680 bytes" in line for line in refusals(att))
