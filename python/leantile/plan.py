@@ -86,6 +86,9 @@ class Gemm(_M):
     axis_a: str
     axis_b: str
     clear: bool = False  # acc = a . b instead of +=
+    # tensor cores (T.gemm) rather than a SIMT loop over the contracted axis: set by
+    # plan_passes.gemm_engine where the tile is a 2-D MMA shape (code generation only)
+    mma: bool = False
 
 
 class Map(_M):

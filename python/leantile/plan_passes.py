@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .plan import Gemm, Kernel, Load, Plan, Reduce, Store
+from .plan_verify import mma_shaped
 
 
 def _gemms(k: Kernel) -> list[Gemm]:
@@ -32,6 +33,17 @@ def _on_gemm_kernels(plan: Plan, decide: Callable[[Plan, Kernel], dict]) -> Plan
             kernels[j] = k.model_copy(update=update)
             changed = True
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
+def gemm_engine(plan: Plan) -> Plan:
+    """Tensor cores (T.gemm) for every contraction of an MMA shape; a SIMT loop for the rest (a
+    tiny head dimension, a size-1 axis, f64)."""
+    def decide(plan, k):
+        parts = {p: tuple(s.model_copy(update={"mma": True}) if isinstance(s, Gemm) and not s.mma
+                          and mma_shaped(plan, k, s) else s for s in getattr(k, p))
+                 for p in ("prologue", "body", "epilogue")}
+        return parts if any(parts[p] != getattr(k, p) for p in parts) else {}
+    return _on_gemm_kernels(plan, decide)
 
 
 def warp_policy(plan: Plan) -> Plan:
@@ -99,7 +111,7 @@ def drop_repeated_loads(plan: Plan) -> Plan:
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
 
 
-PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, warp_policy, store_staging, swizzle)
+PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle)
 
 
 def run(plan: Plan) -> Plan:

@@ -67,6 +67,54 @@ def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT) -> str | None:
             f"at tiles {dict(sorted(plan.tiles.items()))}, over the limit of {limit} bytes ({limit // 1024} KiB)")
 
 
+# smallest tile T.gemm lowers on sm_90 (TileLang 0.1.15): k of an f16 MMA is 16 ("Unsupported
+# k_dim 1/2" below), a warp's m slice is 16 rows, n is a multiple of 8; f64 MMA needs m = 8
+MMA_MIN = {"m": 16, "n": 8, "k": 16}
+WARPS_PREFIX = "warps"  # problems of a tile choice with the threads, like SMEM_PREFIX
+
+
+def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
+    """Whether T.gemm can spell contraction s of kernel k: 2-D tiles, acc = (a's free axis,
+    b's free axis), b in shared memory, acc a fragment, no f64, extents at least MMA_MIN."""
+    local = {b.name: b for b in k.buffers}
+    a, b, c = local[s.a], local[s.b], local[s.acc]
+    if len(a.axes) != 2 or len(b.axes) != 2 or len(c.axes) != 2 or b.scope != "shared" or c.scope != "fragment":
+        return False
+    fa = [x for x in a.axes if x != s.axis_a]
+    fb = [x for x in b.axes if x != s.axis_b]
+    if len(fa) != 1 or len(fb) != 1 or (fa[0], fb[0]) != tuple(c.axes) or "f64" in (a.dtype, b.dtype, c.dtype):
+        return False
+    ext = {"m": extent(plan, k, fa[0]), "n": extent(plan, k, fb[0]), "k": extent(plan, k, s.axis_a)}
+    return all(ext[d] >= lo for d, lo in MMA_MIN.items())
+
+
+def warps_problem(plan: Plan, k: Kernel) -> str | None:
+    """Whether the warps can share every tensor-core GEMM tile M x N of kernel k (TileLang
+    0.1.15, sm_90, both measured by lowering): some m_w x n_w = warps must cover it in
+    16-row by 8-column pieces ("No valid warp partition for T.gemm" otherwise); and where a
+    row of the accumulator is reduced or fed to a second GEMM (online softmax), each warp owns
+    whole rows, n_w = 1 (flash at 64 rows over 8 warps: "Layout infer conflict")."""
+    local = {b.name: b for b in k.buffers}
+    warps = max(1, k.threads // 32)
+    row_owned = {s.src for s in k.statements() if isinstance(s, Reduce)} | \
+        {s.a for s in k.statements() if isinstance(s, Gemm) and s.a in local and local[s.a].scope == "fragment"}
+    for s in k.statements():
+        if not (isinstance(s, Gemm) and s.mma and s.acc in local):
+            continue
+        m, n = (extent(plan, k, a) for a in local[s.acc].axes)
+        rows = k.warp_policy == "full_row" and (s.acc in row_owned or any(
+            isinstance(t, Map) and s.acc in t.args and t.dst in row_owned for t in k.statements()))
+        shapes = [(mw, warps // mw) for mw in range(1, warps + 1) if warps % mw == 0]
+        if rows:
+            shapes = [(warps, 1)]
+        if not any(m % (16 * mw) == 0 and n % (8 * nw) == 0 for mw, nw in shapes):
+            need = "each warp whole rows: threads <= 2 x rows, rows a multiple of 16 x warps" if rows else \
+                "pieces of 16 rows x 8 columns for every warp"
+            return (f"{WARPS_PREFIX}: kernel {k.name}: {k.threads} threads ({warps} warps) cannot share its {m} x {n} "
+                    f"GEMM tile into {s.acc} ({need}); choose other threads or blocks")
+    return None
+
+
 def _reads_writes(s) -> tuple[list[str], list[str]]:
     """(on-chip buffers read, on-chip buffers written) by one statement."""
     if isinstance(s, Load):
@@ -105,6 +153,12 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         if st.buffer not in local:
             out.append(f"{where}: state {st.buffer!r} is no buffer of the kernel")
     has_gemm = any(isinstance(s, Gemm) for s in k.statements())
+    for s in k.statements():
+        if isinstance(s, Gemm) and s.mma and not mma_shaped(plan, k, s):
+            out.append(f"{where}: gemm into {s.acc} is marked for tensor cores but is no 2-D MMA tile shape")
+    warp = warps_problem(plan, k)
+    if warp:
+        out.append(warp)
     if k.warp_policy != "auto" and not has_gemm:
         out.append(f"{where}: warp policy {k.warp_policy!r} on a kernel without a GEMM")
     if k.swizzle and not (has_gemm and sum(t.block > 1 for t in k.grid) == 2):

@@ -211,7 +211,8 @@ def test_every_candidate_of_every_export_verifies(path):
     g = ir.load(path)
     for c in candidates(g):
         assert verify(derive(g, c.name), g) == []
-        assert verify(derive(g, c.name, {"block_m": 16, "block_n": 32, "block_k": 8}), g) == []
+        # 16 x 32 tiles need few threads: 8 warps cannot share them (TileLang: no warp partition)
+        assert verify(derive(g, c.name, {"block_m": 16, "block_n": 32, "block_k": 8, "threads": 32}), g) == []
     assert verify(replay(g, g.derivation), g) == []
 
 

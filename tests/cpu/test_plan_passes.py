@@ -76,3 +76,31 @@ def test_repeated_load_is_dropped_from_the_plan_interp_runs():
     # the pass itself: a second load of the same tile with nothing in between goes
     doubled = _edit(plan, 0, body=(k.body[0], *k.body))
     assert drop_repeated_loads(doubled).kernels[0].body == k.body
+
+
+def test_gemm_engine_and_fullrow_warps_are_plan_decisions():
+    """Tensor cores or a SIMT loop is the plan's choice (Gemm.mma, plan_passes.gemm_engine), and
+    a FullRow kernel whose warps cannot share the 16-row slices of its tile is refused as a tile
+    choice (flash at block_m 64 with 256 threads failed TileLang's layout inference)."""
+    import pytest
+
+    from leantile import ir
+    mm = derive(architectures.build("matmul", m=256, d=128, n=256))
+    assert [s.mma for s in mm.kernels[0].body if isinstance(s, Gemm)] == [True]
+    tiny = derive(architectures.build("matmul", m=8, d=4, n=8), None, {"block_k": 8})  # a k tile of 8 < 16
+    assert [s.mma for s in tiny.kernels[0].body if isinstance(s, Gemm)] == [False]
+    assert "T.gemm(" not in emit_module(tiny) and "T.gemm(" in emit_module(mm)
+    att = architectures.build("attention", h=2, t_q=128, t_kv=128, d_h=64)
+    with pytest.raises(ir.GraphError, match="warps: kernel flash_9: 256 threads .8 warps. cannot share its 64 x 128"):
+        derive(att, "online_exp2", {"block_m": 64, "threads": 256})
+    assert derive(att, "online_exp2", {"block_m": 64, "threads": 128}).kernels[0].threads == 128
+    # a plain GEMM partitions its warps over rows and columns: 64 x 128 over 8 warps lowers
+    ln = architectures.build("layernorm_linear_gelu", m=256, d=128, n=256)
+    derive(ln, "stats_fused+colsum_streamed", {"block_m": 64})
+    with pytest.raises(ir.GraphError, match="warps: kernel gemm_15: 256 threads .8 warps. cannot share its 16 x 32"):
+        derive(ln, "stats_fused+colsum_streamed", {"block_m": 16, "block_n": 32, "block_k": 16})
+    # the verifier catches a GEMM marked for tensor cores that is no MMA shape
+    k = tiny.kernels[0]
+    marked = tuple(s.model_copy(update={"mma": True}) if isinstance(s, Gemm) else s for s in k.body)
+    assert any("marked for tensor cores" in p for p in verify(_edit(tiny, 0, body=marked),
+                                                              architectures.build("matmul", m=8, d=4, n=8)))

@@ -398,30 +398,11 @@ class _KernelWriter:
             self.emit(f"{tmp}[{', '.join(loop[a] for a in src.axes)}] = {val}", d + 1)
         self.emit(f"{fn}({tmp}, {self.lname[s.dst]}, dim={dim}, clear={clear})", depth)
 
-    # smallest tile T.gemm lowers on sm_90 (TileLang 0.1.15): k of an f16 MMA is 16 ("Unsupported
-    # k_dim 1/2" below), a warp's m slice is 16 rows, n is a multiple of 8; f64 MMA needs m = 8
-    MMA_MIN = {"m": 16, "n": 8, "k": 16}
-
-    def tile_extent(self, axis: str) -> int:
-        """The plan's on-chip extent of an axis (its block, or its whole size when not blocked)."""
-        if axis in self.block and self.block[axis] > 1:
-            return self.block[axis]
-        return self.plan.axes[axis]
-
-    def mma_shaped(self, s: Gemm, m: str, n: str) -> bool:
-        """Whether a 2-D tile contraction is one T.gemm can spell; if not (a tiny head dimension,
-        a size-1 axis, f64 operands) the SIMT loop spells the same plan."""
-        if any(self.tl_dtype(self.local[x]) == "float64" for x in (s.a, s.b, s.acc)):
-            return False
-        ext = {"m": self.tile_extent(m), "n": self.tile_extent(n), "k": self.tile_extent(s.axis_a)}
-        return all(ext[d] >= lo for d, lo in self.MMA_MIN.items())
-
     def do_gemm(self, s: Gemm, depth: int):
         a, b, c = self.local[s.a], self.local[s.b], self.local[s.acc]
         fa = [x for x in a.axes if x != s.axis_a]
         fb = [x for x in b.axes if x != s.axis_b]
-        if len(a.axes) != 2 or len(b.axes) != 2 or len(c.axes) != 2 or (fa[0], fb[0]) != tuple(c.axes) \
-                or b.scope != "shared" or c.scope != "fragment" or not self.mma_shaped(s, fa[0], fb[0]):
+        if not s.mma:  # plan_passes.gemm_engine: not an MMA tile shape
             self.gemm_simt(s, depth)
             return
         ta = a.axes.index(s.axis_a) == 0  # a stored (k, m)
