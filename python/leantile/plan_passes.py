@@ -14,7 +14,15 @@ from __future__ import annotations
 from typing import Callable
 
 from .plan import Gemm, Kernel, Load, Plan, Reduce, Store
-from .plan_verify import mma_shaped
+from .plan_verify import mma_shaped, statement_effects
+
+PARTS = ("prologue", "body", "epilogue")
+
+
+def _rewrite(k: Kernel, part_fn: Callable[[tuple], tuple]) -> dict:
+    """{part: part_fn(statements)} for the parts part_fn changes (empty: none)."""
+    parts = {p: part_fn(getattr(k, p)) for p in PARTS}
+    return {p: v for p, v in parts.items() if v != getattr(k, p)}
 
 
 def _gemms(k: Kernel) -> list[Gemm]:
@@ -39,10 +47,8 @@ def gemm_engine(plan: Plan) -> Plan:
     """Tensor cores (T.gemm) for every contraction of an MMA shape; a SIMT loop for the rest (a
     tiny head dimension, a size-1 axis, f64)."""
     def decide(plan, k):
-        parts = {p: tuple(s.model_copy(update={"mma": True}) if isinstance(s, Gemm) and not s.mma
-                          and mma_shaped(plan, k, s) else s for s in getattr(k, p))
-                 for p in ("prologue", "body", "epilogue")}
-        return parts if any(parts[p] != getattr(k, p) for p in parts) else {}
+        return _rewrite(k, lambda stmts: tuple(s.model_copy(update={"mma": True}) if isinstance(s, Gemm)
+                                               and not s.mma and mma_shaped(plan, k, s) else s for s in stmts))
     return _on_gemm_kernels(plan, decide)
 
 
@@ -63,12 +69,8 @@ def store_staging(plan: Plan) -> Plan:
     1024x4096x4096 GEMM on the H200)."""
     def decide(plan, k):
         frag2 = {b.name for b in k.buffers if b.scope == "fragment" and len(b.axes) == 2}
-
-        def staged(stmts):
-            return tuple(s.model_copy(update={"staged": True}) if isinstance(s, Store) and s.src in frag2 else s
-                         for s in stmts)
-        parts = {p: staged(getattr(k, p)) for p in ("prologue", "body", "epilogue")}
-        return parts if any(parts[p] != getattr(k, p) for p in parts) else {}
+        return _rewrite(k, lambda stmts: tuple(s.model_copy(update={"staged": True})
+                                               if isinstance(s, Store) and s.src in frag2 else s for s in stmts))
     return _on_gemm_kernels(plan, decide)
 
 
@@ -87,13 +89,12 @@ def _without_repeated_loads(stmts: tuple) -> tuple:
     for s in stmts:
         if isinstance(s, Load) and holds.get(s.dst) == s.src:
             continue
-        written = getattr(s, "acc", None) or getattr(s, "dst", None)
-        if not isinstance(s, Store) and written:
+        for written in statement_effects(s)[1]:
             holds.pop(written, None)
         if isinstance(s, Load):
             holds[s.dst] = s.src
         out.append(s)
-    return tuple(out) if len(out) != len(stmts) else stmts
+    return tuple(out)
 
 
 def drop_repeated_loads(plan: Plan) -> Plan:
@@ -104,8 +105,8 @@ def drop_repeated_loads(plan: Plan) -> Plan:
         loads = [s.dst for s in k.statements() if isinstance(s, Load)]
         if len(set(loads)) == len(loads):
             continue  # the common case (10^5 unfused kernels): nothing to look at
-        parts = {p: _without_repeated_loads(getattr(k, p)) for p in ("prologue", "body", "epilogue")}
-        if any(parts[p] is not getattr(k, p) for p in parts):
+        parts = _rewrite(k, _without_repeated_loads)
+        if parts:
             kernels[j] = k.model_copy(update=parts)
             changed = True
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan

@@ -20,8 +20,11 @@ It checks what the interpreter and the emitter take for granted:
     whole axis) times the bytes of their dtype ('acc' accumulates in f32: 4 bytes), times the
     pipeline's stages for tiles the stream body loads.
 
-Problems about shared memory start with SMEM_PREFIX, so that derive can tell a plan too big
-for the target (a user's tile choice, or a candidate not to offer) from a bug.
+  - the warps can share every tensor-core GEMM tile (warps_problem).
+
+Problems of shared memory and of warps start with TILE_PROBLEMS' prefixes, so that derive can
+tell a plan that does not fit the target at its tiles (a user's tile choice, or a candidate not
+to offer) from a bug.
 """
 from __future__ import annotations
 
@@ -71,6 +74,7 @@ def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT) -> str | None:
 # k_dim 1/2" below), a warp's m slice is 16 rows, n is a multiple of 8; f64 MMA needs m = 8
 MMA_MIN = {"m": 16, "n": 8, "k": 16}
 WARPS_PREFIX = "warps"  # problems of a tile choice with the threads, like SMEM_PREFIX
+TILE_PROBLEMS = (SMEM_PREFIX, WARPS_PREFIX)
 
 
 def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
@@ -115,7 +119,7 @@ def warps_problem(plan: Plan, k: Kernel) -> str | None:
     return None
 
 
-def _reads_writes(s) -> tuple[list[str], list[str]]:
+def statement_effects(s) -> tuple[list[str], list[str]]:
     """(on-chip buffers read, on-chip buffers written) by one statement."""
     if isinstance(s, Load):
         return [], [s.dst]
@@ -171,7 +175,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
         for j, s in enumerate(stmts):
             at = f"{where}: {part}[{j}] ({s.op})"
-            reads, writes = _reads_writes(s)
+            reads, writes = statement_effects(s)
             for r in reads:
                 if r not in local:
                     out.append(f"{at} reads {r!r}, which is no on-chip buffer of the kernel")

@@ -6,7 +6,6 @@ error 4.5e-2 at mu = 1000 and NaN rows at mu = 3000, float32).
 
 Sizes do not divide the tiles (d = 100 against block_k 64 and 24), so the pivot and the
 shifted sums see partial tiles; one case has a single row element (d = 1, variance 0)."""
-import math
 
 import pytest
 import torch
@@ -142,5 +141,4 @@ def test_interp_sums_a_half_precision_tile_in_the_accumulator_dtype():
     plan = derive(g, None)
     got = interp.run(plan, {"W": w})[next(iter(g.outputs))]
     exact = w.double().sum(0)
-    assert ((got.double() - exact).abs() / exact).max() < 1e-6, "summed in float16 would be ~1e-3 off"
-    assert not math.isnan(got.double().sum().item())
+    assert ((got.double() - exact).abs() / exact).max() < 1e-6, "summed in float16 it overflows to inf"

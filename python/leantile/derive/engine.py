@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .. import ir, plan_passes
 from ..plan import Buffer, Plan
-from ..plan_verify import SMEM_PREFIX, WARPS_PREFIX, smem_problem, verify
+from ..plan_verify import TILE_PROBLEMS, smem_problem, verify
 from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
@@ -224,7 +224,7 @@ def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, nam
     picked = [opts[j] for opts, j in zip(options, chosen)]
     plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name))
     problems = verify(plan, cx.g)
-    bugs = [p for p in problems if not p.startswith((SMEM_PREFIX, WARPS_PREFIX))]
+    bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
     if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's
         more = f" (and {len(bugs) - 1} more)" if len(bugs) > 1 else ""
         raise RuntimeError(f"leantile bug: plan {cx.g.name}/{name} fails verification: {bugs[0]}{more}")
