@@ -26,21 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Rule name -> Lean theorem, as the rule table cites them. The authoritative table is
-# leantile.derive.rules.THEOREMS; this is the fallback until that exists.
-CITED_THEOREMS: dict[str, str] = {
-    "fuse_elementwise": "LeanTile.fuse_elementwise_eval",
-    "softmax_shift": "LeanTile.softmax_shift_invariant",
-    "online_softmax": "LeanTile.online_softmax_ratio",
-    "exp_to_exp2": "LeanTile.exp_eq_exp2_mul_log2e",
-    "scale_pullout": "LeanTile.scale_pullout_right",
-    "mean_pullout": "LeanTile.mean_pullout",
-    "variance_expand": "LeanTile.sum_sq_sub_pivot",
-    "stream_stats": "LeanTile.sum_split_range",
-    "dual_gemm": "LeanTile.dual_gemm_shared_lhs",
-}
-
-# Checked as well, though no rule cites them directly.
+# Checked as well, though no rule cites them directly (rule -> theorem and the theorem's file
+# come from the rules themselves: leantile.derive.rules).
 EXTRA_THEOREMS: dict[str, str] = {
     "online_softmax_fold": "LeanTile.online_softmax_fold",  # the state (l, o) the ratio rests on
     "scale_pullout_left": "LeanTile.scale_pullout",  # the scale-first form
@@ -50,21 +37,12 @@ EXTRA_THEOREMS: dict[str, str] = {
 
 RULES_DIR = "lean/LeanTile/Rules"
 
-# Theorem -> the file that proves it (paths relative to the repository root).
-THEOREM_FILES: dict[str, str] = {
-    "LeanTile.fuse_elementwise_eval": f"{RULES_DIR}/FuseElementwise.lean",
-    "LeanTile.softmax_shift_invariant": f"{RULES_DIR}/SoftmaxShift.lean",
-    "LeanTile.online_softmax_fold": f"{RULES_DIR}/OnlineSoftmax.lean",
-    "LeanTile.online_softmax_ratio": f"{RULES_DIR}/OnlineSoftmax.lean",
-    "LeanTile.exp_eq_exp2_mul_log2e": f"{RULES_DIR}/ExpToExp2.lean",
-    "LeanTile.scale_pullout": f"{RULES_DIR}/ScalePullout.lean",
-    "LeanTile.scale_pullout_right": f"{RULES_DIR}/ScalePullout.lean",
-    "LeanTile.mean_pullout": f"{RULES_DIR}/MeanPullout.lean",
-    "LeanTile.sum_sq_sub_const": f"{RULES_DIR}/VarianceExpand.lean",
-    "LeanTile.sum_sq_sub_pivot": f"{RULES_DIR}/VarianceExpand.lean",
-    "LeanTile.sum_split_range": f"{RULES_DIR}/StreamStats.lean",
-    "LeanTile.dual_gemm_shared_lhs": f"{RULES_DIR}/DualGemm.lean",
-    "LeanTile.tiled_attention_eq_softmax": f"{RULES_DIR}/TiledAttention.lean",
+# The file that proves each extra theorem, in RULES_DIR.
+EXTRA_FILES: dict[str, str] = {
+    "LeanTile.online_softmax_fold": "OnlineSoftmax.lean",
+    "LeanTile.scale_pullout": "ScalePullout.lean",
+    "LeanTile.sum_sq_sub_const": "VarianceExpand.lean",
+    "LeanTile.tiled_attention_eq_softmax": "TiledAttention.lean",
 }
 
 SCRATCH = ".lake/leantile-check/AxiomCheck.lean"
@@ -75,12 +53,16 @@ _NO_AXIOMS_RE = re.compile(r"'?(?P<name>[^'\s]+)'? does not depend on any axioms
 
 
 def cited_theorems() -> dict[str, str]:
-    """Rule name -> theorem, from leantile.derive.rules.THEOREMS when it exists."""
-    try:
-        from .derive.rules import THEOREMS  # type: ignore[import-not-found]
-    except ImportError:
-        return dict(CITED_THEOREMS)
-    return {str(k): str(v) for k, v in dict(THEOREMS).items()}
+    """Rule name -> theorem, as the rules cite them (imported here, not at module import)."""
+    from .derive.rules import THEOREMS
+    return dict(THEOREMS)
+
+
+def theorem_files() -> dict[str, str]:
+    """Theorem -> the file that proves it (relative to the repository root): every cited and
+    extra theorem."""
+    from .derive.rules import THEOREM_FILES
+    return {thm: f"{RULES_DIR}/{f}" for thm, f in {**THEOREM_FILES, **EXTRA_FILES}.items()}
 
 
 def theorems_to_check() -> dict[str, str]:
@@ -136,7 +118,7 @@ def parse_axioms_output(text: str) -> dict[str, list[str]]:
 
 def _verdict(label: str, thm: str, axioms: list[str] | None, file_errors: list[str],
              name_error: str | None) -> TheoremStatus:
-    f = THEOREM_FILES.get(thm)
+    f = theorem_files().get(thm)
     if name_error:
         return TheoremStatus(label, thm, "failed", message=name_error, file=f)
     if axioms is None:
@@ -150,7 +132,7 @@ def _verdict(label: str, thm: str, axioms: list[str] | None, file_errors: list[s
 
 
 def _unchecked(items: dict[str, str], why: str) -> list[TheoremStatus]:
-    return [TheoremStatus(k, v, "unchecked", message=why, file=THEOREM_FILES.get(v)) for k, v in items.items()]
+    return [TheoremStatus(k, v, "unchecked", message=why, file=theorem_files().get(v)) for k, v in items.items()]
 
 
 def _one_line(s: str) -> str:
@@ -246,14 +228,14 @@ def theorem_status(root: str | Path | None = None, theorems: dict[str, str] | No
     root = find_root(root)
     if not (root / "lakefile.lean").is_file():
         return [TheoremStatus(k, v, "failed", message=f"no lakefile.lean at or above {root}",
-                              file=THEOREM_FILES.get(v)) for k, v in items.items()]
+                              file=theorem_files().get(v)) for k, v in items.items()]
     build_msg = ""
     if build:
         try:
             p = subprocess.run([lake, "build"], cwd=root, capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             return [TheoremStatus(k, v, "failed", message=f"`lake build` did not finish: {_one_line(e)}",
-                                  file=THEOREM_FILES.get(v)) for k, v in items.items()]
+                                  file=theorem_files().get(v)) for k, v in items.items()]
         if p.returncode != 0:
             tail = [l for l in (p.stdout + p.stderr).splitlines() if "error" in l]
             build_msg = _one_line(tail[0] if tail else f"`lake build` exited {p.returncode}")
@@ -270,10 +252,10 @@ def theorem_status(root: str | Path | None = None, theorems: dict[str, str] | No
             errors, name_errors, axioms = _check_with_lake_env(root, lake, items, timeout)
     except Exception as e:  # the server died, a timeout, ...: report, never crash
         why = f"could not query Lean: {type(e).__name__}: {_one_line(e)}"
-        return [TheoremStatus(k, v, "failed", message=why, file=THEOREM_FILES.get(v)) for k, v in items.items()]
+        return [TheoremStatus(k, v, "failed", message=why, file=theorem_files().get(v)) for k, v in items.items()]
     out = []
     for label, thm in items.items():
-        f = THEOREM_FILES.get(thm)
+        f = theorem_files().get(thm)
         ferrs = list(errors.get(f, [])) if f else []
         if build_msg and not ferrs and thm not in axioms:
             ferrs = [build_msg]

@@ -44,17 +44,12 @@ def test_cli_unchecked_exit_codes(monkeypatch, capsys):
     assert LT.check_lean_main(["--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {d["status"] for d in data} == {"unchecked"}
-    assert {d["theorem"] for d in data} >= set(LT.CITED_THEOREMS.values())
+    assert {d["theorem"] for d in data} >= set(LT.cited_theorems().values())
 
 
-def test_cited_theorems_falls_back_or_uses_the_rule_table():
-    cited = LT.cited_theorems()
-    try:
-        from leantile.derive.rules import THEOREMS
-    except ImportError:
-        assert cited == LT.CITED_THEOREMS
-    else:
-        assert cited == dict(THEOREMS)
+def test_cited_theorems_are_the_rules():
+    from leantile.derive.rules import RULES
+    assert LT.cited_theorems() == {r.name: r.theorem for r in RULES}
     checked = LT.theorems_to_check()
     assert "LeanTile.tiled_attention_eq_softmax" in checked.values()
     assert len(set(checked.values())) == len(checked)

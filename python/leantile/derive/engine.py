@@ -6,8 +6,8 @@ derivation (a list of steps, each citing its Lean theorem) into a Plan.
     derive(g, candidate, tiles) -> Plan   (the pipeline in one call)
     check_derivation(g)    -> [problem], empty when g.derivation replays
 
-Every site of a graph (sites.analyse) has a few options, each a short list of steps and
-the kernel choices they stand for; a candidate picks one option per site. Replay matches
+Every site of a graph (`analyse`, by the rules' matchers) has a few options, each a short list of
+steps; each step's rule decides its part of the kernel (`decide`); a candidate picks one option per site. Replay matches
 the given steps against the options, so a derivation replays iff it is one of them.
 """
 from __future__ import annotations
@@ -22,8 +22,11 @@ from ..plan_verify import TILE_PROBLEMS, smem_problem, verify
 from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
-from .sites import FlashSite, GemmSite, SoftmaxSite, analyse
-from .steps import DerivationError, match, step  # noqa: F401  (DerivationError: re-exported)
+from .rules import BY_NAME, ONLINE, Option
+from .rules.gemm import gemm_options, gemm_sites
+from .rules.softmax import online_options
+from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
+from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
 # Candidates are one option per site. Up to this many combinations are all enumerated; past
 # it (many softmaxes or norms in one graph) the default plus every one-site variation of it,
@@ -33,69 +36,38 @@ MAX_CANDIDATE_NAME = 100  # names become file names (<candidate>.py)
 
 
 @dataclass(frozen=True)
-class Option:
-    """One way to derive one site: its steps and the kernel choices they stand for."""
-    label: str
-    steps: tuple[ir.Step, ...]
-    site: FlashSite | SoftmaxSite | GemmSite
-    exp2: bool = False  # online softmax sites
-    choice: K.GemmChoice | None = None  # GEMM sites
-
-
-@dataclass(frozen=True)
 class Candidate:
     name: str
     steps: tuple[ir.Step, ...]
     summary: str
 
 
-# ------------------------------------------------------------------ options per site
-def _online_options(s: FlashSite | SoftmaxSite, label: str) -> list[Option]:
-    sm = s.softmax if isinstance(s, FlashSite) else s
-    base = (step("softmax_shift", [sm.mx, sm.sub]), step("online_softmax", s.nodes, axis=s.axis))
-    return [Option(f"{label}_exp2", (*base, step("exp_to_exp2", [sm.exp])), s, exp2=True),
-            Option(label, base, s)]
+# ------------------------------------------------------------------ sites and their options
+def analyse(cx: Ctx) -> Sites:
+    """Every site of the graph, each found (and its side conditions checked) by its rules."""
+    flash, rows = ONLINE.match(cx)
+    return Sites(flash, rows, gemm_sites(cx, {i for s in flash for i in s.nodes}))
 
 
-def _gemm_options(s: GemmSite) -> list[Option]:
-    """The ways to fuse one GEMM site, best guess first."""
-    mean = any(p.kind == "mean" for p in s.peels)
-    stats_ok = bool(s.stat_reduces or s.expandable)
-    stat_modes = ["separate", "fused"] if stats_ok else [None]
-    if mean:
-        # fused first (one kernel); a separate statistics kernel storing mu and the scale is
-        # the alternative, which lifts the row reductions out of the GEMM's mainloop
-        stat_modes = ["fused", "separate"] if stats_ok else [None]
-    col_modes = ["streamed", "precomputed"] if mean else [None]
-    out = []
-    for stats, col in itertools.product(stat_modes, col_modes):
-        steps = [step("scale_pullout", [p.node, *s.matmuls]) if p.kind == "scale" else
-                 step("mean_pullout", [p.node, *s.matmuls], colsum=col) for p in s.peels]
-        if stats:
-            steps += [step("variance_expand", [r]) for r in s.expandable]
-            steps.append(step("stream_stats", [*s.stat_reduces, *s.expandable], mode=stats))
-        if len(s.matmuls) == 2:
-            steps.append(step("dual_gemm", s.matmuls))
-        if s.epilogue:
-            steps.append(step("fuse_elementwise", s.epilogue))
-        choice = K.GemmChoice(s, dual=len(s.matmuls) == 2, scale=any(p.kind == "scale" for p in s.peels),
-                              mean=mean, colsum=col, stats=stats,
-                              expanded=set(s.expandable) if stats else set(), epilogue=list(s.epilogue))
-        label = "+".join(x for x in (f"stats_{stats}" if stats else "", f"colsum_{col}" if col else "") if x)
-        out.append(Option(label, tuple(steps), s, choice=choice))
-    return out
+def decide(o: Option) -> K.GemmChoice | K.OnlineChoice:
+    """What option o's steps decide for the kernel at its site: each step's rule applies its
+    part, in order. This is the only place a step turns into a kernel choice."""
+    choice = K.GemmChoice(o.site) if isinstance(o.site, GemmSite) else K.OnlineChoice(o.site)
+    for st in o.steps:
+        BY_NAME[st.rule].apply(choice, st)
+    return choice
 
 
 def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
-    s = o.site
+    s, c = o.site, decide(o)
     if isinstance(s, FlashSite):
-        return [K.flash_kernel(cx, s, o.exp2, tiles)]
+        return [K.flash_kernel(cx, s, c.exp2, tiles)]
     if isinstance(s, SoftmaxSite):
-        return list(K.softmax_row_kernels(cx, s, o.exp2, tiles))
-    out = [K.gemm_kernel(cx, o.choice, tiles, [])]
-    if o.choice.stats == "separate":
-        out.append(K.row_stats_kernel(cx, o.choice, tiles)[0])
+        return list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
+    out = [K.gemm_kernel(cx, c, tiles, [])]
+    if c.stats == "separate":
+        out.append(K.row_stats_kernel(cx, c, tiles)[0])
     return out
 
 
@@ -107,9 +79,7 @@ def _fits(cx: Ctx, o: Option) -> bool:
     for k in _site_kernels(cx, o, K.DEFAULT_TILES):
         problem = smem_problem(plan, k)
         if problem:
-            online = isinstance(o.site, (FlashSite, SoftmaxSite))
-            cx.refuse("online_softmax" if online else o.steps[0].rule, o.site.nodes if online else o.site.matmuls,
-                      f"option {o.label or 'fused'}: {problem}")
+            cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {problem}")
             return False
     return True
 
@@ -118,12 +88,12 @@ def _options(cx: Ctx) -> list[list[Option]]:
     """Every site's options, in the order their steps appear in a derivation; options whose
     kernels exceed shared memory at the default tiles are left out (and sites left without)."""
     sites = analyse(cx)
-    flash = [[o for o in _online_options(s, "online") if _fits(cx, o)] for s in sites.flash]
+    flash = [[o for o in online_options(s, "online") if _fits(cx, o)] for s in sites.flash]
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
     out = [opts for opts in flash if opts]
-    out += [_online_options(s, "online_row") for s in rows]
-    out += [_gemm_options(s) for s in sites.gemms if s.peels or len(s.matmuls) > 1 or s.epilogue]
+    out += [online_options(s, "online_row") for s in rows]
+    out += [gemm_options(s) for s in sites.gemms if s.peels or len(s.matmuls) > 1 or s.epilogue]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
     return [opts for opts in out if opts]
 
@@ -221,7 +191,7 @@ def _check(options: list[list[Option]], steps) -> list[str]:
 
 def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, name: str) -> Plan:
     chosen = match([[o.steps for o in opts] for opts in options], steps)
-    picked = [opts[j] for opts, j in zip(options, chosen)]
+    picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name))
     problems = verify(plan, cx.g)
     bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
@@ -250,7 +220,7 @@ def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = 
         return _replay(cx, options, c.steps, tiles, c.name)
 
 
-def _assemble(cx: Ctx, picked: list[Option], tiles: dict, name: str) -> Plan:
+def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     """Kernels for the fused groups, unfused kernels for everything else, in dependency order."""
     g, us = cx.g, cx.users
     # node id (or, for tensors that are no graph node such as a precomputed colsum, the
@@ -268,21 +238,20 @@ def _assemble(cx: Ctx, picked: list[Option], tiles: dict, name: str) -> Plan:
 
     outs = set(g.outputs.values())
     extra_globals = []
-    for o in picked:
-        s = o.site
+    for c in picked:
+        s = c.site
         if isinstance(s, FlashSite):
             qk, pv = cx.node(s.qk), cx.node(s.pv)
-            add(K.flash_kernel(cx, s, o.exp2, tiles), [qk.a, qk.b, pv.b], [s.pv])
+            add(K.flash_kernel(cx, s, c.exp2, tiles), [qk.a, qk.b, pv.b], [s.pv])
         elif isinstance(s, SoftmaxSite):
-            stats, norm = K.softmax_row_kernels(cx, s, o.exp2, tiles)
+            stats, norm = K.softmax_row_kernels(cx, s, c.exp2, tiles)
             add(stats, [s.src], [s.mx, s.sm])
             add(norm, [s.src, s.mx, s.sm], [s.div])
     # A softmax kernel reads its raw scores past the scale it folds in: a GEMM that computes
     # them must store them too, though its only user (the scale) is fused in its epilogue.
     read = {i for r in needs.values() for i in r}
-    for o in picked:
-        c = o.choice
-        if c is None:
+    for c in picked:
+        if not isinstance(c, K.GemmChoice):
             continue
         s = c.site
         inside = set(s.matmuls) | set(c.epilogue)

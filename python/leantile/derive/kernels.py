@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
-from .sites import FlashSite, GemmSite, SoftmaxSite, expandable_variance, row_ancestors, unary_chain
+from .rules.stats import VARIANCE, row_ancestors, unary_chain
+from .sites import FlashSite, GemmSite, SoftmaxSite
 
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
                  "swizzle": 10}
@@ -234,7 +235,7 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tup
 # ---------------------------------------------------------------------------- GEMM family
 @dataclass
 class GemmChoice:
-    """What the derivation steps decided for one GemmSite."""
+    """What the derivation steps decided for one GemmSite (each rule's `apply` sets its part)."""
     site: GemmSite
     dual: bool = False
     scale: bool = False
@@ -243,6 +244,13 @@ class GemmChoice:
     stats: str | None = None  # "fused" | "separate"
     expanded: set[int] = field(default_factory=set)
     epilogue: list[int] = field(default_factory=list)
+
+
+@dataclass
+class OnlineChoice:
+    """What the derivation steps decided for one streamed softmax site (FlashSite or SoftmaxSite)."""
+    site: FlashSite | SoftmaxSite
+    exp2: bool = False
 
 
 def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):
@@ -310,7 +318,7 @@ def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: li
             continue
         if isinstance(n, ir.Reduce) and i in c.expanded:
             p, s1, s2 = pivoted
-            mu_node = expandable_variance(g, n, s.base)
+            mu_node = VARIANCE.match(g, n, s.base)
             mu = g.literal(mu_node) or have[mu_node]
             v = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
             dm = kb.buf(f"{v}_shift", n.axes, "fragment", "acc", key=("shift", i))

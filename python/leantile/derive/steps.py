@@ -13,13 +13,10 @@ from __future__ import annotations
 import re
 
 from .. import ir
-from .rules import THEOREMS
+from .rules import RULES, THEOREMS
 
-MEANING = {  # what a parameter says, for error messages
-    ("online_softmax", "axis"): "the axis this softmax normalises over",
-    ("mean_pullout", "colsum"): "how the weight's column sums are computed",
-    ("stream_stats", "mode"): "where the row statistics are computed",
-}
+# (rule, parameter) -> what the parameter says, for error messages: from the rules
+MEANING = {(r.name, p): meaning for r in RULES for p, meaning in r.params.items()}
 
 
 class DerivationError(ValueError):
@@ -41,12 +38,6 @@ def _val(v) -> str:
     """A parameter value as written in JSON-ish Python: strings quoted, shortened."""
     r = repr(v)
     return r if len(r) <= 40 else r[:37] + "..."
-
-
-def step(rule: str, at, **params) -> ir.Step:
-    """A step as the engine writes it: the rule's theorem from the table, None params left out."""
-    return ir.Step(rule=rule, theorem=THEOREMS[rule], at=tuple(at),
-                   params={k: v for k, v in params.items() if v is not None})
 
 
 def key(s: ir.Step) -> tuple:

@@ -1,0 +1,32 @@
+"""The rewrite rules, one executable unit each (base.Rule), grouped by the sites they share:
+
+    softmax.py  softmax_shift, online_softmax, exp_to_exp2   (softmax rows, attention)
+    pullout.py  scale_pullout, mean_pullout                  (a GEMM's normalised LHS)
+    stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
+    gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
+
+Every table about rules is derived from RULES: rule -> theorem (cited in every step, checked
+by `leantile check-lean`), -> Lean file, -> parameter meanings, -> formula and sympy check.
+"""
+from __future__ import annotations
+
+from .base import Option, Rule  # noqa: F401
+from .gemm import DUAL, EPILOGUE
+from .pullout import MEAN, SCALE
+from .softmax import EXP2, ONLINE, SHIFT
+from .stats import STATS, VARIANCE
+
+RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL)
+
+BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
+THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}
+THEOREM_FILES: dict[str, str] = {r.theorem: r.lean_file for r in RULES}
+# The end-to-end lemma the attention derivation also rests on (cited by reports).
+END_TO_END = {"attention": "LeanTile.tiled_attention_eq_softmax"}
+
+
+def rule(name: str) -> Rule:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown rule {name!r} (rules: {', '.join(BY_NAME)})") from None

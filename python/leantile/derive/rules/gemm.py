@@ -1,0 +1,170 @@
+"""The GEMM-site rules dual_gemm and fuse_elementwise, and the GEMM sites with their options.
+
+A GEMM site is one matmul, or two of the same (peeled) LHS over the same axis (dual_gemm),
+with the pullouts of its LHS (pullout.py), the row statistics they need (stats.py) and the
+elementwise epilogue computable from its tiles (fuse_elementwise). Each option of a site is
+one choice of where statistics and column sums are computed; its steps say it all (the
+engine builds the kernel choice from them, rule by rule).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+from ... import ir
+from ..context import Ctx
+from ..sites import ELEMENTWISE, GemmSite, depends_on, is_leaf_value
+from .base import Option, Rule, sym
+from .pullout import MEAN, SCALE, peel_lhs
+from .stats import STATS, VARIANCE
+
+
+class DualGemm(Rule):
+    name = "dual_gemm"
+    theorem = "LeanTile.dual_gemm_shared_lhs"
+    lean_file = "DualGemm.lean"
+    pattern = "two matmuls of the same LHS over the same axis"
+    rewrite = "one loop loads the LHS tile once and feeds both products"
+    statement = "the fused loop over k computes both contractions at once"
+
+    def pairs(self, cx: Ctx, first: int, second: int) -> bool:
+        """Whether matmul `second` may share `first`'s loop: one loop computes both products,
+        so both operands must be ready before it (the second must not read the first)."""
+        if depends_on(cx, second, first):
+            self.refuse(cx, [first, second], f"matmul {second} reads matmul {first} (its weight depends on "
+                        "the first product): two loops")
+            return False
+        return True
+
+    def apply(self, choice, step):
+        choice.dual = True
+
+    def formula(self, g, at, params):
+        S = sym()
+        e = S.Exprs(g, inline=set(at))
+        before = r" \qquad ".join(f"{S.out(g, i)} = {S.tex(e(i))}" for i in at)
+        a, b = (g.node(i) for i in at)
+        k = S.sp.Symbol(a.axis_a + "'")
+        leaves = S.Exprs(g)
+        x = leaves(a.a).subs(S.sp.Symbol(a.axis_a), k)
+        w1, w2 = (leaves(n.b).subs(S.sp.Symbol(n.axis_b), k) for n in (a, b))
+        after = r"\left(%s, %s\right) = \sum_{%s=1}^{%s} %s \left(%s, %s\right)" % (
+            S.out(g, a.id), S.out(g, b.id), S.tex(k), S.tex(S.size(a.axis_a)), S.tex(x), S.tex(w1), S.tex(w2))
+        return before, after + r"\quad\text{(one loop, one load of } %s\text{)}" % S.tex(x)
+
+    def check(self) -> bool:
+        """One loop over k accumulating X W and X U gives both products."""
+        S = sym()
+        U = S.sp.Matrix(3, 2, lambda k, j: S.sp.Symbol(f"u{k}{j}", real=True))
+        a, b = S.sp.zeros(2, 2), S.sp.zeros(2, 2)
+        for k in range(3):
+            a += S.X[:, k] * S.W[k, :]
+            b += S.X[:, k] * U[k, :]
+        return (a - S.X * S.W).expand() == S.sp.zeros(2, 2) and (b - S.X * U).expand() == S.sp.zeros(2, 2)
+
+
+class FuseElementwise(Rule):
+    name = "fuse_elementwise"
+    theorem = "LeanTile.fuse_elementwise_eval"
+    lean_file = "FuseElementwise.lean"
+    pattern = "elementwise nodes whose inputs are already in registers"
+    rewrite = "evaluate them in the producing kernel's epilogue, no global intermediate"
+    statement = "evaluating a composition of elementwise maps pointwise equals composing the evaluated maps"
+
+    def match(self, cx: Ctx, matmuls: list[int]) -> list[int]:
+        """Elementwise nodes computable from the matmul tiles, constants and small inputs, in id
+        order. Only users of what is already fused can join, so the walk follows users (a heap
+        keeps id order) instead of scanning every later node: linear in what it visits."""
+        out_axes = set(cx.node(matmuls[0]).axes)
+        have = set(matmuls)
+        fused = []
+        heap = sorted({u for m in matmuls for u in cx.users[m]})
+        queued = set(heap)
+        while heap:
+            n = cx.node(heapq.heappop(heap))
+            if n.id in have or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
+                continue
+            ok = True
+            for a in n.args():
+                an = cx.node(a)
+                if a in have or is_leaf_value(an) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
+                    continue
+                ok = False
+            if ok and any(a in have for a in n.args()):
+                have.add(n.id)
+                fused.append(n.id)
+                for u in cx.users[n.id]:
+                    if u not in queued:
+                        queued.add(u)
+                        heapq.heappush(heap, u)
+        return fused
+
+    def apply(self, choice, step):
+        choice.epilogue = list(step.at)
+
+    def formula(self, g, at, params):
+        S = sym()
+        last = max(at)
+        before = r" \qquad ".join(f"{S.out(g, i)} = {S.tex(S.Exprs(g, inline={i})(i))}" for i in sorted(at))
+        after = f"{S.out(g, last)} = {S.tex(S.Exprs(g, inline=set(at))(last))}"
+        return before, after + r"\quad\text{(one epilogue, no global intermediate)}"
+
+    def check(self) -> bool:
+        """silu(3x) evaluated as one composed map equals composing the maps."""
+        S = sym()
+        x = S.sp.Symbol("x", real=True)
+        silu = S.sp.Lambda(x, x / (1 + S.sp.exp(-x)))
+        triple = S.sp.Lambda(x, 3 * x)
+        return S.zero(silu(triple(x)) - (x / (1 + S.sp.exp(-x))).subs(x, 3 * x))
+
+
+DUAL, EPILOGUE = DualGemm(), FuseElementwise()
+
+
+def gemm_sites(cx: Ctx, claimed: set[int]) -> list[GemmSite]:
+    """Every matmul not in `claimed` (attention), grouped by shared peeled LHS (dual_gemm),
+    with the statistics its pullouts need and its epilogue."""
+    groups: dict[tuple, GemmSite] = {}
+    for mm in cx.nodes:
+        if not isinstance(mm, ir.Matmul) or mm.id in claimed:
+            continue
+        base, peels = peel_lhs(cx, mm)
+        key = (base, mm.axis_a, tuple(peels), mm.axes)
+        first = groups.get(key)
+        if first is not None and len(first.matmuls) == 1 and DUAL.pairs(cx, first.matmuls[0], mm.id):
+            first.matmuls.append(mm.id)
+        else:
+            groups[key if first is None else key + (mm.id,)] = GemmSite([mm.id], base, mm.axis_a, peels)
+    sites = list(groups.values())
+    for s in sites:
+        st = STATS.match(cx, s) if s.peels else None
+        if st:
+            s.stat_reduces, s.expandable = st
+        s.epilogue = EPILOGUE.match(cx, s.matmuls)
+    return sites
+
+
+def gemm_options(s: GemmSite) -> list[Option]:
+    """The ways to fuse one GEMM site, best guess first."""
+    mean = any(p.kind == "mean" for p in s.peels)
+    stats_ok = bool(s.stat_reduces or s.expandable)
+    stat_modes = ["separate", "fused"] if stats_ok else [None]
+    if mean:
+        # fused first (one kernel); a separate statistics kernel storing mu and the scale is
+        # the alternative, which lifts the row reductions out of the GEMM's mainloop
+        stat_modes = ["fused", "separate"] if stats_ok else [None]
+    col_modes = ["streamed", "precomputed"] if mean else [None]
+    out = []
+    for stats, col in itertools.product(stat_modes, col_modes):
+        steps = [SCALE.step([p.node, *s.matmuls]) if p.kind == "scale" else
+                 MEAN.step([p.node, *s.matmuls], colsum=col) for p in s.peels]
+        if stats:
+            steps += [VARIANCE.step([r]) for r in s.expandable]
+            steps.append(STATS.step([*s.stat_reduces, *s.expandable], mode=stats))
+        if len(s.matmuls) == 2:
+            steps.append(DUAL.step(s.matmuls))
+        if s.epilogue:
+            steps.append(EPILOGUE.step(s.epilogue))
+        label = "+".join(x for x in (f"stats_{stats}" if stats else "", f"colsum_{col}" if col else "") if x)
+        out.append(Option(label, tuple(steps), s, steps[0].rule, tuple(s.matmuls)))
+    return out

@@ -1,0 +1,118 @@
+"""The pullout rules: scale_pullout and mean_pullout, and the walk that finds them.
+
+Both move a per-row vector out of a GEMM's LHS: matmul(X * s, W) = s * matmul(X, W) and
+matmul(X - mu, W) = matmul(X, W) - mu colsum(W). Their side condition is the lemma's: the
+vector is constant along the contraction axis (it has no such axis, and only axes of X).
+"""
+from __future__ import annotations
+
+from ... import ir
+from ..context import Ctx
+from ..sites import Peel
+from .base import Rule, sym
+
+
+def _row_vector(cx: Ctx, i: int, base_axes, axis: str) -> bool:
+    """Node i is constant along `axis` and broadcasts over base's axes only."""
+    ax = cx.node(i).axes
+    return axis not in ax and all(a in base_axes for a in ax)
+
+
+class _Pullout(Rule):
+    op: str  # the graph op the rule peels: mul (scale) or sub (mean)
+    kind: str  # Peel.kind
+
+    def match(self, cx: Ctx, node, axis: str) -> Peel | None:
+        """The peel when `node` is op(X, v) with v a row vector of X constant along `axis`."""
+        if not (isinstance(node, ir.Binary) and node.op == self.op):
+            return None
+        a = cx.node(node.a)
+        if axis in a.axes and _row_vector(cx, node.b, a.axes, axis):
+            return Peel(self.kind, node.id, node.b)
+        return None
+
+    def _peeled(self, g, at):
+        S = sym()
+        node, *mms = at
+        peel = g.node(node)
+        mm = g.node(mms[0])
+        k = S.sp.Symbol(mm.axis_a + "'")
+        leaves = S.Exprs(g)
+        x, vec = leaves(peel.a).subs(S.sp.Symbol(mm.axis_a), k), leaves(peel.b)
+        ws = [leaves(g.node(i).b).subs(S.sp.Symbol(g.node(i).axis_b), k) for i in mms]
+        return mms, k, S.size(mm.axis_a), x, vec, ws
+
+
+def _pairs(g, mms, exprs) -> str:
+    S = sym()
+    return r" \qquad ".join(f"{S.out(g, i)} = {S.tex(e)}" for i, e in zip(mms, exprs))
+
+
+class ScalePullout(_Pullout):
+    name = "scale_pullout"
+    theorem = "LeanTile.scale_pullout_right"
+    lean_file = "ScalePullout.lean"
+    pattern = "matmul(mul(X, s), W) with s constant along the contraction axis"
+    rewrite = "s * matmul(X, W): the per-row scale moves to the GEMM epilogue"
+    statement = "sum_k (x_k s) w_k = s sum_k x_k w_k (the graph's mul(X, s) has the scale second)"
+    op, kind = "mul", "scale"
+
+    def apply(self, choice, step):
+        choice.scale = True
+
+    def formula(self, g, at, params):
+        S = sym()
+        mms, k, K, x, s, ws = self._peeled(g, at)
+        before = [S.Sum(s * x * w, (k, 1, K)) for w in ws]
+        after = [S.sp.Mul(s, S.Sum(x * w, (k, 1, K)), evaluate=False) for w in ws]
+        return _pairs(g, mms, before), _pairs(g, mms, after)
+
+    def check(self) -> bool:
+        """2x3 times 3x2: scaling row i of X by r_i scales row i of XW by r_i."""
+        S = sym()
+        scaled = S.sp.Matrix(2, 3, lambda i, k: S.R[i] * S.X[i, k])
+        return (scaled * S.W - S.sp.diag(*S.R) * (S.X * S.W)).expand() == S.sp.zeros(2, 2)
+
+
+class MeanPullout(_Pullout):
+    name = "mean_pullout"
+    theorem = "LeanTile.mean_pullout"
+    lean_file = "MeanPullout.lean"
+    pattern = "matmul(sub(X, mu), W) with mu constant along the contraction axis"
+    rewrite = "matmul(X, W) - mu * colsum(W)"
+    statement = "sum_k (x_k - mu) w_k = sum_k x_k w_k - mu sum_k w_k"
+    params = {"colsum": "how the weight's column sums are computed"}
+    op, kind = "sub", "mean"
+
+    def apply(self, choice, step):
+        choice.mean = True
+        choice.colsum = step.params["colsum"]
+
+    def formula(self, g, at, params):
+        S = sym()
+        mms, k, K, x, mu, ws = self._peeled(g, at)
+        before = [S.Sum((x - mu) * w, (k, 1, K)) for w in ws]
+        after = [S.Sum(x * w, (k, 1, K)) - mu * S.Sum(w, (k, 1, K)) for w in ws]
+        return _pairs(g, mms, before), _pairs(g, mms, after)
+
+    def check(self) -> bool:
+        """2x3 times 3x2: (X - mu 1^T) W = X W - mu colsum(W)."""
+        S = sym()
+        centred = S.sp.Matrix(2, 3, lambda i, k: S.X[i, k] - S.MU[i])
+        colsum = S.sp.Matrix(1, 2, lambda _, j: sum(S.W[k, j] for k in range(3)))
+        return (centred * S.W - (S.X * S.W - S.MU * colsum)).expand() == S.sp.zeros(2, 2)
+
+
+SCALE, MEAN = ScalePullout(), MeanPullout()
+
+
+def peel_lhs(cx: Ctx, mm: ir.Matmul) -> tuple[int, list[Peel]]:
+    """Walk from the matmul's LHS through the nodes a pullout rule peels (outermost first)."""
+    node, peels = cx.node(mm.a), []
+    while isinstance(node, ir.Binary) and mm.axis_a in node.axes:
+        peel = SCALE.match(cx, node, mm.axis_a) or MEAN.match(cx, node, mm.axis_a)
+        if peel is None:
+            break
+        peels.append(peel)
+        node = cx.node(node.a)
+    return node.id, peels

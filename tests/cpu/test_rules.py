@@ -1,0 +1,98 @@
+"""Each rule is one executable unit (leantile.derive.rules): its theorem, Lean file, matcher,
+steps, part of replay, formula and sympy check live together, and every table about rules is
+derived from the rule list. The sympy checks are exact identities on small unrolled instances
+(they complement the Lean proofs and run where no Lean toolchain is)."""
+import ast
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from leantile import symbolic
+from leantile.derive import RULES, candidates
+from leantile.derive.engine import _options, decide
+from leantile.derive.context import Ctx
+from leantile.derive.rules import BY_NAME, THEOREMS
+from leantile.derive.rules.base import Rule
+from leantile.derive.steps import MEANING
+
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
+RULE_NAMES = {r.name for r in RULES}
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_NAMES))
+def test_rewrite_holds_symbolically(rule):
+    assert BY_NAME[rule].check() is True
+    assert BY_NAME[rule].check_description(), "a check says what it checks (the report prints it)"
+
+
+def test_every_rule_overrides_formula_and_check():
+    for r in RULES:
+        assert type(r).formula is not Rule.formula, r.name
+        assert type(r).check is not Rule.check, r.name
+        assert r.theorem.startswith("LeanTile.") and r.lean_file.endswith(".lean"), r.name
+
+
+def test_checks_can_fail():
+    """The zero test behind the checks rejects a false identity (a wrong rescale)."""
+    s1, s2, m = sp.symbols("s1 s2 m", real=True)
+    wrong = sp.exp(s1 - m) + sp.exp(s2) - (sp.exp(s1) + sp.exp(s2)) * sp.exp(-m)
+    assert symbolic.zero(wrong) is False
+
+
+def test_tables_are_derived_from_the_rules():
+    assert THEOREMS == {r.name: r.theorem for r in RULES}
+    assert set(symbolic.checks()) == RULE_NAMES
+    assert {k for k, _ in MEANING} <= RULE_NAMES
+    assert MEANING == {(r.name, p): m for r in RULES for p, m in r.params.items()}
+
+
+def _string_constants(path: Path):
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.lineno, node.value
+
+
+def test_no_module_outside_the_rules_switches_on_a_rule_name():
+    """A rule name as a string literal outside derive/rules/ would be a second place that
+    decides what a rule does (the engine dispatches through BY_NAME instead)."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if (PACKAGE / "derive" / "rules") in path.parents:
+            continue
+        offenders += [f"{path.relative_to(PACKAGE)}:{line}: {value!r}" for line, value in _string_constants(path)
+                      if value in RULE_NAMES]
+    assert not offenders, offenders
+
+
+def test_decide_follows_the_steps(tiny_graphs):
+    """The kernel choice of an option is what its steps say: exp2 iff exp_to_exp2 is among
+    them, dual iff dual_gemm, the statistics mode and column sums from their parameters."""
+    seen = set()
+    for g in tiny_graphs:
+        for opts in _options(Ctx(g)):
+            for o in opts:
+                c = decide(o)
+                rules = {s.rule: s for s in o.steps}
+                seen |= set(rules)
+                if hasattr(c, "exp2"):
+                    assert c.exp2 == ("exp_to_exp2" in rules)
+                else:
+                    assert c.dual == ("dual_gemm" in rules)
+                    assert c.scale == ("scale_pullout" in rules)
+                    assert c.stats == (rules["stream_stats"].params["mode"] if "stream_stats" in rules else None)
+                    assert c.colsum == (rules["mean_pullout"].params["colsum"] if "mean_pullout" in rules else None)
+                    assert c.epilogue == list(rules["fuse_elementwise"].at if "fuse_elementwise" in rules else [])
+    assert seen == RULE_NAMES
+
+
+@pytest.fixture
+def tiny_graphs():
+    from leantile import architectures
+    return [architectures.build(n) for n in architectures.NAMES]
+
+
+def test_every_candidate_of_the_builtins_cites_only_known_rules(tiny_graphs):
+    for g in tiny_graphs:
+        for c in candidates(g):
+            assert all(s.rule in BY_NAME and s.theorem == BY_NAME[s.rule].theorem for s in c.steps)
