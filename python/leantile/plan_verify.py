@@ -38,17 +38,23 @@ SMEM_PREFIX = "shared memory"
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4}
 
 
-def extent(plan: Plan, k: Kernel, axis: str) -> int:
-    """The extent of `axis` in an on-chip buffer of kernel k at the plan's tiles."""
+def extent(plan: Plan, k: Kernel, axis: str, tiles: dict | None = None) -> int:
+    """The extent of `axis` in an on-chip buffer of kernel k at the plan's tiles, or at `tiles`
+    where given (a block comes from its tile parameter: the search judges every point of its
+    space with the plan of the default tiles, without deriving it again)."""
     if k.stream and axis in (k.stream.axis, *k.stream.aliases):
-        return k.stream.block
+        return _block(k.stream, tiles)
     for t in k.grid:
         if t.axis == axis:
-            return t.block
+            return _block(t, tiles)
     return plan.axes.get(axis, 0)
 
 
-def shared_bytes(plan: Plan, k: Kernel) -> int:
+def _block(t, tiles: dict | None) -> int:
+    return tiles[t.param] if tiles and t.param in tiles else t.block
+
+
+def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     """Bytes of shared memory kernel k allocates (see the module docstring): a shared tile the
     stream body loads is multi-buffered, `stages` copies (TileLang's pipelining), the others
     once; the emitter's store staging and row-vector mirrors reuse that memory after the loop.
@@ -56,18 +62,19 @@ def shared_bytes(plan: Plan, k: Kernel) -> int:
     every export at three tilings (measured 2026-11-23: matmul 128x256x64, 3 stages: 147456
     both; flash 128x256, d_h 128, 3 stages: 425984 both)."""
     piped = {s.dst for s in k.body if isinstance(s, Load)} if k.stream else set()
-    stages = k.stream.stages if k.stream else 1
-    return sum(math.prod(extent(plan, k, a) for a in b.axes) * DTYPE_BYTES.get(b.dtype, 4)
+    stages = (tiles or {}).get("stages", k.stream.stages) if k.stream else 1
+    return sum(math.prod(extent(plan, k, a, tiles) for a in b.axes) * DTYPE_BYTES.get(b.dtype, 4)
                * (stages if b.name in piped else 1)
                for b in k.buffers if b.scope == "shared")
 
 
-def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT) -> str | None:
-    used = shared_bytes(plan, k)
+def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT, tiles: dict | None = None) -> str | None:
+    used = shared_bytes(plan, k, tiles)
     if used <= limit:
         return None
+    at = {**plan.tiles, **(tiles or {})}
     return (f"{SMEM_PREFIX}: kernel {k.name} needs {used} bytes ({used / 1024:.1f} KiB) of shared memory "
-            f"at tiles {dict(sorted(plan.tiles.items()))}, over the limit of {limit} bytes ({limit // 1024} KiB)")
+            f"at tiles {dict(sorted(at.items()))}, over the limit of {limit} bytes ({limit // 1024} KiB)")
 
 
 # smallest tile T.gemm lowers on sm_90 (TileLang 0.1.15): k of an f16 MMA is 16 ("Unsupported
@@ -92,20 +99,21 @@ def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
     return all(ext[d] >= lo for d, lo in MMA_MIN.items())
 
 
-def warps_problem(plan: Plan, k: Kernel) -> str | None:
+def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | None:
     """Whether the warps can share every tensor-core GEMM tile M x N of kernel k (TileLang
     0.1.15, sm_90, both measured by lowering): some m_w x n_w = warps must cover it in
     16-row by 8-column pieces ("No valid warp partition for T.gemm" otherwise); and where a
     row of the accumulator is reduced or fed to a second GEMM (online softmax), each warp owns
     whole rows, n_w = 1 (flash at 64 rows over 8 warps: "Layout infer conflict")."""
     local = {b.name: b for b in k.buffers}
-    warps = max(1, k.threads // 32)
+    threads = (tiles or {}).get("threads", k.threads)
+    warps = max(1, threads // 32)
     row_owned = {s.src for s in k.statements() if isinstance(s, Reduce)} | \
         {s.a for s in k.statements() if isinstance(s, Gemm) and s.a in local and local[s.a].scope == "fragment"}
     for s in k.statements():
         if not (isinstance(s, Gemm) and s.mma and s.acc in local):
             continue
-        m, n = (extent(plan, k, a) for a in local[s.acc].axes)
+        m, n = (extent(plan, k, a, tiles) for a in local[s.acc].axes)
         rows = k.warp_policy == "full_row" and (s.acc in row_owned or any(
             isinstance(t, Map) and s.acc in t.args and t.dst in row_owned for t in k.statements()))
         shapes = [(mw, warps // mw) for mw in range(1, warps + 1) if warps % mw == 0]
@@ -114,7 +122,7 @@ def warps_problem(plan: Plan, k: Kernel) -> str | None:
         if not any(m % (16 * mw) == 0 and n % (8 * nw) == 0 for mw, nw in shapes):
             need = "each warp whole rows: threads <= 2 x rows, rows a multiple of 16 x warps" if rows else \
                 "pieces of 16 rows x 8 columns for every warp"
-            return (f"{WARPS_PREFIX}: kernel {k.name}: {k.threads} threads ({warps} warps) cannot share its {m} x {n} "
+            return (f"{WARPS_PREFIX}: kernel {k.name}: {threads} threads ({warps} warps) cannot share its {m} x {n} "
                     f"GEMM tile into {s.acc} ({need}); choose other threads or blocks")
     return None
 

@@ -46,7 +46,7 @@ def test_space_is_valid_and_moves_stay_in_it(att, mlp):
     assert "shared memory" in s.why_invalid(Point.make("online_exp2", dict(block_m=128, block_n=256, stages=2,
                                                                                 threads=256)))
     # FullRow flash: 16 warps cannot each own 16 rows of a 64-row tile (anchors-h200.md)
-    assert "FullRow" in s.why_invalid(Point.make("online_exp2", dict(block_m=64, block_n=128, stages=2,
+    assert "whole rows" in s.why_invalid(Point.make("online_exp2", dict(block_m=64, block_n=128, stages=2,
                                                                          threads=512)))
     assert s.default() == Point.make("online_exp2", dict(block_m=128, block_n=128, stages=2, threads=256))
 

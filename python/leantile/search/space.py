@@ -5,13 +5,14 @@ kernels use (an attention plan has no block_k). Points are valid for the shape:
 
   - a block is never beyond the next power of two of the largest axis it tiles (as the
     emitter's own get_configs rule: a larger block only computes padding);
-  - kernels whose GEMM accumulator feeds a row reduction or a second GEMM use the FullRow
-    warp policy: 16-row slices per warp, so threads <= 2 * block_m and the slices divide
-    evenly over the warps (anchors-h200.md: 12 warps have no partition of a 128-row tile);
-  - the shared memory of every kernel (shared tiles, streamed ones times `stages`) fits the
-    H200's 227 KiB per block; fragments (summed as if all were live at once, an over-count)
-    stay under 4 KiB per thread: 128x128 attention at 128 threads counts 1.8 KiB and still
-    ran (2.3x slower, spilling), so only grossly spilling points are cut.
+  - every kernel passes the plan verifier's tile checks at the point's tiles (plan_verify:
+    the warps can share every tensor-core tile, whole rows per warp where the accumulator
+    feeds a row reduction or a second GEMM; shared memory, streamed tiles times `stages`,
+    within 227 KiB), judged on the plan of the default tiles with the point's blocks: one
+    model for the search and for derive, no second one here;
+  - fragments (summed as if all were live at once, an over-count) stay under 4 KiB per
+    thread: 128x128 attention at 128 threads counts 1.8 KiB and still ran (2.3x slower,
+    spilling), so only grossly spilling points are cut.
 
 Everything else is left to the measurement: a point that fails to lower or compile is
 recorded as such and costs one unit of budget.
@@ -25,6 +26,8 @@ import random
 from dataclasses import dataclass, field
 
 from .. import ir
+from ..plan import Plan
+from ..plan_verify import DTYPE_BYTES, extent, smem_problem, warps_problem
 
 DOMAINS: dict[str, tuple[int, ...]] = {
     "block_m": (64, 128, 256),
@@ -37,9 +40,7 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     "threads": (128, 256, 512),
 }
 ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads")
-SMEM_LIMIT = 227 * 1024  # H200 (sm_90): max dynamic shared memory per block
 FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4, "f8e4m3": 1, "f8e5m2": 1}
 
 
 @dataclass(frozen=True, order=True)
@@ -69,26 +70,12 @@ class Point:
 
 
 @dataclass
-class _Term:
-    """One on-chip buffer: bytes = size * prod(params); times stages when streamed."""
-    const: int
-    params: tuple[str, ...]
-    streamed: bool
-
-
-@dataclass
 class CandidateInfo:
     name: str
     params: tuple[str, ...]  # tile parameters used, in ORDER
     defaults: dict[str, int]
     limits: dict[str, int] = field(default_factory=dict)  # largest axis each block param tiles
-    full_row: bool = False
-    smem: list[list[_Term]] = field(default_factory=list)  # per kernel
-    frag: list[list[_Term]] = field(default_factory=list)  # per kernel
-
-    def _bytes(self, terms, t) -> int:
-        return sum(x.const * math.prod(t[p] for p in x.params) * (t.get("stages", 1) if x.streamed else 1)
-                   for x in terms)
+    plan: Plan | None = None  # at the default tiles; each point is judged on it with its own blocks
 
     def check(self, t: dict) -> str | None:
         """None when the tiles are valid for this candidate, else the reason."""
@@ -98,65 +85,40 @@ class CandidateInfo:
         for p, lim in self.limits.items():
             if p in t and t[p] > max(16, 1 << max(0, (lim - 1).bit_length())):
                 return f"{p}={t[p]} beyond axis {lim}"
-        if self.full_row and "block_m" in t and "threads" in t:
-            warps, slices = t["threads"] // 32, t["block_m"] // 16
-            if warps > slices or slices % warps:
-                return f"FullRow: {t['block_m']} rows over {warps} warps"
-        for terms in self.smem:
-            b = self._bytes(terms, t)
-            if b > SMEM_LIMIT:
-                return f"shared memory {b // 1024} KiB > {SMEM_LIMIT // 1024} KiB"
-        if "threads" in t:
-            for terms in self.frag:
-                b = self._bytes(terms, t) / t["threads"]
-                if b > FRAG_BYTES_PER_THREAD:
-                    return f"fragments {b:.0f} B/thread > {FRAG_BYTES_PER_THREAD}"
+        plan = self.plan
+        for k in plan.kernels:
+            problem = warps_problem(plan, k, t) or smem_problem(plan, k, tiles=t)
+            if problem:
+                return problem
+            if "threads" in t:
+                frag = sum(math.prod(extent(plan, k, a, t) for a in b.axes) * DTYPE_BYTES.get(b.dtype, 4)
+                           for b in k.buffers if b.scope == "fragment")
+                if frag / t["threads"] > FRAG_BYTES_PER_THREAD:
+                    return f"fragments {frag / t['threads']:.0f} B/thread > {FRAG_BYTES_PER_THREAD}"
         return None
 
 
 def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
-    """Which tile parameters a candidate's kernels use and what its buffers cost, read from
-    the plan at the default tiles (block sizes are recovered by parameter name)."""
+    """Which tile parameters a candidate's kernels use (the plan's own records: the tile
+    parameter of every blocked axis), and the plan at the default tiles."""
     from ..derive import derive
     from ..derive.kernels import DEFAULT_TILES
-    from ..plan import Load
 
     plan = derive(g, cand, dict(DEFAULT_TILES))
     used: set[str] = {"threads"}
-    info = CandidateInfo(cand, (), {})
-    for k in plan.kernels:  # the plan's own records: the tile parameter of every blocked axis
+    info = CandidateInfo(cand, (), {}, plan=plan)
+    for k in plan.kernels:
         axis_param: dict[str, str] = {t.axis: t.param for t in k.grid if t.param}
-        if k.stream and k.stream.param:
-            axis_param[k.stream.axis] = k.stream.param
         if k.stream:
             used.add("stages")
-            sp = axis_param.get(k.stream.axis) or k.stream.param
-            if sp:
+            if k.stream.param:
+                axis_param[k.stream.axis] = k.stream.param
                 for a in k.stream.aliases:
-                    axis_param.setdefault(a, sp)
+                    axis_param.setdefault(a, k.stream.param)
         used |= set(axis_param.values())
         for a, p in axis_param.items():
             if a in plan.axes and p in ("block_m", "block_n", "block_k", "block_r"):
                 info.limits[p] = max(info.limits.get(p, 0), plan.axes[a])
-        batch = {t.axis for t in k.grid if t.block == 1}
-        streamed = {s.dst for s in k.body if isinstance(s, Load)}
-        smem, frag = [], []
-        for b in k.buffers:
-            if b.scope == "global":
-                continue
-            const, params = DTYPE_BYTES.get(b.dtype, 4), []
-            for a in b.axes:
-                if a in batch:
-                    continue
-                if a in axis_param:
-                    params.append(axis_param[a])
-                else:
-                    const *= plan.axes.get(a, 1)
-            term = _Term(const, tuple(params), b.name in streamed and b.scope == "shared")
-            (smem if b.scope == "shared" else frag).append(term)
-        info.smem.append(smem)
-        info.frag.append(frag)
-        info.full_row = info.full_row or k.warp_policy == "full_row"  # plan_passes.warp_policy
     info.params = tuple(p for p in ORDER if p in used)
     info.defaults = {p: int(DEFAULT_TILES[p]) for p in info.params}
     return info
