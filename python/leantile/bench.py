@@ -23,24 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from . import architectures, reference
-from .derive import derive
-from .emit import emit_module
 from .sources import load_source
-
-TOL = {"float16": 2e-2, "bfloat16": 4e-2}
-
-
-def load_emitted(plan, out_dir=Path("build/kernels")):
-    """Write the module to a file and import it: TileLang's parser reads function source."""
-    import importlib.util
-    path = out_dir / plan.graph / f"{plan.candidate}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(emit_module(plan))
-    spec = importlib.util.spec_from_file_location(f"emitted_{plan.graph}_{plan.candidate}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def baselines(g, t):
     """torch eager implementations of each workload (the same math as the graph), and the
@@ -97,46 +80,27 @@ def _dtype(g) -> str:
     return g.inputs()[0].dtype if g.inputs() else "f16"
 
 
-def plan_for(g, tuned: bool = True):
-    """The plan the product ships: the tuned (candidate, tiles) for this shape and GPU, else
-    the default derivation with default tiles."""
-    from .tuned import load_tuned
-
-    best = load_tuned(g.name, g.axes, _dtype(g), torch.cuda.get_device_name()) if tuned else None
-    if best:
-        return derive(g, best[0], best[1]), True
-    return derive(g), False
-
-
 def run_one(source, seed=0, tuned=True):
     import triton.testing as tt
-    g = load_source(source)
-    name = g.name
-    plan, was_tuned = plan_for(g, tuned)
+
     from .report.bench import graph_digest
+    from .runtime import compile as compile_kernel
 
-    # the digest and shape let reports attach this row to exactly this graph, never by name alone
-    row = {"arch": name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
-           "tuned": was_tuned, "tiles": dict(plan.tiles), "kernels": [k.name for k in plan.kernels]}
+    g = load_source(source)
     t0 = time.time()
-    mod = load_emitted(plan)
-    kernels = mod.compile_kernels(target="cuda")
-    row["compile_s"] = round(time.time() - t0, 1)
-    inputs = {k: v.cuda() for k, v in reference.random_inputs(g, seed=seed).items()}
-
-    bufs = mod.allocate(inputs)  # intermediates and outputs NaN-filled: unwritten tiles show
+    k = compile_kernel(g, tuned=tuned)  # the plan the product ships: tuned entry, else the default
+    plan = k.plan
+    # the digest and shape let reports attach this row to exactly this graph, never by name alone
+    row = {"arch": g.name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
+           "tuned": k.how == "tuned", "tiles": dict(plan.tiles), "kernels": [x.name for x in plan.kernels],
+           "compile_s": round(time.time() - t0, 1)}
+    inputs = k.random_inputs(seed)
+    v = k.verify(inputs)  # every output, NaN-poisoned, against the float32 reference
+    row.update(finite=all(e != float("inf") for e in v["rel_err"].values()), rel_err=max(v["rel_err"].values()),
+               ok=v["ok"])
 
     def leantile_call():
-        for spec in mod.KERNELS:
-            kernels[spec["name"]](*[bufs[p] for p in spec["params"]])
-
-    leantile_call()
-    torch.cuda.synchronize()
-    out = bufs[mod.OUTPUTS["out"]]
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float32)["out"]
-    finite = bool(torch.isfinite(out).all())
-    err = ((out.float() - ref).norm() / ref.norm()).item()
-    row.update(finite=finite, rel_err=err, ok=finite and err < TOL["float16"])
+        return k.run(inputs)
 
     eager, vendor = baselines(g, inputs)
     contenders = {"leantile": leantile_call, "eager": eager, "compile": torch.compile(eager),
@@ -146,15 +110,15 @@ def run_one(source, seed=0, tuned=True):
     torch.cuda.synchronize()
     times = {}
     for _ in range(2):  # interleaved: each contender once per round
-        for k, f in contenders.items():
+        for name, f in contenders.items():
             ms = tt.do_bench(f, warmup=25, rep=100, return_mode="median")  # flushes L2 between reps
             try:
                 gms = tt.do_bench_cudagraph(f, rep=100, return_mode="median")
             except Exception:  # reduce-overhead already uses CUDA graphs: it cannot be captured again
                 gms = float("nan")
-            times.setdefault(k, []).append((ms, gms))
-    row["ms"] = {k: min(v[0] for v in vals) for k, vals in times.items()}
-    row["gpu_ms"] = {k: min(v[1] for v in vals) for k, vals in times.items()}
+            times.setdefault(name, []).append((ms, gms))
+    row["ms"] = {name: min(v[0] for v in vals) for name, vals in times.items()}
+    row["gpu_ms"] = {name: min(v[1] for v in vals) for name, vals in times.items()}
     row["tflops"] = _flops(g) / (row["gpu_ms"]["leantile"] * 1e-3) / 1e12
     return row
 

@@ -18,36 +18,26 @@ from .derive import candidates, derive
 from .sources import load_source
 
 
-def measure(plan, inputs, ref, tiles) -> dict:
+def measure(g, plan, inputs) -> dict:
+    """Compile, verify (every output, NaN-poisoned, the runtime's one tolerance table) and, if
+    right, time one plan on the given inputs."""
     import torch
-    import triton.testing as tt
 
-    from .bench import TOL, load_emitted
+    from .runtime import Kernel
 
-    mod = load_emitted(plan, Path("build/kernels/tune"))
-    kernels = mod.compile_kernels(target="cuda", **tiles)
-    bufs = mod.allocate(inputs)
-
-    def call():
-        for spec in mod.KERNELS:
-            kernels[spec["name"]](*[bufs[p] for p in spec["params"]])
-    call()
-    torch.cuda.synchronize()
-    out = bufs[mod.OUTPUTS["out"]].float()
-    err = ((out - ref).norm() / ref.norm()).item()
-    if not (torch.isfinite(out).all() and err < TOL["float16"]):
+    k = Kernel(g, plan, "asked", torch.device("cuda", torch.cuda.current_device()))
+    v = k.verify(inputs)
+    err = max(v["rel_err"].values())
+    if not v["ok"]:
         return {"ok": False, "rel_err": err}
-    return {"ok": True, "rel_err": err, "gpu_ms": tt.do_bench_cudagraph(call, rep=100, return_mode="median")}
+    return {"ok": True, "rel_err": err, "gpu_ms": k.benchmark(inputs)}
 
 
 def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) -> tuple[dict | None, list]:
     """Best verified row for graph g, and the log of every point tried."""
-    import torch
-
     from .emit import emit_module, load_module
 
-    inputs = {k: v.cuda() for k, v in reference.random_inputs(g, seed=1).items()}
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float32)["out"]
+    inputs = reference.random_inputs(g, seed=1, device="cuda")
     points = []
     for c in candidates(g):
         if c.name == "unfused" and not all_candidates:
@@ -60,7 +50,7 @@ def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) ->
         if time.time() - t0 > budget_s:
             break
         try:
-            r = measure(derive(g, cand, tiles), inputs, ref, tiles)
+            r = measure(g, derive(g, cand, tiles), inputs)
         except Exception as e:  # a config that does not compile is a data point, not a crash
             r = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:200]}"}
         row = {"arch": g.name, "candidate": cand, "tiles": tiles, **r}

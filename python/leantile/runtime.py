@@ -1,0 +1,201 @@
+"""The one path from a graph to running kernels: choose the plan, emit, compile, allocate,
+launch, verify, time. `leantile.compile` is this module's `compile`.
+
+    k = leantile.compile("attention")            # built-in, exports/*.json, module.py:fn, Graph, DagM
+    O = k(Q, K, V)                               # or k(Q=Q, K=K, V=V); a dict for several outputs
+    k.verify(); k.benchmark(); k.plan; k.source
+
+The plan: an explicit candidate and tiles when given; else the tuned entry for this graph's
+shape, dtype and GPU (benchmarks/tuned, `leantile search`); else the default derivation.
+Kernels are compiled by TileLang, whose disk cache (~/.tilelang/cache, keyed by the kernel's
+TVMScript, target and TileLang version) lets a second process skip nvcc; within a process
+compiled kernels are kept by emitted source and device.
+
+On a machine without a GPU, `device="cpu"` runs the same plan with the interpreter
+(leantile.interp): slow, for testing a model's wiring (validation, outputs, torch ops).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import interp, ir, reference
+from .derive import candidates, derive
+from .emit import emit_module, load_module
+
+# One relative-error definition and one tolerance per output dtype, for every check of a
+# kernel against the float32 reference (bench, tune, search workers, GPU tests, verify()).
+TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 4e-2, torch.float32: 1e-4, torch.float64: 1e-9}
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| (Frobenius, in float64); inf where out is not finite."""
+    if not bool(torch.isfinite(out).all()):
+        return float("inf")
+    out, ref = out.double(), ref.double()
+    den = ref.norm().item()
+    num = (out - ref).norm().item()
+    return num / den if den > 0 else num
+
+
+class CompileError(ValueError):
+    """What the user asked for cannot be compiled here (no GPU, an unknown candidate): one line."""
+
+
+def _graph(source, sizes: dict | None) -> ir.Graph:
+    if isinstance(source, ir.Graph):
+        return source
+    if hasattr(source, "graph") and callable(source.graph):  # leantile.dag.DagM
+        return source.graph()
+    from .sources import load_source
+    return load_source(str(source), sizes)
+
+
+def _dtype(g: ir.Graph) -> str:
+    return g.inputs()[0].dtype if g.inputs() else "f16"
+
+
+def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = None,
+                gpu: str | None = None, tuned: bool = True):
+    """(plan, how): the asked candidate/tiles; else the tuned entry for g's shape, dtype and
+    `gpu` (a usable one: its candidate exists for g); else the default derivation."""
+    if candidate is not None or tiles:
+        names = [c.name for c in candidates(g)]
+        if candidate is not None and candidate not in names:
+            raise CompileError(f"graph {g.name!r}: no candidate {candidate!r} (candidates: {', '.join(names)})")
+        return derive(g, candidate, tiles), "asked"
+    if tuned and gpu:
+        from .tuned import load_tuned
+        best = load_tuned(g.name, g.axes, _dtype(g), gpu)
+        if best and best[0] in {c.name for c in candidates(g)}:
+            return derive(g, best[0], best[1]), "tuned"
+    return derive(g), "default"
+
+
+@dataclass
+class _Compiled:
+    module: Any
+    launchers: dict = field(default_factory=dict)  # kernel name -> compiled TileLang kernel
+
+
+_CACHE: dict[tuple, _Compiled] = {}
+
+
+def _compiled(source: str, device: torch.device) -> _Compiled:
+    key = (hashlib.sha256(source.encode()).hexdigest(), str(device))
+    hit = _CACHE.get(key)
+    if hit is None:
+        module = load_module(source, f"leantile_{key[0][:12]}")
+        launchers = {}
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                launchers = module.compile_kernels(target="cuda")
+        hit = _CACHE[key] = _Compiled(module, launchers)
+    return hit
+
+
+class Kernel:
+    """A derived plan, compiled for one device, called like a function."""
+
+    def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device):
+        self.graph, self.plan, self.how, self.device = graph, plan, how, device
+        self.source = emit_module(plan)
+        self._c = _compiled(self.source, device)
+        m = self._c.module
+        self.input_names = [n.name for n in graph.inputs()]
+        self.output_names = list(graph.outputs)
+        dts = {b["name"]: getattr(torch, b["dtype"]) for b in m.GLOBALS}
+        shapes = {b["name"]: tuple(b["shape"]) for b in m.GLOBALS}
+        self.output_specs = {o: (shapes[b], dts[b]) for o, b in m.OUTPUTS.items()}
+        self._globals = [(b["name"], shapes[b["name"]], dts[b["name"]]) for b in m.GLOBALS
+                         if b["name"] not in self.input_names]
+
+    def __repr__(self) -> str:
+        return (f"<leantile.Kernel {self.graph.name} / {self.plan.candidate} ({self.how}) on {self.device}: "
+                f"{', '.join(self.input_names)} -> {', '.join(self.output_names)}>")
+
+    # -- calling
+    def bind(self, args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
+        """The inputs by name, checked: one GraphError listing every problem (missing or extra,
+        shape, dtype, device, strides)."""
+        if len(args) > len(self.input_names):
+            raise ir.GraphError([f"{self.graph.name}: {len(args)} positional inputs, the graph takes "
+                                 f"{len(self.input_names)} ({', '.join(self.input_names)})"])
+        inputs = dict(zip(self.input_names, args))
+        twice = sorted(set(inputs) & set(kwargs))
+        if twice:
+            raise ir.GraphError([f"input {twice[0]!r}: given both by position and by name"])
+        inputs.update(kwargs)
+        reference.check_inputs(self.graph, inputs, device=self.device)
+        bad = [n for n, t in inputs.items() if not t.is_contiguous()]
+        if bad:
+            raise ir.GraphError([f"input {bad[0]!r}: not contiguous (strides {list(inputs[bad[0]].stride())}); "
+                                 "pass .contiguous()"])
+        return inputs
+
+    def run(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
+        """Launch every kernel on checked inputs; new outputs and intermediates (torch.empty, or
+        filled with `fill`: NaN shows an element no kernel writes). {output name: tensor}."""
+        m = self._c.module
+        if self.device.type != "cuda":  # the interpreter runs the same plan
+            outs = interp.run(self.plan, inputs)
+            return {o: t.to(self.output_specs[o][1]) for o, t in outs.items()}
+        bufs = dict(inputs)
+        for name, shape, dt in self._globals:
+            bufs[name] = (torch.empty(shape, dtype=dt, device=self.device) if fill is None else
+                          torch.full(shape, fill, dtype=dt, device=self.device))
+        for spec in m.KERNELS:
+            self._c.launchers[spec["name"]](*[bufs[p] if bufs[p].dim() else bufs[p].reshape(1)
+                                              for p in spec["params"]])
+        return {o: bufs[b] for o, b in m.OUTPUTS.items()}
+
+    def __call__(self, *args, **kwargs):
+        outs = self.run(self.bind(args, kwargs))
+        return outs[self.output_names[0]] if len(outs) == 1 else outs
+
+    # -- checking and timing
+    def random_inputs(self, seed: int = 0) -> dict[str, torch.Tensor]:
+        return reference.random_inputs(self.graph, seed=seed, device=self.device)
+
+    def verify(self, inputs: dict | None = None, seed: int = 0) -> dict:
+        """Every output against the float32 reference on the same inputs (fresh random ones by
+        default), outputs NaN-poisoned first: {"ok", "rel_err": {output: error}, "tolerance"}."""
+        inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
+        outs = self.run(inputs, fill=float("nan"))
+        ref = reference.evaluate(self.graph, inputs, compute_dtype=torch.float32)
+        errs = {o: rel_err(outs[o], ref[o]) for o in self.output_names}
+        tol = {o: TOLERANCE[self.output_specs[o][1]] for o in self.output_names}
+        return {"ok": all(errs[o] <= tol[o] for o in errs), "rel_err": errs, "tolerance": tol}
+
+    def benchmark(self, inputs: dict | None = None, seed: int = 0, rep: int = 100) -> float:
+        """GPU time in ms (triton's do_bench_cudagraph median: launch overhead excluded)."""
+        if self.device.type != "cuda":
+            raise CompileError("benchmark: needs a CUDA GPU (this kernel runs on the interpreter)")
+        import triton.testing as tt
+        inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
+        self.run(inputs)
+        return tt.do_bench_cudagraph(lambda: self.run(inputs), rep=rep, return_mode="median")
+
+
+def compile(source, *, candidate: str | None = None, tiles: dict | None = None, device=None,
+            sizes: dict | None = None, tuned: bool = True) -> Kernel:
+    """A Kernel for `source` (a Graph, a leantile.dag.DagM, a built-in name, an exports/*.json
+    path or module.py:function, at `sizes` where given). device: a CUDA device (default: the
+    current one), or "cpu" to run the plan with the interpreter."""
+    g = _graph(source, sizes)
+    if device is None:
+        if not torch.cuda.is_available():
+            raise CompileError("leantile.compile: no CUDA GPU here; pass device='cpu' to run the plan with the "
+                               "interpreter (slow, for testing)")
+        device = torch.device("cuda", torch.cuda.current_device())
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise CompileError(f"leantile.compile: device {device} asked, but there is no CUDA GPU here")
+    if device.type not in ("cuda", "cpu"):
+        raise CompileError(f"leantile.compile: device {device}: only CUDA GPUs and the CPU interpreter")
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    plan, how = choose_plan(g, candidate, tiles, gpu, tuned)
+    return Kernel(g, plan, how, device)

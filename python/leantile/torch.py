@@ -1,0 +1,95 @@
+"""leantile kernels as PyTorch operators and modules.
+
+    op = leantile.torch.op(leantile.compile("swiglu"))     # a torch.library custom op
+    y = op(X, W_gate, W_up)                                # works under torch.compile(fullgraph=True)
+    mlp = leantile.torch.Module("swiglu")                  # weights as nn.Parameters
+    y = mlp(X)
+
+Each compiled kernel becomes one custom op `leantile::<graph>_<digest>` (the digest of its
+emitted source: another plan or shape is another op), with a fake implementation from the
+graph's shapes and dtypes, so torch.compile traces through it without a graph break and CUDA
+graphs capture it (outputs are allocated with torch.empty inside the op, on the current stream).
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+
+import torch
+
+from .runtime import Kernel, compile as _compile
+
+_OPS: dict[str, object] = {}  # op name -> registered op (registering twice is an error in torch)
+
+
+def op(kernel: Kernel):
+    """The custom op that runs `kernel`: positional tensors in the graph's input order; returns
+    the output tensor, or a tuple in the graph's output order."""
+    digest = hashlib.sha256(f"{kernel.source}\0{kernel.device}".encode()).hexdigest()[:12]
+    name = f"leantile::{kernel.graph.name}_{digest}"
+    if name in _OPS:
+        return _OPS[name]
+    names, outs = kernel.input_names, kernel.output_names
+    single = len(outs) == 1
+
+    def impl(*args):
+        r = kernel.run(kernel.bind(args, {}))
+        return r[outs[0]] if single else tuple(r[o] for o in outs)
+
+    ret = torch.Tensor if single else tuple[tuple(torch.Tensor for _ in outs)]
+    impl.__signature__ = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=torch.Tensor) for n in names],
+        return_annotation=ret)
+    impl.__name__ = f"{kernel.graph.name}_{digest}"
+    custom = torch.library.custom_op(name, mutates_args=())(impl)
+
+    def fake(*args):
+        dev = args[0].device if args else kernel.device
+        made = [torch.empty(kernel.output_specs[o][0], dtype=kernel.output_specs[o][1], device=dev) for o in outs]
+        return made[0] if single else tuple(made)
+
+    fake.__signature__ = impl.__signature__
+    custom.register_fake(fake)
+    _OPS[name] = custom
+    return custom
+
+
+def _is_weight(name: str) -> bool:
+    """Inputs named W..., b or b_... are weights (the built-ins' convention); the rest are
+    activations passed to forward."""
+    return name.startswith("W") or name == "b" or name.startswith("b_")
+
+
+class Module(torch.nn.Module):
+    """A graph as an nn.Module: the inputs in `weights` (default: those named W..., b, b_...)
+    are parameters, initialised N(0, 1/fan_in) over their first axis; forward takes the
+    others, in graph order, and returns what the op returns."""
+
+    def __init__(self, source, *, weights=None, device=None, **compile_args):
+        super().__init__()
+        self.kernel = _compile(source, device=device, **compile_args)
+        self.op = op(self.kernel)
+        g = self.kernel.graph
+        wanted = set(weights) if weights is not None else {n for n in self.kernel.input_names if _is_weight(n)}
+        unknown = wanted - set(self.kernel.input_names)
+        if unknown:
+            raise ValueError(f"{g.name}: weights {sorted(unknown)} are not inputs (inputs: "
+                             f"{', '.join(self.kernel.input_names)})")
+        self.weight_names = [n for n in self.kernel.input_names if n in wanted]
+        self.activation_names = [n for n in self.kernel.input_names if n not in wanted]
+        dtypes = {n.name: n.dtype for n in g.inputs()}
+        from .reference import TORCH_DTYPES
+        for n in g.inputs():
+            if n.name in wanted:
+                shape = g.shape(n.id)
+                w = torch.randn(shape, dtype=torch.float32) / math.sqrt(max(1, shape[0] if shape else 1))
+                self.register_parameter(n.name, torch.nn.Parameter(
+                    w.to(TORCH_DTYPES[dtypes[n.name]]).to(self.kernel.device), requires_grad=False))
+
+    def forward(self, *activations):
+        given = dict(zip(self.activation_names, activations))
+        if len(activations) != len(self.activation_names):
+            raise TypeError(f"{self.kernel.graph.name}: forward takes {', '.join(self.activation_names)} "
+                            f"({len(self.activation_names)} tensors), got {len(activations)}")
+        return self.op(*[given[n] if n in given else getattr(self, n) for n in self.kernel.input_names])

@@ -1,0 +1,135 @@
+"""leantile.compile and leantile.torch without a GPU: the CPU interpreter runs the same plan,
+so input validation, output allocation, several outputs, the custom op under
+torch.compile(fullgraph=True) and the nn.Module are checked here; tests/gpu/test_torch_api.py
+runs the same on the device with TileLang kernels."""
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import leantile
+import leantile.torch as lt
+from leantile import architectures, reference
+from leantile.dag import DagM
+from leantile.runtime import TOLERANCE, CompileError, rel_err
+
+
+def _mlp(m=5, d=7, f=9, dtype="f16"):
+    g = DagM("api_mlp", {"m": m, "d": d, "f": f})
+    x, w, u = g.input("X", ["m", "d"], dtype), g.input("W_gate", ["d", "f"], dtype), g.input("W_up", ["d", "f"], dtype)
+    a, b = g.matmul(x, w, "d", "d"), g.matmul(x, u, "d", "d")
+    g.output("out", g.mul(g.silu(a), b))
+    return g
+
+
+def _inputs(k, seed=0):
+    return reference.random_inputs(k.graph, seed=seed)
+
+
+def test_call_by_position_and_by_name_equals_the_reference():
+    k = leantile.compile(_mlp(), device="cpu")
+    t = _inputs(k, 3)
+    y = k(t["X"], t["W_gate"], t["W_up"])
+    assert y.dtype == torch.float16 and y.shape == (5, 9)
+    ref = reference.evaluate(k.graph, t, compute_dtype=torch.float32)["out"]
+    assert rel_err(y, ref) <= TOLERANCE[torch.float16]
+    assert torch.equal(k(X=t["X"], W_gate=t["W_gate"], W_up=t["W_up"]), y)
+    assert torch.equal(k(t["X"], W_up=t["W_up"], W_gate=t["W_gate"]), y)
+    assert k.verify(seed=5)["ok"]
+
+
+@pytest.mark.parametrize("bad, words", [
+    (lambda t: ((t["X"], t["W_gate"]), {}), ["W_up", "missing"]),
+    (lambda t: ((t["X"], t["W_gate"], t["W_up"], t["X"]), {}), ["4 positional", "3"]),
+    (lambda t: ((t["X"], t["W_gate"], t["W_up"]), {"bias": t["X"]}), ["bias", "not an input"]),
+    (lambda t: ((t["X"], t["W_gate"]), {"X": t["X"], "W_up": t["W_up"]}), ["X", "both"]),
+    (lambda t: ((t["X"][:4], t["W_gate"], t["W_up"]), {}), ["X", "shape [4, 7]", "[5, 7]"]),
+    (lambda t: ((t["X"].float(), t["W_gate"], t["W_up"]), {}), ["X", "dtype", "float16"]),
+    (lambda t: ((t["X"], t["W_gate"].t().contiguous().t(), t["W_up"]), {}), ["W_gate", "contiguous"]),
+    (lambda t: ((t["X"], "W", t["W_up"]), {}), ["W_gate", "torch.Tensor"]),
+])
+def test_bad_inputs_get_one_clear_error_naming_the_input(bad, words):
+    k = leantile.compile(_mlp(), device="cpu")
+    args, kwargs = bad(_inputs(k))
+    with pytest.raises(leantile.GraphError) as e:
+        k(*args, **kwargs)
+    msg = str(e.value)
+    assert all(w in msg for w in words), msg
+    assert "\n" not in msg.strip() and "Traceback" not in msg
+
+
+def test_several_outputs_come_back_as_a_dict():
+    g = DagM("two_out", {"m": 3, "t": 6})
+    x = g.input("X", ["m", "t"], "f32")
+    g.output("p", g.softmax(x, "t"))
+    g.output("s", g.red("sum", g.exp(x), "t"))
+    k = leantile.compile(g, device="cpu")
+    t = _inputs(k, 1)
+    out = k(t["X"])
+    assert set(out) == {"p", "s"} and out["p"].shape == (3, 6) and out["s"].shape == (3,)
+    ref = reference.evaluate(k.graph, t, compute_dtype=torch.float64)
+    assert all(rel_err(out[o], ref[o]) <= TOLERANCE[torch.float32] for o in out)
+
+
+def test_plan_choice_and_errors():
+    g = _mlp()
+    k = leantile.compile(g, device="cpu")
+    assert k.how == "default" and k.plan.candidate == "fused" and "T.prim_func" in k.source
+    k2 = leantile.compile(g, device="cpu", candidate="unfused", tiles={"block_m": 64})
+    assert k2.how == "asked" and k2.plan.candidate == "unfused" and k2.plan.tiles["block_m"] == 64
+    with pytest.raises(CompileError, match="no candidate 'nope'.*fused"):
+        leantile.compile(g, device="cpu", candidate="nope")
+    with pytest.raises(leantile.GraphError, match="block_q"):
+        leantile.compile(g, device="cpu", tiles={"block_q": 64})
+    with pytest.raises(CompileError, match="only CUDA GPUs"):
+        leantile.compile(g, device="meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(CompileError, match="no CUDA GPU here; pass device='cpu'"):
+            leantile.compile(g)
+
+
+def test_builtin_by_name_at_other_sizes():
+    k = leantile.compile("swiglu", device="cpu", sizes={"m": 3, "d": 5, "n": 4})
+    assert k.graph.axes["m"] == 3 and k.input_names == [n.name for n in architectures.build("swiglu").inputs()]
+    assert k.verify(seed=2)["ok"]
+
+
+def test_custom_op_runs_under_torch_compile_fullgraph():
+    k = leantile.compile(_mlp(dtype="f32"), device="cpu")
+    op = lt.op(k)
+    assert lt.op(k) is op  # registered once
+    t = _inputs(k, 4)
+
+    def model(x, w, u):  # two leantile ops with torch ops between them
+        y = op(x, w, u)
+        return op(torch.nn.functional.pad(y[:, :7], (0, 0)) * 0.5, w, u) + 1
+
+    eager = model(t["X"], t["W_gate"], t["W_up"])
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")  # fullgraph: a graph break raises
+    assert torch.allclose(compiled(t["X"], t["W_gate"], t["W_up"]), eager)
+    # the fake implementation: shapes and dtypes without running anything
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fx = torch.empty(5, 7)
+        out = op(fx, torch.empty(7, 9), torch.empty(7, 9))
+        assert out.shape == (5, 9) and out.dtype == torch.float32
+
+
+def test_module_holds_weights_as_parameters():
+    m = lt.Module(_mlp(dtype="f32"), device="cpu")
+    assert m.weight_names == ["W_gate", "W_up"] and m.activation_names == ["X"]
+    assert {n for n, _ in m.named_parameters()} == {"W_gate", "W_up"}
+    x = torch.randn(5, 7)
+    want = reference.evaluate(m.kernel.graph, {"X": x, "W_gate": m.W_gate.data, "W_up": m.W_up.data})["out"]
+    assert rel_err(m(x), want) <= TOLERANCE[torch.float32]
+    with pytest.raises(TypeError, match="forward takes X"):
+        m(x, x)
+    with pytest.raises(ValueError, match="not inputs"):
+        lt.Module(_mlp(), device="cpu", weights=["W_nope"])
+
+
+def test_import_leantile_does_not_import_torch():
+    code = "import sys, leantile; assert 'torch' not in sys.modules, 'torch imported'; leantile.compile"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-500:]
