@@ -104,6 +104,8 @@ def cmd_validate(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="leantile", description=__doc__.splitlines()[0])
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"leantile {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     sub.add_parser("list", help="list the built-in architectures").set_defaults(fn=cmd_list)

@@ -67,3 +67,9 @@ def test_validate_missing_file_and_garbage(tmp_path):
     r = run("validate", str(tmp_path / "none.json"), str(junk))
     assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr
     assert "cannot read" in r.stdout and "not JSON" in r.stdout
+
+
+def test_version(capsys):
+    import leantile
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"leantile {leantile.__version__}"
