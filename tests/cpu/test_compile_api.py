@@ -133,3 +133,19 @@ def test_import_leantile_does_not_import_torch():
     code = "import sys, leantile; assert 'torch' not in sys.modules, 'torch imported'; leantile.compile"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_bench_baseline_follows_the_graph_not_its_name():
+    """A user graph named like a built-in gets its own reference as baseline, not the built-in's."""
+    from leantile.bench import baselines
+    g = DagM("swiglu", {"m": 4, "d": 6, "n": 5})  # the name of a built-in, another graph
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W_gate", ["d", "n"], "f32")
+    g.output("out", g.exp(g.matmul(x, w, "d", "d")))
+    g = g.graph()
+    t = reference.random_inputs(g, seed=1)
+    eager, vendor = baselines(g, t)
+    assert vendor == {} and torch.allclose(eager(), torch.exp(t["X"] @ t["W_gate"]), rtol=1e-5)
+    real = architectures.build("swiglu", m=4, d=6, n=5)
+    eager, _ = baselines(real, reference.random_inputs(real, seed=1))
+    tr = reference.random_inputs(real, seed=1)
+    assert torch.allclose(eager(), torch.nn.functional.silu(tr["X"] @ tr["W_gate"]) * (tr["X"] @ tr["W_up"]))
