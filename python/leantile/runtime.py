@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from . import interp, ir, reference
-from .derive import candidates, derive
+from .derive import DerivationError, derive
 from .emit import emit_module, load_module
 
 # One relative-error definition and one tolerance per output dtype, for every check of a
@@ -42,7 +42,7 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 class CompileError(ValueError):
-    """What the user asked for cannot be compiled here (no GPU, an unknown candidate): one line."""
+    """What the user asked for cannot run here (no GPU, an unknown device kind): one line."""
 
 
 def _graph(source, sizes: dict | None) -> ir.Graph:
@@ -63,15 +63,15 @@ def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = 
     """(plan, how): the asked candidate/tiles; else the tuned entry for g's shape, dtype and
     `gpu` (a usable one: its candidate exists for g); else the default derivation."""
     if candidate is not None or tiles:
-        names = [c.name for c in candidates(g)]
-        if candidate is not None and candidate not in names:
-            raise CompileError(f"graph {g.name!r}: no candidate {candidate!r} (candidates: {', '.join(names)})")
-        return derive(g, candidate, tiles), "asked"
+        return derive(g, candidate, tiles), "asked"  # an unknown candidate: DerivationError listing them
     if tuned and gpu:
         from .tuned import load_tuned
         best = load_tuned(g.name, g.axes, _dtype(g), gpu)
-        if best and best[0] in {c.name for c in candidates(g)}:
-            return derive(g, best[0], best[1]), "tuned"
+        if best:
+            try:  # an entry of another graph of the same name may name a candidate g does not have
+                return derive(g, best[0], best[1]), "tuned"
+            except DerivationError:
+                pass
     return derive(g), "default"
 
 
@@ -110,8 +110,6 @@ class Kernel:
         dts = {b["name"]: getattr(torch, b["dtype"]) for b in m.GLOBALS}
         shapes = {b["name"]: tuple(b["shape"]) for b in m.GLOBALS}
         self.output_specs = {o: (shapes[b], dts[b]) for o, b in m.OUTPUTS.items()}
-        self._globals = [(b["name"], shapes[b["name"]], dts[b["name"]]) for b in m.GLOBALS
-                         if b["name"] not in self.input_names]
 
     def __repr__(self) -> str:
         return (f"<leantile.Kernel {self.graph.name} / {self.plan.candidate} ({self.how}) on {self.device}: "
@@ -139,18 +137,11 @@ class Kernel:
     def run(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
         """Launch every kernel on checked inputs; new outputs and intermediates (torch.empty, or
         filled with `fill`: NaN shows an element no kernel writes). {output name: tensor}."""
-        m = self._c.module
-        if self.device.type != "cuda":  # the interpreter runs the same plan
+        if self.device.type != "cuda":  # the interpreter runs the same plan (its buffers start as NaN)
             outs = interp.run(self.plan, inputs)
             return {o: t.to(self.output_specs[o][1]) for o, t in outs.items()}
-        bufs = dict(inputs)
-        for name, shape, dt in self._globals:
-            bufs[name] = (torch.empty(shape, dtype=dt, device=self.device) if fill is None else
-                          torch.full(shape, fill, dtype=dt, device=self.device))
-        for spec in m.KERNELS:
-            self._c.launchers[spec["name"]](*[bufs[p] if bufs[p].dim() else bufs[p].reshape(1)
-                                              for p in spec["params"]])
-        return {o: bufs[b] for o, b in m.OUTPUTS.items()}
+        m = self._c.module  # the emitted module's own allocate and launch loop
+        return m.run(self._c.launchers, m.allocate(inputs, device=self.device, fill=fill))
 
     def __call__(self, *args, **kwargs):
         outs = self.run(self.bind(args, kwargs))

@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
 
 _OPS: dict[str, object] = {}  # op name -> registered op (registering twice is an error in torch)
@@ -78,14 +79,12 @@ class Module(torch.nn.Module):
                              f"{', '.join(self.kernel.input_names)})")
         self.weight_names = [n for n in self.kernel.input_names if n in wanted]
         self.activation_names = [n for n in self.kernel.input_names if n not in wanted]
-        dtypes = {n.name: n.dtype for n in g.inputs()}
-        from .reference import TORCH_DTYPES
         for n in g.inputs():
             if n.name in wanted:
                 shape = g.shape(n.id)
                 w = torch.randn(shape, dtype=torch.float32) / math.sqrt(max(1, shape[0] if shape else 1))
                 self.register_parameter(n.name, torch.nn.Parameter(
-                    w.to(TORCH_DTYPES[dtypes[n.name]]).to(self.kernel.device), requires_grad=False))
+                    w.to(TORCH_DTYPES[n.dtype]).to(self.kernel.device), requires_grad=False))
 
     def forward(self, *activations):
         given = dict(zip(self.activation_names, activations))

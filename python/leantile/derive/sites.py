@@ -70,6 +70,13 @@ class GemmSite:
     epilogue: list[int] = field(default_factory=list)
 
 
+def row_vector(g, i: int, base_axes, axis: str) -> bool:
+    """Node i is constant along `axis` and broadcasts over base's axes only (the side
+    condition shared by the pullouts and the variance expansion)."""
+    ax = g.node(i).axes
+    return axis not in ax and all(a in base_axes for a in ax)
+
+
 def depends_on(g, i: int, j: int) -> bool:
     """Whether node i reads node j, directly or not (j < i). Ids are topological, so the
     walk stops below j: it visits only what lies between the two nodes."""

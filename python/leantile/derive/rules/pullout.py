@@ -8,14 +8,8 @@ from __future__ import annotations
 
 from ... import ir
 from ..context import Ctx
-from ..sites import Peel
+from ..sites import Peel, row_vector
 from .base import Rule, sym
-
-
-def _row_vector(cx: Ctx, i: int, base_axes, axis: str) -> bool:
-    """Node i is constant along `axis` and broadcasts over base's axes only."""
-    ax = cx.node(i).axes
-    return axis not in ax and all(a in base_axes for a in ax)
 
 
 class _Pullout(Rule):
@@ -27,7 +21,7 @@ class _Pullout(Rule):
         if not (isinstance(node, ir.Binary) and node.op == self.op):
             return None
         a = cx.node(node.a)
-        if axis in a.axes and _row_vector(cx, node.b, a.axes, axis):
+        if axis in a.axes and row_vector(cx, node.b, a.axes, axis):
             return Peel(self.kind, node.id, node.b)
         return None
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from ... import ir
 from ..context import Ctx
-from ..sites import GemmSite
+from ..sites import GemmSite, row_vector
 from .base import Rule, sym
-from .pullout import _row_vector
 
 
 def unary_chain(cx: Ctx, i: int, base: int) -> tuple[str, ...] | None:
@@ -59,7 +58,7 @@ class VarianceExpand(Rule):
             return None
         sub = cx.node(sq.x)
         if isinstance(sub, ir.Binary) and sub.op == "sub" and sub.a == base and \
-                _row_vector(cx, sub.b, cx.node(base).axes, r.axis):
+                row_vector(cx, sub.b, cx.node(base).axes, r.axis):
             return sub.b
         return None
 
