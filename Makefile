@@ -3,6 +3,8 @@ PYTHON ?= python3
 export PYTHONPATH := $(CURDIR)/python:$(PYTHONPATH)
 STAMP := build/.setup-stamp
 SEARCH_BUDGET ?= 32
+# The tuned configurations that ship (package data); a user's own searches go to leantile.tuned.user_dir().
+SHIPPED_TUNED := python/leantile/tuned_configs
 
 .PHONY: setup test export kernels lean check-lean tune report clean
 
@@ -48,14 +50,14 @@ kernels: setup
 	$(PYTHON) -m leantile kernels --out build/kernels exports
 	@if $(PYTHON) -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then \
 	  $(PYTHON) -m leantile search --missing-only --budget $(SEARCH_BUDGET) --gpus all \
-	    --db benchmarks/results/search.sqlite exports/*.json || \
+	    --out $(SHIPPED_TUNED) --db benchmarks/results/search.sqlite exports/*.json || \
 	    echo "kernels: the search found no verified point for some workload (above); its default tiles are benchmarked"; \
 	  $(PYTHON) -m leantile bench --out benchmarks/results exports/*.json; \
 	else echo "kernels: no CUDA GPU here: emitted and lowered only (GPU check and timing skipped)"; fi
 
-# On a GPU: sweep tile configs of every export and store the best in benchmarks/tuned/.
+# On a GPU: sweep tile configs of every export and store the best with the shipped configurations.
 tune: setup
-	$(PYTHON) -m leantile tune exports/*.json
+	$(PYTHON) -m leantile tune --tuned-dir $(SHIPPED_TUNED) exports/*.json
 
 # Proof-checked derivation reports: build/reports/<arch>.html and .md, plus index pages.
 report: setup

@@ -3,7 +3,7 @@
     python benchmarks/block_r_probe.py [--arch rmsnorm layernorm_linear_gelu] [--gpus 0]
         [--out benchmarks/results] [--save-tuned]
 
-For each workload: its tuned point (benchmarks/tuned/, this GPU) with block_r in
+For each workload: its tuned point (leantile.tuned lookup, this GPU) with block_r in
 {16, 32, 64, 128}, measured as the search measures (compiled on the CPU pool, verified
 against the fp32 reference, then do_bench_cudagraph median). block_r=128 is the plan as
 measured before block_r existed (for a column-sum kernel it was block_n). Prints a table,
@@ -20,7 +20,7 @@ from pathlib import Path
 from leantile.search import Point, Workload
 from leantile.search.driver import point_entry
 from leantile.search.workers import GpuMeasurer
-from leantile.tuned import load_tuned, save_if_faster
+from leantile.tuned import shipped_dir, load_tuned, save_if_faster
 
 BLOCK_R = (16, 32, 64, 128)
 
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
                          + f" | {ratio} |")
             if a.save_tuned and best_p is not None:
                 entry = point_entry(wl, best_p, best_t, meas.gpu_name, source="benchmarks/block_r_probe.py")
-                written, kept = save_if_faster(entry)
+                written, kept = save_if_faster(entry, shipped_dir())  # a project tool: results ship
                 print(f"wrote {written}" if written else f"{arch}: kept the faster stored entry ({kept['time_ms']} ms)")
     finally:
         meas.close()

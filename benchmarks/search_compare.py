@@ -34,7 +34,7 @@ from leantile.search.driver import point_entry
 from leantile.files import write_atomic
 from leantile.search.db import DBError, SearchDB
 from leantile.search.memo import MeasureOnce
-from leantile.tuned import save_if_faster
+from leantile.tuned import shipped_dir, save_if_faster
 
 
 class FromDBOnly:
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--exhaustive", action="store_true",
                     help="also measure every point of the space (run 'exhaustive' in the DB): the true optimum")
     ap.add_argument("--save-tuned", action="store_true",
-                    help="with --exhaustive: save the optimum to benchmarks/tuned/ (as `leantile search` saves its top-1)")
+                    help="with --exhaustive: save the optimum to the shipped tuned configurations (as `leantile search` saves its top-1)")
     a = ap.parse_args(argv)
     if not (a.fake or a.replay):  # say so now, not in a GPU worker that never starts
         import torch
@@ -161,7 +161,7 @@ def main(argv=None) -> int:
             if a.save_tuned and math.isfinite(scores[0]) and not a.fake:
                 entry = point_entry(wl, best_pt, scores[0], gpu, roofline_ms=round(floor, 6),
                                     search={"run": "exhaustive", "evaluated": len(scores)})
-                written, kept = save_if_faster(entry)
+                written, kept = save_if_faster(entry, shipped_dir())  # a project tool: results ship
                 print(f"wrote {written}" if written else f"{arch}: kept the faster stored entry ({kept['time_ms']} ms)")
         for b in a.budget:
             for policy in ("random", "momentum"):

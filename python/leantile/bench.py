@@ -6,8 +6,8 @@ the same process (triton do_bench with L2 flush, and do_bench_cudagraph).
 
     leantile bench [SOURCE ...] [--out DIR] [--untuned]
 
-The kernel runs with the tuned configuration from benchmarks/tuned/ when one exists for
-the shape and GPU. Prints a table and writes DIR/bench-<gpu>.json, .md and a bar chart
+The kernel runs with the plan leantile.compile chooses: the tuned configuration for the
+shape and GPU when the lookup (user's folder, then shipped) has one. Prints a table and writes DIR/bench-<gpu>.json, .md and a bar chart
 .png. A check failure is reported, not hidden.
 """
 from __future__ import annotations

@@ -144,7 +144,7 @@ def _lazy_main(module: str):
 
 # Commands that parse their own arguments and import torch at the top: imported when run.
 LAZY_PASSTHROUGH = {
-    "tune": ("tune", "sweep tile configs on a GPU and store the best (benchmarks/tuned)"),
+    "tune": ("tune", "sweep tile configs on a GPU and store the best (the user's tuned folder)"),
     "bench": ("bench", "check and time kernels against torch and vendor libraries (GPU)"),
 }
 

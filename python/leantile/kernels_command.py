@@ -93,7 +93,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "module": str(path.relative_to(out)),
                 "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
                 "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
-                "tuned": tuned,  # tiles from benchmarks/tuned/: the configuration that ships
+                "tuned": tuned,  # tiles of the tuned lookup (user folder, then shipped): what compile() runs
                 "lowered": None, "cuda": None, "error": None,
             }
             if can_lower:

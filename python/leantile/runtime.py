@@ -6,7 +6,8 @@ launch, verify, time. `leantile.compile` is this module's `compile`.
     k.verify(); k.benchmark(); k.plan; k.source
 
 The plan: an explicit candidate and tiles when given; else the tuned entry for this graph's
-shape, dtype and GPU (benchmarks/tuned, `leantile search`); else the default derivation.
+shape, dtype and GPU (leantile.tuned: the user's `leantile search` results, then the shipped
+configurations); else the default derivation.
 Kernels are compiled by TileLang, whose disk cache (~/.tilelang/cache, keyed by the kernel's
 TVMScript, target and TileLang version) lets a second process skip nvcc; within a process
 compiled kernels are kept by emitted source and device.

@@ -1,7 +1,7 @@
 """Tile parameters: the one definition of their names and ranges.
 
 Read by `--tile k=v` on the command line, by `derive`/`replay` (a plan is never built with a
-tile the emitter does not know or a block of 0), and by benchmarks/tuned/ entries on read
+tile the emitter does not know or a block of 0), and by tuned entries (leantile.tuned) on read
 (leantile.tuned). The names are the emitter's tunables (leantile.emit.tilelang.TUNABLE; a
 test holds the two together).
 """

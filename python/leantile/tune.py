@@ -1,8 +1,9 @@
 """`leantile tune`: on a GPU, sweep every candidate x its emitted get_configs() for each
 workload, verify each kernel against the fp32 reference (NaN-poisoned outputs) before
 timing it with do_bench_cudagraph, and store the best per (arch, shape, dtype, GPU) in
-benchmarks/tuned/<arch>.json, which `leantile kernels` and `leantile bench` then use by
-default. (`leantile search` explores the larger space with a momentum policy.)
+<arch>.json of the user's tuned folder (leantile.tuned.user_dir(); `--tuned-dir` elsewhere, as
+`make tune` does for the shipped configurations), which the tuned lookup of `leantile.compile`,
+`kernels` and `bench` then reads first. (`leantile search` explores the larger space with a momentum policy.)
 
     leantile tune [SOURCE ...] [--budget-s S] [--tuned-dir DIR] [--log FILE]
 """
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
     ap = ArgumentParser(prog="leantile tune")
     ap.add_argument("sources", nargs="*", help="built-ins, exports/*.json or module.py:function")
     ap.add_argument("--budget-s", type=float, default=120.0, help="seconds per workload")
-    ap.add_argument("--tuned-dir", default=None, help="where <arch>.json go (default benchmarks/tuned)")
+    ap.add_argument("--tuned-dir", default=None, help="where <arch>.json go (default: the user's tuned folder, leantile.tuned.user_dir())")
     ap.add_argument("--log", default=None, help="write every measurement here (JSON)")
     ap.add_argument("--all-candidates", action="store_true", help="include the unfused fallback")
     a = ap.parse_args(argv)

@@ -1,6 +1,16 @@
 """The best configuration found by `leantile search`, per workload and GPU.
 
-benchmarks/tuned/<arch>.json (schema "leantile-tuned/v1"):
+Where they live, and the one lookup (`load_tuned` without `root`), in this precedence:
+  1. the user's folder, `user_dir()`: $LEANTILE_TUNED_DIR, else $XDG_DATA_HOME/leantile/tuned
+     (~/.local/share/leantile/tuned). `leantile search` and `leantile tune` write here by
+     default: a user's own measurements, on the user's GPU.
+  2. the shipped folder, `shipped_dir()`: leantile/tuned_configs/ inside the installed package
+     (package data, so a wheel keeps them), written by the project's `make kernels`.
+For a (shape, dtype, GPU) that the user's folder has an entry for, that entry is used, even
+when a shipped one is faster (it was measured later, with this installation); otherwise the
+shipped entry. `root=` reads one folder only (tests, `search --out`).
+
+<folder>/<arch>.json (schema "leantile-tuned/v1"):
     {"schema": ..., "arch": "attention", "entries": [
         {"arch", "shape": {axis: size}, "dtype": "f16", "gpu": "NVIDIA H200",
          "candidate": "online_exp2", "tiles": {"block_m": 128, ...}, "time_ms": 0.24, ...}]}
@@ -107,16 +117,31 @@ def _warn(path: Path, text: str) -> None:
 
 
 # ------------------------------------------------------------------------ reading
-def tuned_dir() -> Path:
+def shipped_dir() -> Path:
+    """The tuned configurations that ship with the package (package data)."""
+    return Path(__file__).resolve().parent / "tuned_configs"
+
+
+def user_dir() -> Path:
+    """Where a user's search results go: $LEANTILE_TUNED_DIR, else the XDG data folder."""
     env = os.environ.get("LEANTILE_TUNED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "benchmarks" / "tuned"
+    if env:
+        return Path(env)
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "leantile" / "tuned"
+
+
+def lookup_dirs() -> list[Path]:
+    """The folders the lookup reads, first wins: the user's, then the shipped one."""
+    user, shipped = user_dir(), shipped_dir()
+    return [user] if user.resolve() == shipped.resolve() else [user, shipped]
 
 
 def _paths(arch: str, root) -> tuple[Path, Path]:
     """(<root>/<arch>.json, <root>/<arch>.new.json); ValueError for an arch that is not a plain name."""
     from .files import under
 
-    root = Path(root or tuned_dir())
+    root = Path(root or user_dir())
     return under(root, f"{arch}.json"), under(root, f"{arch}{BESIDE}")
 
 
@@ -231,29 +256,44 @@ def save_if_faster(entry: dict, root: str | Path | None = None, replace: bool = 
     return save_tuned(entry, root), None
 
 
-def load_tuned(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = None,
-               root: str | Path | None = None) -> tuple[str, dict] | None:
-    """(candidate, tiles) of the fastest valid entry for this shape and dtype, or None.
+def tuned_entries(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = None,
+                  root: str | Path | None = None) -> list[tuple[dict, Path]]:
+    """Every usable (entry, folder) for this shape and dtype, in lookup precedence (the user's
+    folder before the shipped one; `root`: that folder only), fastest first within a folder.
 
     gpu: a name or part of one ("H200"), case-insensitive; None takes any real GPU (entries
     from `--fake` searches, gpu "fake", and of an "unknown" measurer are used only when asked
     for by name). Invalid entries and unparsable files are skipped with a warning."""
     try:
         want = {k: int(v) for k, v in shape.items()}
-        stored = _stored(arch, root)
-    except (ValueError, TypeError):  # an arch that is no file name, a size that is no integer
-        return None
+    except (ValueError, TypeError):  # a size that is no integer
+        return []
     found = []
-    for e in stored:
-        if e["shape"] != want or e["dtype"] != dtype:
-            continue
-        name = e["gpu"]
-        if gpu is None and name in ("fake", "unknown"):
-            continue
-        if gpu is not None and gpu.lower() not in name.lower():
-            continue
-        found.append(e)
+    for folder in ([Path(root)] if root is not None else lookup_dirs()):
+        try:
+            stored = _stored(arch, folder)
+        except ValueError:  # an arch that is no file name
+            return []
+        here = []
+        for e in stored:
+            if e["shape"] != want or e["dtype"] != dtype:
+                continue
+            name = e["gpu"]
+            if gpu is None and name in ("fake", "unknown"):
+                continue
+            if gpu is not None and gpu.lower() not in name.lower():
+                continue
+            here.append((e, folder))
+        found += sorted(here, key=lambda ef: ef[0]["time_ms"])
+    return found
+
+
+def load_tuned(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = None,
+               root: str | Path | None = None) -> tuple[str, dict] | None:
+    """(candidate, tiles) of the entry the lookup picks for this shape, dtype and gpu, or None:
+    the fastest of the first folder (user's, then shipped; or `root` alone) that has one."""
+    found = tuned_entries(arch, shape, dtype, gpu, root)
     if not found:
         return None
-    best = min(found, key=lambda e: e["time_ms"])
+    best = found[0][0]
     return best["candidate"], dict(best["tiles"])

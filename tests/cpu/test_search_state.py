@@ -189,7 +189,7 @@ UNPARSABLE = {
 
 
 def _truncated_real() -> bytes:
-    return (ROOT / "benchmarks" / "tuned" / "matmul.json").read_bytes()[:200]
+    return (ROOT / "python" / "leantile" / "tuned_configs" / "matmul.json").read_bytes()[:200]
 
 
 @pytest.mark.parametrize("kind", [*UNPARSABLE, "truncated_real"])

@@ -44,6 +44,22 @@ def plan_text(plan) -> str:
     return "\n".join(lines)
 
 
+def tuned_lines(g, candidates: set[str]) -> list[str]:
+    """One line per tuned entry for g's shape and dtype, in lookup order (leantile.tuned):
+    what leantile.compile runs on that GPU, and the folder it comes from."""
+    from ..tuned import shipped_dir, tuned_entries
+
+    dtype = g.inputs()[0].dtype if g.inputs() else "f16"
+    lines = []
+    for e, folder in tuned_entries(g.name, dict(g.axes), dtype):
+        origin = "shipped" if folder.resolve() == shipped_dir().resolve() else "user"
+        tiles = ", ".join(f"{k}={v}" for k, v in e["tiles"].items())
+        note = "" if e["candidate"] in candidates else "; not a candidate of this graph, ignored"
+        lines.append(f"  tuned    {e['gpu']}: {e['candidate']} {tiles} ({e['time_ms']:.4f} ms; "
+                     f"{origin}, {folder / (g.name + '.json')}{note})")
+    return lines
+
+
 def cmd_derive(args) -> int:
     with gc_paused():  # a short-lived command building up to ~10^6 acyclic objects: see gc_paused
         return _derive(args)
@@ -66,6 +82,8 @@ def _derive(args) -> int:
         print(plan.model_dump_json(indent=1))
         return 0
     print(f"graph {g.name}: candidates " + ", ".join(c.name for c in cands))
+    for line in tuned_lines(g, {c.name for c in cands}):
+        print(line)
     if args.all_candidates:
         for c in cands:
             print(f"  offered  {c.name}: {c.summary}")

@@ -3,8 +3,8 @@
 
 For each workload: search derivation candidates x tile parameters for the fastest kernel
 that verifies against the reference, log every measurement to SQLite (rerunning the same
-command resumes the search), and save the top-1 to DIR/<arch>.json (leantile.tuned.tuned_dir(),
-benchmarks/tuned, by default).
+command resumes the search), and save the top-1 to DIR/<arch>.json (by default the user's
+tuned folder, leantile.tuned.user_dir(), which the lookup reads before the shipped one).
 
 `--fake` (a synthetic cost model, no GPU) keeps apart from real results: it writes
 build/search/tuned and logs to build/search/search-fake.sqlite by default, refuses an --out
@@ -33,7 +33,7 @@ FAKE_OUT = "build/search/tuned"
 
 
 def cmd_search(args) -> int:
-    from ..tuned import tuned_dir
+    from ..tuned import user_dir
     from .db import DBError, SearchDB
     from .driver import SearchRun, Workload, run_lockstep
     from .space import Space
@@ -57,7 +57,7 @@ def cmd_search(args) -> int:
             print(f"{n}: the same workload as {same.spec} ({wl.key}); searched once", file=sys.stderr)
             continue
         workloads.append(wl)
-    out = _check_out(Path(args.out) if args.out else (Path(FAKE_OUT) if args.fake else tuned_dir()), args.fake)
+    out = _check_out(Path(args.out) if args.out else (Path(FAKE_OUT) if args.fake else user_dir()), args.fake)
     if args.missing_only:
         workloads = _without_tuned_entry(workloads, gpus, args.fake, out)
         if not workloads:
@@ -140,15 +140,14 @@ def _cuda_gpus(gpus: list[int] | None, flag: str) -> list[int]:
 
 def _check_out(out: Path, fake: bool) -> Path:
     """--out: a folder (or one to create) that can hold tuned files; --fake never writes the shipped one."""
-    from ..tuned import tuned_dir
-
     from ..files import check_out_dir
+    from ..tuned import shipped_dir, user_dir
+
 
     check_out_dir(out, "--out")  # NUL, a file, under a file, read-only: one line
     if fake:
-        shipped = {tuned_dir().resolve(), (Path(__file__).resolve().parents[3] / "benchmarks" / "tuned").resolve()}
-        if out.resolve() in shipped:
-            raise GraphError([f"--out {out}: the shipped tuned folder; --fake results never go there "
+        if out.resolve() in {user_dir().resolve(), shipped_dir().resolve()}:
+            raise GraphError([f"--out {out}: a folder the tuned lookup reads; --fake results never go there "
                               f"(default {FAKE_OUT})"])
     return out
 
@@ -207,9 +206,9 @@ def _sigterm_as_interrupt():
 
 
 def _without_tuned_entry(workloads: list, gpus: list[int] | None, fake: bool, out: Path) -> list:
-    """The workloads with no tuned entry in `out` for this GPU (by name), so that
-    `make kernels` on a GPU searches only what has never been searched there."""
-    from ..tuned import load_tuned
+    """The workloads with no tuned entry for this GPU (by name) in `out` or in the folders the
+    lookup reads, so that `make kernels` on a GPU searches only what has never been searched there."""
+    from ..tuned import tuned_entries
 
     gpu = "fake"
     if not fake:  # _cuda_gpus has checked that there is one
@@ -218,8 +217,10 @@ def _without_tuned_entry(workloads: list, gpus: list[int] | None, fake: bool, ou
         gpu = torch.cuda.get_device_name(gpus[0] if gpus else 0)
     keep = []
     for wl in workloads:
-        if load_tuned(wl.arch, dict(wl.sizes), wl.dtype, gpu, root=out) is not None:
-            print(f"{wl.arch}: tuned for {gpu} already ({out / (wl.arch + '.json')}); skipped")
+        found = (tuned_entries(wl.arch, dict(wl.sizes), wl.dtype, gpu, root=out)
+                 or ([] if fake else tuned_entries(wl.arch, dict(wl.sizes), wl.dtype, gpu)))
+        if found:
+            print(f"{wl.arch}: tuned for {gpu} already ({found[0][1] / (wl.arch + '.json')}); skipped")
         else:
             keep.append(wl)
     return keep
@@ -256,7 +257,7 @@ def register(sub) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--fake", action="store_true", help="synthetic cost model instead of a GPU (tests, demos)")
     s.add_argument("--out", default=None,
-                   help=f"tuned-config folder (default benchmarks/tuned; with --fake {FAKE_OUT})")
+                   help=f"tuned-config folder (default: the user's, leantile.tuned.user_dir(); with --fake {FAKE_OUT})")
     s.add_argument("--plot", default=None, metavar="DIR", help="write DIR/<arch>.png of the history")
     s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
     s.add_argument("--compile-workers", type=int, default=None, help="CPU compile processes (default: all cores)")

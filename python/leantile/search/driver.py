@@ -27,7 +27,7 @@ from .space import Point, Space
 
 @dataclass(frozen=True)
 class Workload:
-    arch: str  # the graph's name (what benchmarks/tuned/ and the DB key by)
+    arch: str  # the graph's name (what tuned files and the DB key by)
     sizes: tuple[tuple[str, int], ...]  # the full shape, sorted
     dtype: str = "f16"
     source: str = ""  # where the graph comes from (leantile.sources); "" = the built-in `arch`
@@ -180,7 +180,7 @@ def run_lockstep(runs: list[SearchRun], measurer) -> list[SearchResult]:
 
 
 def point_entry(wl: Workload, point: Point, time_ms: float, gpu: str | None, **provenance) -> dict:
-    """A benchmarks/tuned entry for one measured point (leantile.tuned); ValueError for an
+    """A tuned entry for one measured point (leantile.tuned); ValueError for an
     impossible time (<= 0, NaN, inf) or anything else leantile.tuned would not read back."""
     if not valid_time(time_ms):
         raise ValueError(f"refusing a tuned entry for {point} with time {time_ms!r} ms: not a finite positive time")
