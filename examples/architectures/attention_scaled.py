@@ -22,3 +22,20 @@ def body(g: DagM) -> int:
 
 def build(**sizes):
     return build_graph_with_output("attention_scaled", {**DEFAULT_SIZES, **sizes}, body)
+
+
+def baselines(t: dict):
+    """What leantile is timed against on this graph: (torch eager of the same math, {vendor
+    path: callable}), over the input tensors `t` (leantile bench; torch.compile of the eager
+    one is added there). torch is imported here, not at module import (`leantile list` stays
+    torch-free)."""
+    import math
+
+    import torch
+
+    from leantile.architectures.attention import sdpa_paths
+
+    def eager():
+        s = (t["Q"] @ t["K"].transpose(-1, -2)).float() / math.sqrt(t["Q"].shape[-1])
+        return torch.softmax(s, -1).to(t["V"].dtype) @ t["V"]
+    return eager, sdpa_paths(t, scale=None)

@@ -16,3 +16,13 @@ def body(g: DagM) -> int:
 
 def build(**sizes):
     return build_graph_with_output("softmax_row", {**DEFAULT_SIZES, **sizes}, body)
+
+
+def baselines(t: dict):
+    """What leantile is timed against on this graph: (torch eager of the same math, {vendor
+    path: callable}), over the input tensors `t` (leantile bench; torch.compile of the eager
+    one is added there). torch is imported here, not at module import (`leantile list` stays
+    torch-free)."""
+    import torch
+
+    return (lambda: torch.softmax(t["X"], -1)), {}

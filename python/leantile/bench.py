@@ -4,7 +4,7 @@ TileLang, compile, check against the float32 reference on fresh random inputs (o
 NaN-poisoned first), and time it against torch eager, torch.compile and the vendor path in
 the same process (triton do_bench with L2 flush, and do_bench_cudagraph).
 
-    leantile bench [SOURCE ...] [--out DIR] [--untuned]
+    leantile bench [SOURCE ...] [--out DIR] [--untuned] [--size K=V ...] [--candidate C] [--tile K=V ...]
 
 The kernel runs with the plan leantile.compile chooses: the tuned configuration for the
 shape and GPU when the lookup (user's folder, then shipped) has one. Prints a table and writes DIR/bench-<gpu>.json, .md and a bar chart
@@ -14,87 +14,74 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 import traceback
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from . import architectures, reference
 from .sources import load_source
 
-def baselines(g, t):
-    """torch eager implementations of each workload (the same math as the graph), and the
-    vendor paths where one exists. Hand-written baselines only for a graph that IS the
-    architecture of its name (same digest as the built-in or committed export at its sizes);
-    any other graph, whatever its name, is compared with its own reference (eager) and
-    torch.compile of it."""
-    from .report.bench import is_reference
-
-    name = g.name
-    if not is_reference(g, Path(__file__).resolve().parents[2], any_sizes=True):
-        first = next(iter(g.outputs))
-        return (lambda: reference.evaluate(g, t, check=False)[first]), {}
-    def rms(x):
-        return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + 1e-5).to(x.dtype)
-    if name == "attention":
-        eager = lambda: torch.softmax((t["Q"] @ t["K"].transpose(-1, -2)).float(), -1).half() @ t["V"]
-        vendor = {"sdpa_cudnn": torch.nn.attention.SDPBackend.CUDNN_ATTENTION,
-                  "sdpa_flash": torch.nn.attention.SDPBackend.FLASH_ATTENTION}
-        def sdpa(backend):
-            def f():
-                with torch.nn.attention.sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(t["Q"][None], t["K"][None], t["V"][None], scale=1.0)[0]
-            return f
-        return eager, {k: sdpa(b) for k, b in vendor.items()}
-    if name == "swiglu":
-        return (lambda: F.silu(t["X"] @ t["W_gate"]) * (t["X"] @ t["W_up"])), {}
-    if name == "matmul":
-        return (lambda: t["X"] @ t["W"]), {"cublas": lambda: torch.matmul(t["X"], t["W"])}
-    if name == "rmsnorm":
-        return (lambda: rms(t["X"]) @ t["W"]), {"cublas_matmul_alone": lambda: t["X"] @ t["W"]}
-    if name == "rmsnorm_mlp":
-        def f():
-            n = rms(t["X"])
-            return (n @ t["W_up"]) * (n @ t["W_gate"])
-        return f, {}
-    if name == "geglu":
-        return (lambda: F.gelu(t["X"] @ t["W_gate"], approximate="tanh") * (t["X"] @ t["W_up"])), {}
-    if name == "attention_scaled":
-        d_h = t["Q"].shape[-1]
-        eager = lambda: torch.softmax((t["Q"] @ t["K"].transpose(-1, -2)).float() / math.sqrt(d_h), -1).half() @ t["V"]
-        def sdpa(backend):
-            def f():
-                with torch.nn.attention.sdpa_kernel(backend):
-                    return F.scaled_dot_product_attention(t["Q"][None], t["K"][None], t["V"][None])[0]
-            return f
-        return eager, {"sdpa_cudnn": sdpa(torch.nn.attention.SDPBackend.CUDNN_ATTENTION),
-                       "sdpa_flash": sdpa(torch.nn.attention.SDPBackend.FLASH_ATTENTION)}
-    if name == "softmax_row":
-        return (lambda: torch.softmax(t["X"], -1)), {}
-    if name == "layernorm_linear_gelu":
-        return (lambda: F.gelu(F.layer_norm(t["X"], t["X"].shape[-1:], eps=1e-5) @ t["W"] + t["b"],
-                               approximate="tanh")), {"cublas_matmul_alone": lambda: t["X"] @ t["W"]}
-    raise KeyError(name)
+def baselines(g, t, source: str | None = None):
+    """(torch eager, {vendor path: callable}) for g over inputs t. The hand-written ones come
+    from the architecture's own module (`baselines(t)`: a built-in's, or the module of a
+    module.py:function source, or an example's under examples/architectures/), and only when
+    g IS that architecture (the same digest as the module's graph at g's sizes): a user graph
+    named `geglu` that is another graph never gets GeGLU's. Any other graph is compared with
+    its own reference (eager) and torch.compile of it."""
+    mod = _architecture_module(g, source)
+    if mod is not None and hasattr(mod, "baselines"):
+        return mod.baselines(t)
+    first = next(iter(g.outputs))
+    return (lambda: reference.evaluate(g, t, check=False)[first]), {}
 
 
+def _architecture_module(g, source: str | None):
+    """The module that builds exactly g at its sizes, or None."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    from .report.bench import graph_digest
+
+    if g.name in architectures.NAMES:
+        mods = [architectures.module(g.name)]
+    else:
+        paths = [Path(source.rpartition(":")[0])] if source and ".py:" in source else []
+        paths.append(Path(__file__).resolve().parents[2] / "examples" / "architectures" / f"{g.name}.py")
+        mods = []
+        for p in paths:
+            if p.is_file():
+                spec = spec_from_file_location(f"leantile_baselines_{p.stem}", p)
+                m = module_from_spec(spec)
+                spec.loader.exec_module(m)
+                mods.append(m)
+    want = graph_digest(g)
+    for m in mods:
+        build = getattr(m, "build", None)
+        sizes = {a: g.axes[a] for a in getattr(m, "DEFAULT_SIZES", {}) if a in g.axes}
+        try:
+            same = build is not None and graph_digest(build(**sizes)) == want
+        except Exception:  # a module that cannot build at these sizes is not this graph
+            same = False
+        if same:
+            return m
+    return None
 
 
 def _dtype(g) -> str:
     return g.inputs()[0].dtype if g.inputs() else "f16"
 
 
-def run_one(source, seed=0, tuned=True):
+def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None):
     import triton.testing as tt
 
     from .report.bench import graph_digest
     from .runtime import compile as compile_kernel
 
-    g = load_source(source)
+    g = load_source(source, sizes)
     t0 = time.time()
-    k = compile_kernel(g, tuned=tuned)  # the plan the product ships: tuned entry, else the default
+    # the plan the product ships (tuned entry, else the default), or the one asked for
+    k = compile_kernel(g, tuned=tuned, candidate=candidate, tiles=tiles or None)
     plan = k.plan
     # the digest and shape let reports attach this row to exactly this graph, never by name alone
     row = {"arch": g.name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
@@ -102,13 +89,13 @@ def run_one(source, seed=0, tuned=True):
            "compile_s": round(time.time() - t0, 1)}
     inputs = k.random_inputs(seed)
     v = k.verify(inputs)  # every output, NaN-poisoned, against the float32 reference
-    row.update(finite=all(e != float("inf") for e in v["rel_err"].values()), rel_err=max(v["rel_err"].values()),
+    row.update(finite=all(e != float("inf") for e in v["rel_err"].values()), rel_err=max(v["plain_rel_err"].values()),
                ok=v["ok"])
 
     def leantile_call():
         return k.run(inputs)
 
-    eager, vendor = baselines(g, inputs)
+    eager, vendor = baselines(g, inputs, source)
     contenders = {"leantile": leantile_call, "eager": eager, "compile": torch.compile(eager),
                   "compile_ro": torch.compile(eager, mode="reduce-overhead"), **vendor}
     for f in contenders.values():  # warm up / compile
@@ -179,24 +166,19 @@ def chart(rows, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv=None) -> int:
-    from .cli import ArgumentParser
-
-    ap = ArgumentParser(prog="leantile bench")
-    ap.add_argument("sources", nargs="*", help="built-ins, exports/*.json or module.py:function (default: built-ins)")
-    ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--untuned", action="store_true", help="default tiles even where a tuned config exists")
-    a = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("bench: no CUDA GPU here; run on a GPU machine", file=sys.stderr)
-        return 1
+def run_bench(a) -> int:
+    """`leantile bench` (leantile.cli.bench parses the arguments and checks for a GPU)."""
     from .files import check_out_dir
+    from .progress import progress
+    from .sources import parse_sizes
+    from .tiles import parse_tiles
 
     check_out_dir(a.out, "--out")  # a bad --out is one line now, not after every benchmark ran
+    sizes, tiles = parse_sizes(a.size), parse_tiles(a.tile)
     rows = []
-    for source in a.sources or architectures.NAMES:
+    for source in progress(a.sources or architectures.NAMES, "bench"):
         try:
-            rows.append(run_one(source, tuned=not a.untuned))
+            rows.append(run_one(source, tuned=not a.untuned, sizes=sizes, candidate=a.candidate, tiles=tiles))
         except Exception as e:
             rows.append({"arch": source, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-3000:]})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
@@ -213,6 +195,3 @@ def main(argv=None) -> int:
     print("\n".join(table(rows)))
     return 0 if all(r.get("ok") for r in rows) else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,6 @@ file. This module imports nothing heavy at import time.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import re
@@ -308,20 +307,14 @@ def format_table(statuses: list[TheoremStatus]) -> str:
 
 
 def check_lean_main(argv=None) -> int:
-    """`leantile check-lean`: 0 unless a theorem failed (or, with --require-checked, is unchecked)."""
-    from .cli import ArgumentParser
+    """`python -m leantile.lean ARGS` = `leantile check-lean ARGS` (the CI workflow calls this)."""
+    from .cli import main
 
-    ap = ArgumentParser(prog="leantile check-lean",
-                                 description="Report each cited Lean theorem as checked, failed or unchecked.")
-    ap.add_argument("--root", default=None, help="Lean project root (default: the one holding lakefile.lean)")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    ap.add_argument("--no-build", action="store_true", help="skip `lake build`")
-    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per Lean step")
-    ap.add_argument("--require-checked", action="store_true",
-                    help="exit 1 unless every theorem is checked (no toolchain counts as failure)")
-    ap.add_argument("--write-axioms-file", metavar="PATH", default=None,
-                    help="only write a Lean file with `#print axioms` for each theorem, then exit")
-    args = ap.parse_args(argv)
+    return main(["check-lean", *(sys.argv[1:] if argv is None else argv)])
+
+
+def run_check_lean(args) -> int:
+    """`leantile check-lean`: 0 unless a theorem failed (or, with --require-checked, is unchecked)."""
     if args.write_axioms_file:
         Path(args.write_axioms_file).parent.mkdir(parents=True, exist_ok=True)
         Path(args.write_axioms_file).write_text(axioms_check_source(theorems_to_check().values()))

@@ -10,7 +10,6 @@ timing it with do_bench_cudagraph, and store the best per (arch, shape, dtype, G
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -63,21 +62,12 @@ def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) ->
     return best, log
 
 
-def main(argv=None) -> int:
-    from .cli import ArgumentParser
-
-    ap = ArgumentParser(prog="leantile tune")
-    ap.add_argument("sources", nargs="*", help="built-ins, exports/*.json or module.py:function")
-    ap.add_argument("--budget-s", type=float, default=120.0, help="seconds per workload")
-    ap.add_argument("--tuned-dir", default=None, help="where <arch>.json go (default: the user's tuned folder, leantile.tuned.user_dir())")
-    ap.add_argument("--log", default=None, help="write every measurement here (JSON)")
-    ap.add_argument("--all-candidates", action="store_true", help="include the unfused fallback")
-    a = ap.parse_args(argv)
+def run_tune(a) -> int:
+    """`leantile tune` (leantile.cli.tune parses the arguments and checks for a GPU)."""
     import torch
-    if not torch.cuda.is_available():
-        print("tune: no CUDA GPU here; run on a GPU machine", file=sys.stderr)
-        return 1
+
     from .files import check_out_dir
+    from .sources import parse_sizes
 
     if a.tuned_dir:
         check_out_dir(a.tuned_dir, "--tuned-dir")
@@ -90,7 +80,7 @@ def main(argv=None) -> int:
     logs = []
     with Progress() as progress:
         for source in a.sources or architectures.NAMES:
-            g = load_source(source)
+            g = load_source(source, parse_sizes(a.size))
             best, log = tune_one(g, a.budget_s, progress, a.all_candidates)
             logs += log
             if best is None:
@@ -105,6 +95,3 @@ def main(argv=None) -> int:
         write_atomic(a.log, json.dumps({"device": gpu, "log": logs}, indent=1) + "\n")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

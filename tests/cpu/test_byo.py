@@ -268,8 +268,8 @@ def test_user_errors_name_file_and_line_and_write_nothing(case, command, tmp_pat
 def test_failing_kernels_leaves_previous_output_untouched(tmp_path, monkeypatch):
     """A source that fails AFTER others were emitted (here: an export whose derivation does not
     replay) leaves the output folder exactly as it was, and no staging folder behind."""
-    from leantile import kernels_command
-    from leantile.kernels_command import build_kernels
+    from leantile.cli import kernels as kernels_command
+    from leantile.cli.kernels import build_kernels
 
     monkeypatch.setattr(kernels_command, "_tilelang_available", lambda: False)  # emit only: fast
     out = tmp_path / "k"

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from leantile import architectures, ir
 from leantile.cli import main
 
@@ -73,3 +75,59 @@ def test_version(capsys):
     import leantile
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"leantile {leantile.__version__}"
+
+
+# ------------------------------------------------------------------ issue 14: the CLI package
+def _boom(args):
+    raise RuntimeError("deliberate")
+
+
+def test_internal_error_is_one_line_exit_2_and_a_traceback_log(monkeypatch, tmp_path, capsys):
+    from leantile.cli import listing
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("LEANTILE_DEBUG", raising=False)
+    monkeypatch.setattr(listing, "cmd_list", _boom)
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("internal error (a bug in leantile")
+    log = tmp_path / "state" / "leantile" / "last-internal-error.log"
+    assert f"traceback in {log}" in err[0] and "--debug" in err[0]
+    text = log.read_text()
+    assert text.startswith("leantile list") and "Traceback" in text and "RuntimeError: deliberate" in text
+    assert main(["--debug", "list"]) == 2  # --debug: the traceback on stderr, no log line
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: deliberate" in err and "traceback in" not in err
+
+
+@pytest.mark.parametrize("cmd", ["show", "export", "derive", "kernels", "report", "search", "bench", "tune"])
+def test_every_command_that_takes_a_source_takes_size(cmd, capsys):
+    from leantile.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd").choices[cmd]
+    opts = {o for a in sub._actions for o in a.option_strings}
+    assert "--size" in opts
+    if cmd in ("derive", "bench"):
+        assert {"--candidate", "--tile"} <= opts
+    if cmd in ("export", "kernels", "report", "bench", "search"):
+        assert "--out" in opts
+
+
+@pytest.mark.parametrize("cmd", ["bench", "tune", "search"])
+def test_gpu_commands_say_so_at_once_without_one(cmd, capsys):
+    import time
+
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    t0 = time.time()
+    assert main([cmd, "attention"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GPU" in err[0] and time.time() - t0 < 10
+
+
+@pytest.mark.parametrize("tile", ["block_q=64", "block_m=0", "stages=true", "threads=100000000"])
+def test_bad_tile_is_one_line(tile, capsys):
+    assert main(["derive", "matmul", "--tile", tile]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --tile")

@@ -138,22 +138,6 @@ def test_import_leantile_does_not_import_torch():
     assert r.returncode == 0, r.stderr[-500:]
 
 
-def test_bench_baseline_follows_the_graph_not_its_name():
-    """A user graph named like a built-in gets its own reference as baseline, not the built-in's."""
-    from leantile.bench import baselines
-    g = DagM("swiglu", {"m": 4, "d": 6, "n": 5})  # the name of a built-in, another graph
-    x, w = g.input("X", ["m", "d"], "f32"), g.input("W_gate", ["d", "n"], "f32")
-    g.output("out", g.exp(g.matmul(x, w, "d", "d")))
-    g = g.graph()
-    t = reference.random_inputs(g, seed=1)
-    eager, vendor = baselines(g, t)
-    assert vendor == {} and torch.allclose(eager(), torch.exp(t["X"] @ t["W_gate"]), rtol=1e-5)
-    real = architectures.build("swiglu", m=4, d=6, n=5)
-    eager, _ = baselines(real, reference.random_inputs(real, seed=1))
-    tr = reference.random_inputs(real, seed=1)
-    assert torch.allclose(eager(), torch.nn.functional.silu(tr["X"] @ tr["W_gate"]) * (tr["X"] @ tr["W_up"]))
-
-
 @settings(max_examples=15)
 @given(gc=user_graphs(), seed=st.integers(0, 2**16))
 def test_generated_graphs_run_through_compile(gc, seed):
@@ -168,8 +152,9 @@ def test_generated_graphs_run_through_compile(gc, seed):
     out = out if isinstance(out, dict) else {k.output_names[0]: out}
     assert set(out) == set(g.outputs)
     ref = reference.evaluate(g, t, compute_dtype=torch.float32)
+    same = reference.evaluate(g, t, check=False)  # the unfused graph in its own dtype: forgiven rounding
     for o, y in out.items():
         assert y.shape == tuple(ref[o].shape) and y.dtype == k.output_specs[o][1], o
         fin = torch.isfinite(ref[o])
         assert torch.equal(torch.isfinite(y), fin), o
-        assert rel_err(y[fin], ref[o][fin]) <= TOLERANCE[y.dtype], (o, k.plan.candidate)
+        assert rel_err(y[fin], ref[o][fin], same[o][fin]) <= TOLERANCE[y.dtype], (o, k.plan.candidate)

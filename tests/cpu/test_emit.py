@@ -266,7 +266,7 @@ def test_kernels_command_writes_modules_cuda_and_index(tmp_path):
     _tilelang()
     import json
 
-    from leantile.kernels_command import build_kernels
+    from leantile.cli.kernels import build_kernels
 
     lines: list[str] = []
     index = build_kernels(["matmul"], tmp_path, {"m": 200, "d": 256, "n": 256}, log=lines.append)

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from leantile import architectures, files, kernels_command
+from leantile import architectures, files
+from leantile.cli import kernels as kernels_command
 from leantile.cli import main
 from leantile.files import UnsafePath, check_out_dir, clean_stale, make_stage, publish
 from leantile.ir import GraphError

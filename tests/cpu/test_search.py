@@ -310,7 +310,7 @@ def test_sigterm_stops_a_search_like_ctrl_c():
     import os
     import signal
     import time
-    from leantile.search.command import _sigterm_as_interrupt
+    from leantile.cli.search import _sigterm_as_interrupt
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
         with _sigterm_as_interrupt():

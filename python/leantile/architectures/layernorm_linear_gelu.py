@@ -14,3 +14,16 @@ def body(g: DagM) -> int:
 
 def build(**sizes):
     return build_graph_with_output("layernorm_linear_gelu", {**DEFAULT_SIZES, **sizes}, body)
+
+
+def baselines(t: dict):
+    """What leantile is timed against on this graph: (torch eager of the same math, {vendor
+    path: callable}), over the input tensors `t` (leantile bench; torch.compile of the eager
+    one is added there). torch is imported here, not at module import (`leantile list` stays
+    torch-free)."""
+    import torch.nn.functional as F
+
+    def f():
+        z = F.layer_norm(t["X"], t["X"].shape[-1:], eps=1e-5) @ t["W"] + t["b"]
+        return F.gelu(z, approximate="tanh")
+    return f, {"cublas_matmul_alone": lambda: t["X"] @ t["W"]}

@@ -212,7 +212,11 @@ def load_module(source: str, name: str = "leantile_kernels"):
     import types
 
     # TVMScript re-reads each prim_func's source through inspect/linecache: register it
-    fname = f"/leantile-generated/{name}_{abs(hash(source)):x}.py"
+    import hashlib
+
+    # the same name in every process (hash() is salted per process): TileLang's disk cache and
+    # tracebacks see one file per source
+    fname = f"/leantile-generated/{name}_{hashlib.sha256(source.encode()).hexdigest()[:16]}.py"
     linecache.cache[fname] = (len(source), None, source.splitlines(True), fname)
     mod = types.ModuleType(name)
     mod.__file__ = fname

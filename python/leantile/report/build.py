@@ -123,7 +123,10 @@ def write_reports(sources, out="build/reports", formats=FORMATS, examples: int =
         if not NAME.fullmatch(g.name):
             raise ir.GraphError([f"{s}: graph name {g.name!r} cannot name a page in {flag} (not an identifier)"])
     statuses = theorem_status(root) if statuses is None else statuses
-    reports = [collect(spec, g, statuses, root, results_dir, examples=examples, seed=seed) for spec, g in graphs]
+    from ..progress import progress
+
+    reports = [collect(spec, g, statuses, root, results_dir, examples=examples, seed=seed)
+               for spec, g in progress(graphs, "report")]
 
     stage = make_stage(out_path, flag)
     try:

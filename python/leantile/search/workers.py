@@ -8,12 +8,11 @@ GpuMeasurer.measure(workload, points):
      disk cache, so the GPU worker's own compile is a cache hit and the GPUs never wait on
      nvcc; "lower" only lowers every kernel to CUDA C for sm_90 (no GPU needed); "emit" stops
      after emitting. A point that does not compile never reaches a GPU.
-  2. GPU, one process per device (CUDA_VISIBLE_DEVICES set before CUDA starts): load
-     the module (tilelang.compile, a cache hit), allocate NaN-poisoned outputs and intermediates,
-     run once on fresh random inputs, compare every output with the fp32 reference
-     (finite, relative error < 2e-2 for fp16), and only then time it with
-     triton.testing.do_bench_cudagraph (median; launch overhead excluded, as anchors-h200.md
-     recommends for workloads of tens of microseconds).
+  2. GPU, one process per device (CUDA_VISIBLE_DEVICES set before CUDA starts): the point
+     goes through the runtime's one GPU path (leantile.runtime.Kernel: compile, a cache hit;
+     Kernel.verify, every output NaN-poisoned and judged by leantile.tolerance; only then
+     Kernel.benchmark, triton's do_bench_cudagraph median, launch overhead excluded, as
+     anchors-h200.md recommends for workloads of tens of microseconds).
      A worker that dies (a CUDA fault poisons its context) fails its job and is restarted.
 
 FakeMeasurer: a deterministic synthetic cost model over a Space, for CPU tests.
@@ -34,9 +33,6 @@ from pathlib import Path
 
 from ..tuned import valid_time
 from .space import Point, Space
-
-TOL = {"f16": 2e-2, "bf16": 4e-2, "f32": 1e-4}
-
 
 @dataclass(frozen=True)
 class Measurement:
@@ -140,15 +136,6 @@ class FakeMeasurer:
 
 
 # ------------------------------------------------------------------------ CPU compile stage
-def _import_file(path: Path, name: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 CPU_STAGES = ("compile", "lower", "emit")
 
 
@@ -170,13 +157,15 @@ def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir
         path = Path(build_dir) / g.name / f"{safe}_{h}.py"
         if not path.exists():
             write_atomic(path, src)
-        if stage == "compile":  # same call as the GPU worker's, so its compile hits the cache
-            _import_file(path, f"leantile_search_{safe}_{h}").compile_kernels(target="cuda")
+        if stage == "compile":  # the module as the runtime loads it: the GPU worker's compile hits the cache
+            from ..runtime import emitted_module
+
+            emitted_module(src).compile_kernels(target="cuda")
         elif stage == "lower":
             from ..lower import lower_to_cuda
+            from ..runtime import emitted_module
 
-            mod = _import_file(path, f"leantile_search_{safe}_{h}")
-            for f in mod.build_kernel().values():
+            for f in emitted_module(src).build_kernel().values():
                 lower_to_cuda(f, arch="sm_90")
         return {"ok": True, "path": str(path)}
     except Exception as e:
@@ -185,57 +174,54 @@ def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir
 
 
 # ------------------------------------------------------------------------ GPU stage
-def _measure_on_gpu(path: str, source: str, sizes: dict, dtype: str, refs: dict, rep: int, tol: float) -> dict:
+def _measure_on_gpu(source: str, sizes: dict, candidate: str, tiles: dict, graphs: dict, rep: int,
+                    tol: float | None) -> dict:
+    """One point through leantile.runtime: compile (a cache hit after the CPU stage), verify,
+    and only a verified kernel is timed. `graphs` keeps each workload's graph and inputs."""
     import torch
-    import triton.testing as tt
 
-    from .. import reference
+    from ..derive import derive
+    from ..runtime import Kernel
     from ..sources import load_source_at
 
     key = (source, json.dumps(sizes, sort_keys=True))
-    if key not in refs:
+    if key not in graphs:
         g = load_source_at(source, sizes)
-        inputs = {k: v.cuda() for k, v in reference.random_inputs(g, seed=1).items()}
-        want = reference.evaluate(g, inputs, compute_dtype=torch.float32)
-        refs[key] = (inputs, {k: v.float() for k, v in want.items()})
-    inputs, want = refs[key]
-    mod = _import_file(Path(path), "leantile_search_" + Path(path).stem)
+        graphs[key] = (g, None)
+    g, inputs = graphs[key]
+    device = torch.device("cuda", 0)
     try:
-        kernels = mod.compile_kernels(target="cuda")
+        k = Kernel(g, derive(g, candidate, tiles), "asked", device)
     except Exception as e:
         msg = str(e).strip().splitlines()
         return {"compile_ok": False, "verified_ok": False, "error": f"compile: {type(e).__name__}: {msg[-1] if msg else ''}"[:500]}
-    bufs = mod.allocate(inputs)  # outputs and intermediates NaN-poisoned
-    outs = mod.run(kernels, bufs)
-    torch.cuda.synchronize()
-    for name, ref in want.items():
-        got = outs[name].float()
-        err = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
-        if not bool(torch.isfinite(got).all()) or not err < tol:
-            return {"compile_ok": True, "verified_ok": False, "error": f"output {name}: rel err {err:.3g} (tol {tol})"}
-
-    def call():
-        mod.run(kernels, bufs)
-    ms = tt.do_bench_cudagraph(call, rep=rep, return_mode="median")
-    return {"compile_ok": True, "verified_ok": True, "time_ms": float(ms)}
+    if inputs is None:
+        inputs = k.random_inputs(seed=1)
+        graphs[key] = (g, inputs)
+    v = k.verify(inputs, tolerance=tol)
+    if not v["ok"]:
+        bad = next(o for o in v["rel_err"] if not v["rel_err"][o] <= v["tolerance"][o])
+        return {"compile_ok": True, "verified_ok": False,
+                "error": f"output {bad}: rel err {v['rel_err'][bad]:.3g} (tol {v['tolerance'][bad]:g})"}
+    return {"compile_ok": True, "verified_ok": True, "time_ms": float(k.benchmark(inputs, rep=rep))}
 
 
 def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
-    """One process per GPU: receive (job id, source, sizes, dtype, module path, tolerance), send results."""
+    """One process per GPU: receive (job id, source, sizes, candidate, tiles, tolerance), send results."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     import torch
 
     outq.put(("hello", gpu, torch.cuda.get_device_name(0), software_versions()))
-    refs: dict = {}
+    graphs: dict = {}
     while True:
         job = inq.get()
         if job is None:
             return
-        jid, source, sizes, dtype, path, tol = job
+        jid, source, sizes, candidate, tiles, tol = job
         outq.put(("start", gpu, jid))
         fatal = False
         try:
-            res = _measure_on_gpu(path, source, sizes, dtype, refs, rep, tol)
+            res = _measure_on_gpu(source, sizes, candidate, tiles, graphs, rep, tol)
         except Exception as e:
             msg = str(e).strip().splitlines()
             res = {"compile_ok": True, "verified_ok": False, "error": f"{type(e).__name__}: {msg[-1] if msg else ''}"[:500]}
@@ -256,7 +242,7 @@ class GpuMeasurer:
         if cpu_stage not in CPU_STAGES:
             raise ValueError(f"cpu_stage {cpu_stage!r}: expected one of {CPU_STAGES}")
         self.gpus, self.build_dir, self.cpu_stage, self.rep = list(gpus), build_dir, cpu_stage, rep
-        self.tol = tol  # None: TOL by dtype
+        self.tol = tol  # None: leantile.tolerance's table by output dtype
         self.job_timeout_s = job_timeout_s
         self.pool = ProcessPoolExecutor(max_workers=compile_workers or os.cpu_count() or 1, mp_context=self.ctx)
         self.inq, self.outq = self.ctx.Queue(), self.ctx.Queue()
@@ -300,8 +286,8 @@ class GpuMeasurer:
             if not r["ok"]:
                 results[i] = Measurement(False, False, None, r["error"])
                 continue
-            tol = self.tol if self.tol is not None else TOL.get(workload.dtype, 2e-2)
-            self.inq.put((i, source, dict(workload.sizes), workload.dtype, r["path"], tol))
+            p = points[i]
+            self.inq.put((i, source, dict(workload.sizes), p.candidate, p.tile_dict, self.tol))
             pending.add(i)
         while pending:
             try:

@@ -26,6 +26,7 @@ from pathlib import Path
 from .. import architectures
 from ..ir import GraphError
 from ..sources import parse_sizes
+from .options import add_size
 
 FAKE_DB = "build/search/search-fake.sqlite"
 GPU_DB = "build/search/search.sqlite"
@@ -34,9 +35,9 @@ FAKE_OUT = "build/search/tuned"
 
 def cmd_search(args) -> int:
     from ..tuned import user_dir
-    from .db import DBError, SearchDB
-    from .driver import SearchRun, Workload, run_lockstep
-    from .space import Space
+    from ..search.db import DBError, SearchDB
+    from ..search.driver import SearchRun, Workload, run_lockstep
+    from ..search.space import Space
 
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
     if args.budget < 1 or args.islands < 1:
@@ -73,13 +74,13 @@ def cmd_search(args) -> int:
     try:
         spaces = {wl: Space(wl.graph(), include_unfused=args.all_candidates) for wl in workloads}
         if args.fake:  # one synthetic landscape per workload
-            from .roofline import workload_cost
-            from .workers import FakeMeasurer, software_versions
+            from ..search.roofline import workload_cost
+            from ..search.workers import FakeMeasurer, software_versions
 
             measurer = _PerWorkload({wl: FakeMeasurer(sp, floor_ms=workload_cost(wl.graph()).floor_ms, seed=args.seed)
                                      for wl, sp in spaces.items()}, software_versions())
         else:
-            from .workers import GpuMeasurer
+            from ..search.workers import GpuMeasurer
 
             measurer = GpuMeasurer(gpus or [0], compile_workers=args.compile_workers)
         searches = []
@@ -155,8 +156,8 @@ def _check_out(out: Path, fake: bool) -> Path:
 def _report(res, gpu: str | None, out: Path, args, db):
     """Print one workload's outcome and save its top-1 unless a faster entry is stored."""
     from ..tuned import save_if_faster
-    from .db import DBError
-    from .driver import tuned_entry
+    from ..search.db import DBError
+    from ..search.driver import tuned_entry
 
     name, wl = res.workload.arch, res.workload
     print(f"{name}: best {res.best_ms:.4f} ms = {res.best} ({res.target_ms / res.best_ms:.0%} of the "
@@ -177,7 +178,7 @@ def _report(res, gpu: str | None, out: Path, args, db):
           f"faster than this search's best; --replace overwrites it")
     if args.plot:
         try:
-            from .plot import plot_history
+            from ..search.plot import plot_history
 
             print(f"wrote {plot_history(db, wl.key, Path(args.plot) / f'{name}.png', res.target_ms, gpu or None)}")
         except ImportError:
@@ -259,7 +260,7 @@ def register(sub) -> None:
     s.add_argument("--out", default=None,
                    help=f"tuned-config folder (default: the user's, leantile.tuned.user_dir(); with --fake {FAKE_OUT})")
     s.add_argument("--plot", default=None, metavar="DIR", help="write DIR/<arch>.png of the history")
-    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
+    add_size(s)
     s.add_argument("--compile-workers", type=int, default=None, help="CPU compile processes (default: all cores)")
     s.add_argument("--all-candidates", action="store_true", help="include the unfused fallback candidate")
     s.set_defaults(fn=cmd_search)

@@ -25,9 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import architectures, ir
-from .files import UnsafePath, check_out_dir, check_replaceable, discard, make_stage, publish, under, write_atomic
-from .sources import load_source, parse_sizes
+from .. import architectures, ir
+from ..files import UnsafePath, check_out_dir, check_replaceable, discard, make_stage, publish, under, write_atomic
+from ..sources import load_source, parse_sizes
+from ..progress import progress
+from .options import add_out, add_size, add_sources
 
 
 def _tilelang_available() -> bool:
@@ -67,16 +69,16 @@ def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc
 
 
 def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
-    from .derive import candidates, derive, replay
-    from .emit import emit_plan_to_dir, load_module
+    from ..derive import candidates, derive, replay
+    from ..emit import emit_plan_to_dir, load_module
 
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
-    from .tuned import load_tuned
+    from ..tuned import load_tuned
 
     entries = []
-    for g in graphs:
+    for g in progress(graphs, "kernels"):
         if g.derivation:  # an export carries its derivation (Lean's): it must replay
             replay(g, g.derivation)
         # the best (candidate, tiles) measured for this shape on a real GPU, if any
@@ -110,7 +112,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
 
 
 def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, root: Path) -> dict:
-    from .lower import compile_cuda, hopper_features, lower_to_cuda
+    from ..lower import compile_cuda, hopper_features, lower_to_cuda
 
     res: dict = {"lowered": False}
     try:
@@ -150,10 +152,8 @@ def cmd_kernels(args) -> int:
 
 def register(sub) -> None:
     s = sub.add_parser("kernels", help="emit TileLang for every candidate and lower it to CUDA C (no GPU needed)")
-    s.add_argument("sources", nargs="*", metavar="SOURCE",
-                   help="built-in name, file.json, module.py:function, or a folder of .json exports "
-                        "(default: every built-in)")
-    s.add_argument("--out", default="build/kernels", help="output folder (default build/kernels)")
-    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
+    add_sources(s, default="every built-in; a folder: its .json exports")
+    add_out(s, "build/kernels")
+    add_size(s)
     s.add_argument("--nvcc", action="store_true", help="also compile each kernel with nvcc for sm_90a")
     s.set_defaults(fn=cmd_kernels)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
-from .context import Ctx, gc_paused
-from .engine import Candidate, _candidates, _options, _pick, _replay, refusal_lines
-from .rules import rule
+from ..derive.context import Ctx, gc_paused
+from ..derive.engine import Candidate, _candidates, _options, _pick, _replay, refusal_lines
+from ..derive.rules import rule
+from .options import add_candidate, add_size, add_tile
 
 _FORMATS: dict[tuple[str, type], str] = {}
 
@@ -106,9 +107,9 @@ def _derive(args) -> int:
 def register(sub):
     s = sub.add_parser("derive", help="show a derivation (rule, Lean theorem, site) and its tile plan")
     s.add_argument("source", help="built-in name, file.json, or module.py:function")
-    s.add_argument("--candidate", help="candidate name (default: the first)")
-    s.add_argument("--size", nargs="*", metavar="K=V", help="override axis sizes")
-    s.add_argument("--tile", nargs="*", metavar="K=V", help="tile parameters: block_m block_n block_k stages threads")
+    add_candidate(s)
+    add_size(s)
+    add_tile(s)
     s.add_argument("--json", action="store_true", help="print the plan as JSON")
     s.add_argument("--all-candidates", action="store_true",
                    help="list every candidate, and every rule that does not fire where its pattern almost "

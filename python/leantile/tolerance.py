@@ -1,0 +1,60 @@
+"""The one accuracy check of leantile: every comparison of a kernel or a plan with the
+reference (runtime verify, bench, tune, search workers, report evidence, the test suites)
+uses `rel_err` and the `TOLERANCE` of the output's dtype.
+
+    rel_err(out, ref, ref_same=None) =
+        max(0, ||out - ref|| - min(NOISE * ||ref_same - ref||, CAP * ||ref||)) / ||ref||
+                                                                        (Frobenius, float64)
+
+`ref` is the reference in a wider dtype (float32 or float64). `ref_same`, where given, is the
+reference computed in the kernel's own dtype: the rounding error the unfused graph itself
+makes in that dtype. Error up to NOISE times that is rounding, not a wrong kernel, so it is not
+counted; never more than CAP of the reference's norm, so that a graph too noisy to compute in
+its dtype does not let a wrong kernel through (an all-zero output stays >= 1 - CAP). This is what lets an output that cancels to ~0 (a mean of a centred row, a GeGLU
+output of 3e-4 from O(1) terms) be checked in float32 without an absolute floor, and an
+absolute floor is what must never be used: an output that is small everywhere (a softmax over
+65536 columns, ~1.5e-5 per element) would then pass as all zeros. Without `ref_same` (float64
+oracles, the GPU checks of the published shapes) it is the plain relative error.
+
+A non-finite output is inf. A reference of norm 0 gives 0 when the excess error is 0, else inf.
+"""
+from __future__ import annotations
+
+import torch
+
+from .reference import TORCH_DTYPES
+
+# Largest accepted rel_err per output dtype.
+TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 4e-2, torch.float32: 1e-4, torch.float64: 1e-9}
+# How many times the unfused graph's own rounding error (ref_same) is forgiven.
+NOISE = 8.0
+CAP = 0.1
+
+
+def tolerance(dtype) -> float:
+    """TOLERANCE of a torch dtype or of a graph dtype name ("f16", "bf16", "f32", "f64")."""
+    if isinstance(dtype, str):
+        dtype = TORCH_DTYPES[dtype]
+    return TOLERANCE[dtype]
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None = None) -> float:
+    """See the module docstring."""
+    if not bool(torch.isfinite(out).all()):
+        return float("inf")
+    ref64 = ref.double()
+    num = (out.double() - ref64).norm().item()
+    den = ref64.norm().item()
+    if ref_same is not None and bool(torch.isfinite(ref_same).all()):
+        num = max(0.0, num - min(NOISE * (ref_same.double() - ref64).norm().item(), CAP * den))
+    if den > 0:
+        return num / den
+    return 0.0 if num == 0 else float("inf")
+
+
+def within(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None = None,
+           dtype=None) -> tuple[bool, float, float]:
+    """(ok, rel_err, tolerance) for one output; dtype: the tolerance's (default out.dtype)."""
+    tol = tolerance(dtype if dtype is not None else out.dtype)
+    err = rel_err(out, ref, ref_same)
+    return err <= tol, err, tol
