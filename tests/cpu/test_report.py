@@ -326,3 +326,24 @@ def test_a_graph_named_index_does_not_replace_the_index(tmp_path):
     assert "index" in page and "leantile reports" not in page
     assert 'href="index.page.html"' in (out / "index.html").read_text()
     assert "(index.page.md)" in (out / "index.md").read_text()
+
+
+@pytest.mark.parametrize("name", architectures.NAMES)
+def test_report_shows_the_plan_compile_runs(name):
+    """report, kernels and leantile.compile agree on which candidate ships (issue 14): the
+    report's choice is the tuned lookup's, which is what runtime.choose_plan runs on that GPU."""
+    from leantile.report import bench as rbench
+    from leantile.report.collect import choose
+    from leantile.runtime import choose_plan
+    from leantile.tuned import tuned_entries
+
+    g = architectures.build(name)
+    chosen, tiles, why = choose(g, rbench.Bench())
+    found = tuned_entries(g.name, dict(g.axes), g.inputs()[0].dtype)
+    if not found:
+        assert "no tuned entry" in why
+        return
+    gpu = found[0][0]["gpu"]
+    plan, how = choose_plan(g, gpu=gpu)
+    assert how == "tuned" and plan.candidate == chosen.name and gpu in why
+    assert all(plan.tiles[k] == v for k, v in tiles.items())

@@ -111,12 +111,20 @@ def arch_source(spec: str, g: ir.Graph, root: Path, known: bool | None = None) -
 
 
 def choose(g: ir.Graph, b: bench.Bench, cands=None):
-    """The candidate the report shows: the tuned sweep's best when it names one of ours."""
+    """The candidate the report shows: the one leantile.compile, `kernels` and `bench` run, i.e.
+    the tuned lookup's entry for g's shape and dtype (leantile.tuned: the user's folder, then the
+    shipped one) when it names one of g's candidates, else the default (first) candidate. `b` is
+    not consulted: a bench or sweep file records what ran then, not what ships now."""
+    from ..tuned import shipped_dir, tuned_entries
+
     cands = candidates(g) if cands is None else cands
-    if b.sweep and any(c.name == b.sweep.get("candidate") for c in cands):
-        c = next(c for c in cands if c.name == b.sweep["candidate"])
-        return c, dict(b.sweep.get("tiles") or {}), f"fastest in the tuning sweep ({b.sweep_source})"
-    return cands[0], {}, "the default (first) candidate; no tuning sweep for this workload"
+    dtype = g.inputs()[0].dtype if g.inputs() else "f16"
+    for e, folder in tuned_entries(g.name, dict(g.axes), dtype):
+        c = next((c for c in cands if c.name == e["candidate"]), None)
+        if c is not None:
+            origin = "shipped" if folder.resolve() == shipped_dir().resolve() else "user"
+            return c, dict(e["tiles"]), f"the tuned entry for {e['gpu']} ({origin}, {g.name}.json): what leantile.compile runs there"
+    return cands[0], {}, "the default (first) candidate; no tuned entry for this shape"
 
 
 def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
