@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import torch
 
-from .reference import TORCH_DTYPES
 
 # Largest accepted rel_err per output dtype.
 TOLERANCE = {torch.float16: 2e-2, torch.bfloat16: 4e-2, torch.float32: 1e-4, torch.float64: 1e-9}
@@ -31,10 +30,8 @@ NOISE = 8.0
 CAP = 0.1
 
 
-def tolerance(dtype) -> float:
-    """TOLERANCE of a torch dtype or of a graph dtype name ("f16", "bf16", "f32", "f64")."""
-    if isinstance(dtype, str):
-        dtype = TORCH_DTYPES[dtype]
+def tolerance(dtype: torch.dtype) -> float:
+    """The largest accepted rel_err for an output of this dtype."""
     return TOLERANCE[dtype]
 
 
@@ -50,11 +47,3 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None 
     if den > 0:
         return num / den
     return 0.0 if num == 0 else float("inf")
-
-
-def within(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None = None,
-           dtype=None) -> tuple[bool, float, float]:
-    """(ok, rel_err, tolerance) for one output; dtype: the tolerance's (default out.dtype)."""
-    tol = tolerance(dtype if dtype is not None else out.dtype)
-    err = rel_err(out, ref, ref_same)
-    return err <= tol, err, tol

@@ -6,8 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leantile import reference
-from leantile.tolerance import CAP, TOLERANCE, rel_err, tolerance, within
+from leantile.tolerance import CAP, TOLERANCE, rel_err, tolerance
 
 
 @pytest.mark.parametrize("n", [1, 7, 4096, 65536])
@@ -17,8 +16,7 @@ def test_an_all_zero_output_fails_however_small_the_outputs_are(n):
     ref = torch.softmax(x, dim=-1)
     same = torch.softmax(x.half(), dim=-1)  # the unfused graph in f16: its rounding is forgiven
     assert rel_err(torch.zeros_like(ref).half(), ref, same) >= 1 - CAP > TOLERANCE[torch.float16]
-    assert not within(torch.zeros_like(ref).half(), ref, same)[0]
-    assert within(same, ref, same)[0]  # the unfused graph itself passes
+    assert rel_err(same, ref, same) <= tolerance(torch.float16)  # the unfused graph itself passes
 
 
 @given(st.integers(1, 64), st.integers(0, 2**31 - 1), st.floats(1.1, 3.0))
@@ -29,7 +27,7 @@ def test_a_scaled_output_fails(n, seed, factor):
     ref = torch.randn(n, 5, generator=gen, dtype=torch.float64) + 0.1
     for dt in (torch.float16, torch.bfloat16, torch.float32):
         same = ref.to(dt)
-        assert not within((ref * factor).to(dt), ref, same)[0], dt
+        assert rel_err((ref * factor).to(dt), ref, same) > tolerance(dt), dt
 
 
 def test_cancellation_in_float32_is_rounding_not_an_error():
@@ -64,8 +62,3 @@ def test_non_finite_and_zero_references():
     noisy_same = ref.clone()
     noisy_same[0] = float("inf")  # a reference that overflows in the low dtype forgives nothing
     assert rel_err(ref * 1.01, ref, noisy_same) == pytest.approx(0.01, rel=1e-6)
-
-
-def test_tolerance_by_graph_dtype_name_matches_the_table():
-    for name, dt in reference.TORCH_DTYPES.items():
-        assert tolerance(name) == TOLERANCE[dt]
