@@ -33,8 +33,12 @@ def _silu(x):
 _UNARY = {
     "exp": np.exp, "exp2": np.exp2, "neg": np.negative, "square": np.square, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "recip": lambda x: 1.0 / x, "silu": _silu, "gelu_tanh": _gelu_tanh,
+    "log": np.log, "tanh": np.tanh, "erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "sigmoid": lambda x: 0.5 * (1.0 + np.tanh(0.5 * x)), "abs": np.abs,
 }
-_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum}
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "max": np.maximum,
+           "min": np.minimum, "lt": lambda a, b: (a < b) * 1.0, "le": lambda a, b: (a <= b) * 1.0,
+           "eq": lambda a, b: (a == b) * 1.0, "ge": lambda a, b: (a >= b) * 1.0, "gt": lambda a, b: (a > b) * 1.0}
 
 
 def _letters(*axis_lists):
@@ -111,6 +115,12 @@ def _node(g, n, vals, inputs, round_casts):
         (x, ax_a), (y, ax_b) = vals[n.a], vals[n.b]
         want = _binary_axes(ax_a, ax_b)
         return _BINARY[op](_expand(x, ax_a, want), _expand(y, ax_b, want)), want
+    if op == "select":  # a where cond != 0, else b
+        (c, ax_c), (x, ax_a), (y, ax_b) = vals[n.cond], vals[n.a], vals[n.b]
+        want = _binary_axes(_binary_axes(ax_a, ax_b), ax_c)
+        return np.where(_expand(c, ax_c, want) != 0, _expand(x, ax_a, want), _expand(y, ax_b, want)), want
+    if op == "iota":
+        return np.arange(g.axes[n.axis], dtype=np.float64), (n.axis,)
     if op == "reduce":
         x, ax = vals[n.x]
         d = ax.index(n.axis)

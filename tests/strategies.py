@@ -8,8 +8,8 @@ from leantile import ir
 from leantile.dag import DagM
 
 AXES = ("i", "j", "k", "l")
-SAFE_UNARY = ("exp", "neg", "square", "silu", "gelu_tanh")
-BINARY = ("add", "sub", "mul", "max")
+SAFE_UNARY = ("exp", "neg", "square", "silu", "gelu_tanh", "tanh", "erf", "sigmoid", "abs")
+BINARY = ("add", "sub", "mul", "max", "min")
 
 
 @st.composite
@@ -29,7 +29,8 @@ def random_graphs(draw, max_ops=8):
     growth = 0  # products that can grow magnitudes; capped so float64 never overflows
     for _ in range(draw(st.integers(1, max_ops))):
         choice = draw(st.sampled_from(
-            ["unary", "binary", "reduce", "matmul", "softmax", "rms_norm", "layer_norm", "mean", "const"]))
+            ["unary", "binary", "reduce", "matmul", "softmax", "rms_norm", "layer_norm", "mean", "const",
+             "log", "mask", "log_softmax", "mse"]))
         a = draw(st.sampled_from(pool))
         ax = g.nodes[a].axes
         if choice == "unary":
@@ -70,7 +71,27 @@ def random_graphs(draw, max_ops=8):
                 pool.append(getattr(g, choice)(a, axis))
         elif choice == "const":
             c = g.const(draw(st.sampled_from(["0.5", "2.0", "1e-05", "-3.25"])))
+            if draw(st.booleans()):
+                c = g.neg(c)  # a computed scalar: folded, never a kernel
             pool.append(g.add(a, c))
+        elif choice == "log":  # log of a positive value
+            pool.append(g.log(g.add(g.abs(a), g.const("0.5"))))
+        elif choice == "mask" and ax:  # where(position < c, a, b): exact positions, no rounding flips it
+            axis = draw(st.sampled_from(ax))
+            cond = draw(st.sampled_from(["lt", "le", "eq", "ge", "gt"]))
+            pos = getattr(g, cond)(g.iota(axis), g.const(str(draw(st.integers(0, 4)))))
+            b = draw(st.sampled_from(pool))
+            pool.append(g.select(pos, a, b))
+        elif choice == "log_softmax" and ax:
+            axis = draw(st.sampled_from(ax))
+            z = g.sub(a, g.red("max", a, axis))
+            pool.append(g.sub(z, g.log(g.red("sum", g.exp(z), axis))))
+        elif choice == "mse" and ax:
+            b = draw(st.sampled_from([p for p in pool if g.nodes[p].axes == ax] or [a]))
+            d = g.square(g.sub(a, b))
+            for axis in ax:
+                d = g.red("sum", d, axis)
+            pool.append(g.div(d, g.const("4.0")))
     g.output("out", pool[-1])
     try:
         return g.graph()

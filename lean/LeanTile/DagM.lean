@@ -12,12 +12,19 @@ Keep the subdags below in the one-call-per-line `let x ← op args` style: the d
 test parses them.
 
 Builder names (Lean → Python `DagM` method):
-`input`→`input`, `const`/`epsConst`→`const`, `sizeConst`→`size_const`, `exp`, `exp2`,
-`neg`, `square`, `sqrt`, `rsqrt`, `recip`, `silu`, `geluTanh`→`gelu_tanh`,
-`castTo`→`cast`, `add`, `sub`, `mul`, `div`, `maximum`→`max`, `red`, `matmul`,
+`input`→`input`, `const`/`epsConst`→`const`, `sizeConst`→`size_const`, `iota`→`iota`,
+`exp`, `exp2`, `neg`, `square`, `sqrt`, `rsqrt`, `recip`, `silu`, `geluTanh`→`gelu_tanh`,
+`log`, `tanh`, `erf`, `sigmoid`, `absVal`→`abs`,
+`castTo`→`cast`, `add`, `sub`, `mul`, `div`, `maximum`→`max`, `minimum`→`min`,
+`lt`, `le`, `eq`, `ge`, `gt`, `select`→`select` (cond, a, b), `red`, `matmul`,
 `output`, `softmaxSubdag`→`softmax`, `meanAlongSubdag`→`mean_along`,
 `rmsNormSubdag`→`rms_norm`, `layerNormSubdag`→`layer_norm`.
-(`castTo` and `maximum` avoid clashing with the root names `cast` and `max`.)
+(`castTo`, `maximum`, `minimum` and `absVal` avoid clashing with the root names `cast`, `max`,
+`min` and Mathlib's `abs`: architecture files `open DSL` inside `namespace LeanTile`, where a
+root name and an opened one would be ambiguous. `log`, `tanh`, `erf`, `sigmoid`, `lt`, `le`,
+`eq`, `ge`, `gt`, `select` and `iota` are no root names of Lean core (the only import of these
+files); Mathlib's are namespaced (`Real.log`, `Real.tanh`, `LT.lt`, …). A file that also
+`open Real` would make `log`/`tanh` ambiguous: do not open `Real` in an architecture file.)
 -/
 
 namespace LeanTile
@@ -75,6 +82,14 @@ def sizeConst (axis : String) : DagM Nat := do
     throw s!"builder: sizeConst names unknown axis {axis}"
   push (.sizeConst axis) []
 
+/-- The position along `axis` (0, 1, …, n-1) as a value with axes `[axis]` (masks, clamps,
+one-hot labels). -/
+def iota (axis : String) : DagM Nat := do
+  let b ← get
+  unless hasAxis b axis do
+    throw s!"builder: iota names unknown axis {axis}"
+  push (.iota axis) [axis]
+
 -- elementwise ------------------------------------------------------------------
 
 def unary (u : UnOp) (x : Nat) : DagM Nat := do
@@ -90,6 +105,11 @@ def rsqrt (x : Nat) : DagM Nat := unary .rsqrt x
 def recip (x : Nat) : DagM Nat := unary .recip x
 def silu (x : Nat) : DagM Nat := unary .silu x
 def geluTanh (x : Nat) : DagM Nat := unary .geluTanh x
+def log (x : Nat) : DagM Nat := unary .log x
+def tanh (x : Nat) : DagM Nat := unary .tanh x
+def erf (x : Nat) : DagM Nat := unary .erf x
+def sigmoid (x : Nat) : DagM Nat := unary .sigmoid x
+def absVal (x : Nat) : DagM Nat := unary .abs x
 
 def castTo (x : Nat) (dtype : Dtype) : DagM Nat := do
   let ax ← axesOf x
@@ -105,6 +125,20 @@ def sub (a b : Nat) : DagM Nat := binary .sub a b
 def mul (a b : Nat) : DagM Nat := binary .mul a b
 def div (a b : Nat) : DagM Nat := binary .div a b
 def maximum (a b : Nat) : DagM Nat := binary .max a b
+def minimum (a b : Nat) : DagM Nat := binary .min a b
+def lt (a b : Nat) : DagM Nat := binary .lt a b
+def le (a b : Nat) : DagM Nat := binary .le a b
+def eq (a b : Nat) : DagM Nat := binary .eq a b
+def ge (a b : Nat) : DagM Nat := binary .ge a b
+def gt (a b : Nat) : DagM Nat := binary .gt a b
+
+/-- `a` where `cond ≠ 0`, else `b`; broadcast by name: a's axes, then b's, then cond's
+(`selectAxes`, Python's `ir.select_axes`). -/
+def select (cond a b : Nat) : DagM Nat := do
+  let pc ← axesOf cond
+  let pa ← axesOf a
+  let pb ← axesOf b
+  push (.select cond a b) (selectAxes pc pa pb)
 
 -- contractions -------------------------------------------------------------------
 

@@ -42,7 +42,9 @@ def ruleTheorems : List (String × String) :=
   , ("mean_pullout", "LeanTile.mean_pullout")
   , ("variance_expand", "LeanTile.sum_sq_sub_pivot")
   , ("stream_stats", "LeanTile.sum_split_range")
-  , ("dual_gemm", "LeanTile.dual_gemm_shared_lhs") ]
+  , ("dual_gemm", "LeanTile.dual_gemm_shared_lhs")
+  , ("fuse_reduction", "LeanTile.fuse_reduction_eval")
+  , ("online_sum", "LeanTile.online_softmax_fold") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.

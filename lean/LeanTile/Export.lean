@@ -81,9 +81,11 @@ def opFields : Op → List (String × J)
   | .input name dt => [("op", .str "input"), ("name", .str name), ("dtype", .str dt.name)]
   | .const v => [("op", .str "const"), ("value", .str v)]
   | .sizeConst a => [("op", .str "sizeConst"), ("axis", .str a)]
+  | .iota a => [("op", .str "iota"), ("axis", .str a)]
   | .unary u x => [("op", .str u.name), ("x", .nat x)]
   | .cast x dt => [("op", .str "cast"), ("x", .nat x), ("dtype", .str dt.name)]
   | .binary b x y => [("op", .str b.name), ("a", .nat x), ("b", .nat y)]
+  | .select c x y => [("op", .str "select"), ("cond", .nat c), ("a", .nat x), ("b", .nat y)]
   | .reduce k x a => [("op", .str "reduce"), ("kind", .str k.name), ("x", .nat x), ("axis", .str a)]
   | .matmul x y aa ab =>
     [("op", .str "matmul"), ("a", .nat x), ("b", .nat y), ("axis_a", .str aa), ("axis_b", .str ab)]

@@ -9,13 +9,15 @@ import LeanTile.Rules.VarianceExpand
 import LeanTile.Rules.StreamStats
 import LeanTile.Rules.DualGemm
 import LeanTile.Rules.TiledAttention
+import LeanTile.Rules.FuseReduction
+import LeanTile.Rules.GainFold
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
 
 | rule | theorem | file |
 |---|---|---|
-| fuse_elementwise | `LeanTile.fuse_elementwise_eval` | Rules/FuseElementwise.lean |
+| fuse_elementwise | `LeanTile.fuse_elementwise_eval` (any region of any acyclic graph, evaluated pointwise, equals its root's value) | Rules/FuseElementwise.lean |
 | softmax_shift | `LeanTile.softmax_shift_invariant` | Rules/SoftmaxShift.lean |
 | online_softmax | `LeanTile.online_softmax_ratio` (resting on `LeanTile.online_softmax_fold`) | Rules/OnlineSoftmax.lean |
 | exp_to_exp2 | `LeanTile.exp_eq_exp2_mul_log2e` | Rules/ExpToExp2.lean |
@@ -24,5 +26,7 @@ import LeanTile.Rules.TiledAttention
 | variance_expand | `LeanTile.sum_sq_sub_pivot` | Rules/VarianceExpand.lean |
 | stream_stats | `LeanTile.sum_split_range` | Rules/StreamStats.lean |
 | dual_gemm | `LeanTile.dual_gemm_shared_lhs` | Rules/DualGemm.lean |
+| fuse_reduction | `LeanTile.fuse_reduction_eval` (and `fuse_reduction_eval_max`, `fuse_reduction_shared_pass`, `fuse_reduction_epilogue`) | Rules/FuseReduction.lean |
+| (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

@@ -72,13 +72,17 @@ def _dtype(g) -> str:
     return g.inputs()[0].dtype if g.inputs() else "f16"
 
 
-def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None):
+def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, eager=None, inputs=None):
+    """One benchmark row. `eager` (a function of the inputs dict) replaces the graph's own
+    baselines; `inputs` replaces the fresh random ones (class labels, say)."""
     import triton.testing as tt
 
     from .report.bench import graph_digest
     from .runtime import compile as compile_kernel
 
-    g = load_source(source, sizes)
+    from . import ir
+    g = source if isinstance(source, ir.Graph) else load_source(source, sizes)
+    source = None if isinstance(source, ir.Graph) else source
     t0 = time.time()
     # the plan the product ships (tuned entry, else the default), or the one asked for
     k = compile_kernel(g, tuned=tuned, candidate=candidate, tiles=tiles or None)
@@ -87,7 +91,7 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None):
     row = {"arch": g.name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
            "tuned": k.how == "tuned", "tiles": dict(plan.tiles), "kernels": [x.name for x in plan.kernels],
            "compile_s": round(time.time() - t0, 1)}
-    inputs = k.random_inputs(seed)
+    inputs = k.random_inputs(seed) if inputs is None else inputs
     v = k.verify(inputs)  # every output, NaN-poisoned, against the float32 reference
     row.update(finite=all(e != float("inf") for e in v["rel_err"].values()), rel_err=max(v["plain_rel_err"].values()),
                ok=v["ok"])
@@ -95,7 +99,11 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None):
     def leantile_call():
         return k.run(inputs)
 
-    eager, vendor = baselines(g, inputs, source)
+    if eager is not None:
+        user = eager
+        eager, vendor = (lambda: user(inputs)), {}
+    else:
+        eager, vendor = baselines(g, inputs, source)
     contenders = {"leantile": leantile_call, "eager": eager, "compile": torch.compile(eager),
                   "compile_ro": torch.compile(eager, mode="reduce-overhead"), **vendor}
     for f in contenders.values():  # warm up / compile

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from . import ir
+from . import ir, ops
 
 
 def _decimal(v) -> str:
@@ -70,15 +70,7 @@ class DagM:
     def _unary(self, op: str, x: int) -> int:
         return self._push(ir.Unary, op=op, x=x, axes=self._axes_of(x))
 
-    def exp(self, x): return self._unary("exp", x)
-    def exp2(self, x): return self._unary("exp2", x)
-    def neg(self, x): return self._unary("neg", x)
-    def square(self, x): return self._unary("square", x)
-    def sqrt(self, x): return self._unary("sqrt", x)
-    def rsqrt(self, x): return self._unary("rsqrt", x)
-    def recip(self, x): return self._unary("recip", x)
-    def silu(self, x): return self._unary("silu", x)
-    def gelu_tanh(self, x): return self._unary("gelu_tanh", x)
+    # one method per unary op of the registry (leantile.ops): g.exp(x), g.erf(x), g.sigmoid(x), ...
 
     def cast(self, x: int, dtype: str) -> int:
         return self._push(ir.Cast, op="cast", x=x, dtype=dtype, axes=self._axes_of(x))
@@ -87,11 +79,18 @@ class DagM:
         return self._push(ir.Binary, op=op, a=a, b=b,
                           axes=ir.binary_axes(self._axes_of(a), self._axes_of(b)))
 
-    def add(self, a, b): return self._binary("add", a, b)
-    def sub(self, a, b): return self._binary("sub", a, b)
-    def mul(self, a, b): return self._binary("mul", a, b)
-    def div(self, a, b): return self._binary("div", a, b)
-    def max(self, a, b): return self._binary("max", a, b)
+    # one method per binary op of the registry: g.add(a, b), g.min(a, b), g.lt(a, b), ...
+
+    def select(self, cond: int, a: int, b: int) -> int:
+        """a where cond != 0, else b (torch.where(cond != 0, a, b)), broadcasting by name."""
+        return self._push(ir.Select, op="select", cond=cond, a=a, b=b,
+                          axes=ir.select_axes(self._axes_of(cond), self._axes_of(a), self._axes_of(b)))
+
+    def iota(self, axis: str) -> int:
+        """The position along `axis`, 0 .. n-1 (float32): for masks, clamps and one-hot labels."""
+        if axis not in self.axes:
+            raise ir.GraphError([f"builder: node {len(self.nodes)} (iota): unknown axis {axis!r}"])
+        return self._push(ir.Iota, op="iota", axis=axis, axes=(axis,))
 
     # -- contractions ------------------------------------------------------------
     def red(self, kind: str, x: int, axis: str) -> int:
@@ -142,6 +141,24 @@ class DagM:
         if problems:
             raise ir.GraphError(problems)
         return g
+
+
+def _method(op: str, arity: int):
+    if arity == 1:
+        def unary(self, x: int) -> int:
+            return self._unary(op, x)
+        unary.__doc__ = f"{op}(x), elementwise."
+        return unary
+
+    def binary(self, a: int, b: int) -> int:
+        return self._binary(op, a, b)
+    binary.__doc__ = f"{op}(a, b), elementwise, broadcasting by axis name" + \
+        (" (1 where it holds, else 0)." if op in ops.COMPARISONS else ".")
+    return binary
+
+
+for _op in (*ops.UNARY, *ops.BINARY):
+    setattr(DagM, _op, _method(_op, ops.BY_NAME[_op].arity))
 
 
 def build_graph(name: str, axes: dict[str, int], body: Callable[[DagM], object]) -> ir.Graph:

@@ -9,8 +9,8 @@ import math
 
 import torch
 
-from . import ir, reference
-from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, running_maxes
+from . import ir, ops, reference
+from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, running_maxes
 
 TORCH = reference.TORCH_DTYPES
 
@@ -19,9 +19,7 @@ def _literal(s: str) -> float:
     return -math.inf if s == "-inf" else (math.inf if s == "inf" else float(s))
 
 
-FUNCS = {**reference.UNARY, **reference.BINARY,
-         "copy": lambda x: x,
-         "fma": lambda a, b, c: a * b + c}
+FUNCS = ops.TORCH  # every map function, from the op registry
 
 
 class _Tile:
@@ -142,6 +140,16 @@ class _Env:
 
     def do_fill(self, s: Fill):
         self.local[s.dst].fill_(_literal(s.value))
+
+    def do_iota(self, s: Iota):
+        axes = self.axes[s.dst]
+        t = self.local[s.dst]
+        if s.axis not in axes:  # a batch axis of the grid: this tile's one position
+            self.assign(s.dst, torch.tensor(float(self.tile.start[s.axis]), dtype=torch.float64))
+            return
+        n = t.shape[axes.index(s.axis)]
+        pos = torch.arange(n, dtype=torch.float64) + self.tile.start.get(s.axis, 0)
+        self.assign(s.dst, reference.align(pos, (s.axis,), axes))
 
     def do_mask(self, s: Mask):
         t, axes = self.local[s.dst], self.axes[s.dst]

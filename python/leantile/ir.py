@@ -16,13 +16,14 @@ import math
 import re
 from typing import Annotated, Literal, Union
 
+from . import ops
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError, field_validator
 
 SCHEMA_ID = "leantile/v1"
 
 DTYPES = ("f16", "bf16", "f32", "f64")
-UNARY_OPS = ("exp", "exp2", "neg", "square", "sqrt", "rsqrt", "recip", "silu", "gelu_tanh")
-BINARY_OPS = ("add", "sub", "mul", "div", "max")
+UNARY_OPS = ops.UNARY  # from the one op registry (leantile.ops)
+BINARY_OPS = ops.BINARY
 REDUCE_KINDS = ("sum", "max")
 MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor
 
@@ -111,6 +112,12 @@ class SizeConst(_Node):
     axis: AxisName
 
 
+class Iota(_Node):
+    """The position along `axis` (0, 1, ..., n-1): masks, clamps and one-hot labels."""
+    op: Literal["iota"]
+    axis: AxisName
+
+
 class Unary(_Node):
     op: Literal[UNARY_OPS]
     x: NodeId
@@ -137,6 +144,17 @@ class Binary(_Node):
         return (self.a, self.b)
 
 
+class Select(_Node):
+    """a where cond != 0, else b (torch.where), broadcasting by axis name."""
+    op: Literal["select"]
+    cond: NodeId
+    a: NodeId
+    b: NodeId
+
+    def args(self):
+        return (self.cond, self.a, self.b)
+
+
 class Reduce(_Node):
     op: Literal["reduce"]
     kind: Literal[REDUCE_KINDS]
@@ -159,7 +177,7 @@ class Matmul(_Node):
 
 
 Node = Annotated[
-    Union[Input, Const, SizeConst, Unary, Cast, Binary, Reduce, Matmul], Field(discriminator="op")
+    Union[Input, Const, SizeConst, Iota, Unary, Cast, Binary, Select, Reduce, Matmul], Field(discriminator="op")
 ]
 
 
@@ -226,6 +244,11 @@ def binary_axes(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a) + tuple(x for x in b if x not in a)
 
 
+def select_axes(cond: tuple[str, ...], a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """a's axes, then b's that a lacks, then cond's that neither has."""
+    return binary_axes(binary_axes(a, b), cond)
+
+
 def matmul_axes(a: tuple[str, ...], b: tuple[str, ...], axis_a: str, axis_b: str) -> tuple[str, ...]:
     """a's free axes, then b's axes that are neither contracted nor shared (batch) with a."""
     free_a = tuple(x for x in a if x != axis_a)
@@ -245,8 +268,14 @@ def _infer_axes(n, prev: dict[int, tuple[str, ...]], axes: dict[str, int]) -> tu
         if n.axis not in axes:
             return [f"{where}: field 'axis' names unknown axis {n.axis!r}"], None
         return [], ()
+    if isinstance(n, Iota):
+        if n.axis not in axes:
+            return [f"{where}: field 'axis' names unknown axis {n.axis!r}"], None
+        return [], (n.axis,)
     if isinstance(n, (Unary, Cast)):
         return [], prev[n.x]
+    if isinstance(n, Select):
+        return [], select_axes(prev[n.cond], prev[n.a], prev[n.b])
     if isinstance(n, Binary):
         return [], binary_axes(prev[n.a], prev[n.b])
     if isinstance(n, Reduce):
@@ -277,7 +306,7 @@ def value_dtype(n, dtypes: dict[int, str], nodes) -> str:
     (2 * x has x's dtype); else f32. `dtypes` maps the earlier nodes (a dict or a list)."""
     if isinstance(n, (Input, Cast)):
         return n.dtype
-    for a in n.args():
+    for a in ((n.a, n.b, n.cond) if isinstance(n, Select) else n.args()):  # select: its values' dtype
         if not isinstance(nodes[a], (Const, SizeConst)):
             return dtypes[a]
     return "f32"
@@ -373,7 +402,10 @@ def _pydantic_problems(e: ValidationError) -> list[str]:
             where = f"field '{'.'.join(parts)}'" if parts else "document"
         if key is not None:
             where += f" key {shown(key)}"
-        line = f"{where}: {err['msg']}"
+        msg = err["msg"]
+        if err["type"] == "union_tag_invalid":  # the list of every op is too long for one line
+            msg = f"unknown op {shown(err['ctx']['tag'])} (see docs/ir.md for the ops)"
+        line = f"{where}: {msg}"
         if line not in out:
             out.append(line)
     return out

@@ -32,6 +32,10 @@ EXTRA_THEOREMS: dict[str, str] = {
     "scale_pullout_left": "LeanTile.scale_pullout",  # the scale-first form
     "sum_sq_sub_const": "LeanTile.sum_sq_sub_const",  # sum_sq_sub_pivot is proven from it
     "end_to_end": "LeanTile.tiled_attention_eq_softmax",
+    "fuse_reduction_shared_pass": "LeanTile.fuse_reduction_shared_pass",  # one pass, several sums
+    "fuse_reduction_eval_max": "LeanTile.fuse_reduction_eval_max",
+    "gain_fold": "LeanTile.gain_fold",  # a norm's gain into the GEMM's weight rows (not cited yet)
+    "bias_fold": "LeanTile.bias_fold",
 }
 
 RULES_DIR = "lean/LeanTile/Rules"
@@ -42,6 +46,10 @@ EXTRA_FILES: dict[str, str] = {
     "LeanTile.scale_pullout": "ScalePullout.lean",
     "LeanTile.sum_sq_sub_const": "VarianceExpand.lean",
     "LeanTile.tiled_attention_eq_softmax": "TiledAttention.lean",
+    "LeanTile.fuse_reduction_shared_pass": "FuseReduction.lean",
+    "LeanTile.fuse_reduction_eval_max": "FuseReduction.lean",
+    "LeanTile.gain_fold": "GainFold.lean",
+    "LeanTile.bias_fold": "GainFold.lean",
 }
 
 SCRATCH = ".lake/leantile-check/AxiomCheck.lean"

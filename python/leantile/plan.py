@@ -33,6 +33,13 @@ class Buffer(_M):
     scope: Scope
     dtype: str  # "f16" .. "f64", or "acc" = the accumulator type (f32 on the GPU)
     node: Optional[int] = None  # graph node whose value it holds, when there is one
+    # a global intermediate wider than the graph's dtype says why ("acc": float32 statistics)
+    why: Optional[str] = None
+
+
+# Tile.param of a block derive chose from the shape (the row tile of an on-chip row kernel): a
+# constant of the kernel, not a tile parameter the search varies.
+FIXED = "fixed"
 
 
 class Tile(_M):
@@ -126,6 +133,14 @@ class Pivot(_M):
     axis: str
 
 
+class Iota(_M):
+    """dst = the global position along `axis` (tile start + local position), broadcast over
+    dst's other axes: the IR's iota, computed in registers, never loaded."""
+    op: Literal["iota"] = "iota"
+    dst: str
+    axis: str
+
+
 class Mask(_M):
     """Set positions of dst past the end of `axis` to `value` (-inf before a max/exp)."""
     op: Literal["mask"] = "mask"
@@ -134,7 +149,7 @@ class Mask(_M):
     value: str = "-inf"
 
 
-Stmt = Annotated[Union[Load, Store, Fill, Gemm, Map, Reduce, Mask, Pivot], Field(discriminator="op")]
+Stmt = Annotated[Union[Load, Store, Fill, Gemm, Map, Reduce, Mask, Pivot, Iota], Field(discriminator="op")]
 
 
 class Kernel(_M):

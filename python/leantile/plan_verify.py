@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import Fill, Gemm, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store
+from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -133,7 +133,7 @@ def statement_effects(s) -> tuple[list[str], list[str]]:
         return [], [s.dst]
     if isinstance(s, Store):
         return [s.src], []
-    if isinstance(s, Fill):
+    if isinstance(s, (Fill, Iota)):
         return [], [s.dst]
     if isinstance(s, Mask):
         return [s.dst], [s.dst]
@@ -205,6 +205,9 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
                     out.append(f"{at}: a pivot is taken in the stream body, over the streamed axis, from a tile "
                                f"of it into the same axes less that one ({s.src}{list(local[s.src].axes)} over "
                                f"{s.axis!r} into {s.dst}{list(local[s.dst].axes)})")
+            if isinstance(s, Iota) and s.dst in local and s.axis not in local[s.dst].axes and \
+                    not any(t.axis == s.axis and t.block == 1 for t in k.grid):
+                out.append(f"{at}: iota over {s.axis!r} into {s.dst}{list(local[s.dst].axes)}, which lacks that axis (and it is no batch axis of the grid)")
             if isinstance(s, Store) and s.dst not in globals_:
                 out.append(f"{at} stores into {s.dst!r}, which is no global buffer of the plan")
 

@@ -96,6 +96,9 @@ class Kernel:
     """A derived plan, compiled for one device, called like a function."""
 
     def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device):
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # "cuda" is the current GPU: tensors say cuda:N
+            device = torch.device("cuda", torch.cuda.current_device())
         self.graph, self.plan, self.how, self.device = graph, plan, how, device
         self.source = emit_module(plan)
         self._c = _compiled(self.source, device)
@@ -188,6 +191,8 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
         raise CompileError(f"leantile.compile: device {device} asked, but there is no CUDA GPU here")
     if device.type not in ("cuda", "cpu"):
         raise CompileError(f"leantile.compile: device {device}: only CUDA GPUs and the CPU interpreter")
+    if device.type == "cuda" and device.index is None:  # "cuda": the current GPU, as tensors name it (cuda:N)
+        device = torch.device("cuda", torch.cuda.current_device())
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     plan, how = choose_plan(g, candidate, tiles, gpu, tuned)
     return Kernel(g, plan, how, device)

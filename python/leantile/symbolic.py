@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from . import ir
+from . import ir, ops
 
 IndexedBase, Sum = sp.IndexedBase, sp.Sum
 
@@ -72,6 +72,10 @@ class Exprs:
             return UNARY[n.op](self(n.x))
         if isinstance(n, ir.Binary):
             return BINARY[n.op](self(n.a), self(n.b))
+        if isinstance(n, ir.Select):
+            return ops.sympy_form("select")(self(n.cond), self(n.a), self(n.b))
+        if isinstance(n, ir.Iota):
+            return sp.Symbol(n.axis)
         if isinstance(n, ir.Reduce):
             k = self.fresh(n.axis)
             body = self(n.x).subs(sp.Symbol(n.axis), k)
@@ -84,11 +88,8 @@ class Exprs:
         raise ValueError(f"node {i}: no formula for op {n.op}")
 
 
-UNARY = {"exp": sp.exp, "exp2": lambda x: 2**x, "neg": lambda x: -x, "square": lambda x: x**2,
-         "sqrt": sp.sqrt, "rsqrt": lambda x: 1 / sp.sqrt(x), "recip": lambda x: 1 / x,
-         "silu": silu, "gelu_tanh": gelu}
-BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-          "div": lambda a, b: a / b, "max": sp.Max}
+UNARY = {n: ops.sympy_form(n) for n in ops.UNARY}
+BINARY = {n: ops.sympy_form(n) for n in ops.BINARY}
 
 
 def tex(e) -> str:

@@ -131,9 +131,18 @@ def test_deterministic(tmp_path):
 def test_every_rule_has_a_formula_and_a_sympy_check():
     assert set(symbolic.checks()) == {r.name for r in RULES}
     assert all(ok for _, ok, _ in symbolic.run(r.name for r in RULES))
+    from leantile.dag import build_graph_with_output
     seen = set()
-    for name in architectures.NAMES:
-        g = architectures.build(name)
+    graphs = [architectures.build(name) for name in architectures.NAMES]
+    graphs.append(build_graph_with_output("ln", {"m": 3, "d": 5}, lambda g: g.layer_norm(g.input("X", ["m", "d"]), "d")))
+
+    def log_softmax(g):  # a row too long for the chip: streamed, its sum rescaled (online_sum)
+        x = g.input("X", ["m", "d"])
+        z = g.sub(x, g.red("max", x, "d"))
+        return g.sub(z, g.log(g.red("sum", g.exp(z), "d")))
+    graphs.append(build_graph_with_output("lsm", {"m": 2, "d": 20000}, log_softmax))
+    for g in graphs:
+        name = g.name
         for c in candidates(g):
             for s in c.steps:
                 before, after = step_formulas(g, s)

@@ -21,12 +21,16 @@ DAGM_FILE = LEAN / "LeanTile" / "DagM.lean"
 ARCH_DIR = LEAN / "LeanTile" / "Architectures"
 
 # Lean primitive builder -> Python DagM method.
+# (maximum/minimum/absVal/castTo: the Lean names avoid the root names max/min/abs/cast.)
 PRIMITIVES = {
     "input": "input", "const": "const", "epsConst": "eps_const", "sizeConst": "size_const",
+    "iota": "iota",
     "exp": "exp", "exp2": "exp2", "neg": "neg", "square": "square", "sqrt": "sqrt",
     "rsqrt": "rsqrt", "recip": "recip", "silu": "silu", "geluTanh": "gelu_tanh",
+    "log": "log", "tanh": "tanh", "erf": "erf", "sigmoid": "sigmoid", "absVal": "abs",
     "castTo": "cast", "add": "add", "sub": "sub", "mul": "mul", "div": "div",
-    "maximum": "max", "red": "red", "matmul": "matmul",
+    "maximum": "max", "minimum": "min", "lt": "lt", "le": "le", "eq": "eq", "ge": "ge", "gt": "gt",
+    "select": "select", "red": "red", "matmul": "matmul",
 }
 # Lean subdag -> Python DagM method (the Python mirror of the same subdag).
 SUBDAGS = {

@@ -125,3 +125,46 @@ def test_reader_refuses_lines_outside_the_subset(tmp_path, monkeypatch):
                        '    let x ← input "X" ["m"]\n    let y ← exp (x)\n    pure y\n')
     with pytest.raises(L.DslError):
         L.Interpreter(DagM("bad", {"m": 2}), {}).run(body, [])
+
+
+def test_lean_builders_for_the_new_ops_replay_to_the_python_graph(tmp_path, monkeypatch):
+    """Every builder added with the op registry (log, tanh, erf, sigmoid, abs, min, the
+    comparisons, select, iota), written in the Lean DSL, replays to the graph the Python
+    builder makes; select broadcasts a's axes, then b's, then cond's."""
+    body = _lean_graph(tmp_path, monkeypatch, "newops", '[("m", 2), ("d", 3)]',
+                       '    let x ← input "X" ["m", "d"]\n'
+                       '    let y ← input "Y" ["d"]\n'
+                       '    let i ← iota "d"\n'
+                       '    let a ← log x\n'
+                       '    let b ← tanh a\n'
+                       '    let c ← erf b\n'
+                       '    let s ← sigmoid c\n'
+                       '    let v ← absVal s\n'
+                       '    let mn ← minimum v y\n'
+                       '    let l1 ← lt x y\n'
+                       '    let l2 ← le x i\n'
+                       '    let l3 ← eq y i\n'
+                       '    let l4 ← ge i x\n'
+                       '    let l5 ← gt mn x\n'
+                       '    let s1 ← select l1 mn i\n'
+                       '    let s2 ← select y i x\n'
+                       '    let t ← add s1 s2\n'
+                       '    let u ← add l2 l3\n'
+                       '    let w ← add l4 l5\n'
+                       '    let z ← add t u\n'
+                       '    let out ← add z w\n'
+                       '    pure out\n')
+    g1 = DagM("newops", body.axes)
+    out1 = L.Interpreter(g1, {}).run(body, [])
+    g2 = DagM("newops", {"m": 2, "d": 3})
+    x, y, i = g2.input("X", ["m", "d"]), g2.input("Y", ["d"]), g2.iota("d")
+    v = g2.abs(g2.sigmoid(g2.erf(g2.tanh(g2.log(x)))))
+    mn = g2.min(v, y)
+    l1, l2, l3, l4, l5 = g2.lt(x, y), g2.le(x, i), g2.eq(y, i), g2.ge(i, x), g2.gt(mn, x)
+    s1, s2 = g2.select(l1, mn, i), g2.select(y, i, x)
+    t, u, w = g2.add(s1, s2), g2.add(l2, l3), g2.add(l4, l5)
+    out2 = g2.add(g2.add(t, u), w)
+    assert out1 == out2
+    assert [n.model_dump() for n in g1.nodes] == [n.model_dump() for n in g2.nodes]
+    assert g2.nodes[s2].axes == ("d", "m")  # a's axes (d), then b's (m); cond adds none
+    assert g2.nodes[i].axes == ("d",)

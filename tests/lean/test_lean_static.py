@@ -88,8 +88,9 @@ def test_toolchain_and_mathlib_pin_agree():
 
 
 _LEAN_OP_TO_MODEL = {
-    "input": ir.Input, "const": ir.Const, "sizeConst": ir.SizeConst, "unary": ir.Unary,
-    "cast": ir.Cast, "binary": ir.Binary, "reduce": ir.Reduce, "matmul": ir.Matmul,
+    "input": ir.Input, "const": ir.Const, "sizeConst": ir.SizeConst, "iota": ir.Iota,
+    "unary": ir.Unary, "cast": ir.Cast, "binary": ir.Binary, "select": ir.Select,
+    "reduce": ir.Reduce, "matmul": ir.Matmul,
 }
 
 

@@ -24,6 +24,12 @@ def _format(part: str, s) -> str:
 def plan_text(plan) -> str:
     lines = [f"plan {plan.graph} / {plan.candidate}  tiles: "
              + ", ".join(f"{k}={v}" for k, v in plan.tiles.items())]
+    outs = set(plan.outputs.values())
+    for b in plan.globals:  # global memory: inputs, outputs, and what crosses kernels, with its dtype
+        kind = "output" if b.name in outs else "input" if b.node is not None and b.dtype != "acc" and \
+            not any(s.op == "store" and s.dst == b.name for k in plan.kernels for s in k.statements()) else "intermediate"
+        dt = "graph dtype" if b.dtype == "acc" and kind == "output" else b.dtype
+        lines.append(f"  global {kind:<12} {b.name}[{', '.join(b.axes)}] {dt}" + (f"  ({b.why})" if b.why else ""))
     grids: dict[tuple, str] = {}  # kernels share their tiles and streams: format each once
     axes: dict[tuple, str] = {}
     for k in plan.kernels:
@@ -36,6 +42,8 @@ def plan_text(plan) -> str:
         lines.append(f"  kernel {k.name}: {k.role}")
         lines.append(grid)
         for b in k.buffers:
+            if b.scope == "global":
+                continue
             ax = axes.get(b.axes)
             if ax is None:
                 ax = axes[b.axes] = ", ".join(b.axes)

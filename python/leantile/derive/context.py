@@ -14,19 +14,13 @@ are these global names plus a fixed suffix (`X_shared`, `matmul_3_frag`), and
 from __future__ import annotations
 
 import gc
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .. import ir
+from .. import ir, ops
 from .axes import unclash
 
-_SCALAR_FNS = {
-    "neg": lambda x: -x, "square": lambda x: x * x, "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x),
-    "recip": lambda x: 1 / x, "exp": math.exp, "exp2": lambda x: 2.0 ** x,
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b, "max": max,
-}
+_SCALAR_FNS = ops.SCALAR  # constant folding, from the op registry
 
 
 def internal_name(n) -> str:
@@ -130,7 +124,7 @@ class Ctx:
                 memo[j] = n.number
             elif isinstance(n, ir.SizeConst):
                 memo[j] = float(self.axes[n.axis])
-            elif n.axes or not isinstance(n, (ir.Unary, ir.Binary)) or n.op not in _SCALAR_FNS:
+            elif n.axes or not isinstance(n, (ir.Unary, ir.Binary, ir.Select)) or n.op not in _SCALAR_FNS:
                 memo[j] = None
             else:
                 todo = [a for a in n.args() if a not in memo]
@@ -154,8 +148,14 @@ class Ctx:
         return self._dtypes[i]
 
     def literal(self, i: int) -> str | None:
-        """'#<value>' for a constant or an axis size (inlined, never loaded), else None."""
-        return self._literal.get(i)
+        """'#<value>' for a constant, an axis size or a scalar computed from those alone
+        (neg(c), 1 / sqrt(d): folded, inlined, never loaded nor given a kernel), else None."""
+        lit = self._literal.get(i)
+        if lit is None and not self.nodes[i].axes and isinstance(self.nodes[i], (ir.Unary, ir.Binary, ir.Select)):
+            v = self.const_value(i)
+            if v is not None and v == v and abs(v) != float("inf"):
+                lit = self._literal[i] = "#" + repr(v)
+        return lit
 
 
 @contextmanager

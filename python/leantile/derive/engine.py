@@ -23,8 +23,11 @@ from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
 from .rules import BY_NAME, ONLINE, Option
+from .region_kernels import region_kernel
 from .rules.gemm import gemm_options, gemm_sites
+from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
+from .rules.stats import row_ancestors
 from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
@@ -49,10 +52,18 @@ def analyse(cx: Ctx) -> Sites:
     return Sites(flash, rows, gemm_sites(cx, {i for s in flash for i in s.nodes}))
 
 
-def decide(o: Option) -> K.GemmChoice | K.OnlineChoice:
+@dataclass
+class RegionChoice:
+    """A region site's kernel: nothing to decide beyond the site (its steps justify it)."""
+    site: RegionSite
+    epilogue: list[int] = ()
+
+
+def decide(o: Option):
     """What option o's steps decide for the kernel at its site: each step's rule applies its
     part, in order. This is the only place a step turns into a kernel choice."""
-    choice = K.GemmChoice(o.site) if isinstance(o.site, GemmSite) else K.OnlineChoice(o.site)
+    choice = K.GemmChoice(o.site) if isinstance(o.site, GemmSite) else \
+        RegionChoice(o.site) if isinstance(o.site, RegionSite) else K.OnlineChoice(o.site)
     for st in o.steps:
         BY_NAME[st.rule].apply(choice, st)
     return choice
@@ -65,6 +76,8 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
         return [K.flash_kernel(cx, s, c.exp2, tiles)]
     if isinstance(s, SoftmaxSite):
         return list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
+    if isinstance(s, RegionSite):
+        return [region_kernel(cx, s, tiles, set())[0]]
     out = [K.gemm_kernel(cx, c, tiles, [])]
     if c.stats == "separate":
         out.append(K.row_stats_kernel(cx, c, tiles)[0])
@@ -91,11 +104,52 @@ def _options(cx: Ctx) -> list[list[Option]]:
     flash = [[o for o in online_options(s, "online") if _fits(cx, o)] for s in sites.flash]
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
+
     out = [opts for opts in flash if opts]
-    out += [online_options(s, "online_row") for s in rows]
+    out += [_on_chip(cx, s) + online_options(s, "online_row") for s in rows]
     out += [gemm_options(s) for s in sites.gemms if s.peels or len(s.matmuls) > 1 or s.epilogue]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
-    return [opts for opts in out if opts]
+    out = [opts for opts in out if opts]
+    regions = RegionAnalysis(cx, _claimed(cx, out)).sites()
+    out += [opts for opts in region_options(regions) if _fits(cx, opts[0])]
+    return out
+
+
+def _on_chip(cx: Ctx, s: SoftmaxSite) -> list[Option]:
+    """A softmax row that fits on chip: first, one row kernel (the row read once, max, sum
+    and normalisation in registers: fuse_reduction); the two-kernel online form (which reads
+    the row twice) stays a candidate."""
+    if not row_block(cx, cx.node(s.src).axes, s.axis):
+        return []
+    members = sorted({s.mx, s.sm, s.div})
+    inlined = set(s.nodes) - set(members)
+    site = RegionSite(members, "on_chip", cx.node(s.src).axes, s.axis, inlined)
+    step = FUSE_REDUCTION.step(members, mode="on_chip")
+    return [Option("on_chip", (step,), site, step.rule, tuple(members))]
+
+
+def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
+    """Nodes the pattern sites compute in their own kernels, whichever option is picked: the
+    region rules fuse the rest."""
+    out = {n.id for n in cx.nodes if isinstance(n, ir.Matmul)}
+    for opts in options:
+        s = opts[0].site
+        if isinstance(s, FlashSite):
+            out |= set(s.nodes)
+        elif isinstance(s, (SoftmaxSite, RegionSite)):  # a softmax row: online or on chip
+            for o in opts:
+                out |= set(o.site.nodes) if isinstance(o.site, SoftmaxSite) else set(o.site.members) | o.site.inlined
+        elif isinstance(s, GemmSite):
+            out |= {p.node for p in s.peels} | set(s.epilogue)
+            if all(decide(o).stats for o in opts):  # every option computes the statistics itself
+                anc = row_ancestors(cx, [p.vec for p in s.peels], s.axis)
+                out |= {i for i in anc if not isinstance(cx.node(i), ir.Input)}
+                for r in anc:
+                    j = cx.node(r).x if isinstance(cx.node(r), ir.Reduce) else None
+                    while j is not None and j != s.base and isinstance(cx.node(j), (ir.Unary, ir.Cast)):
+                        out.add(j)
+                        j = cx.node(j).x
+    return out
 
 
 # ------------------------------------------------------------------ enumeration
@@ -238,6 +292,7 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
 
     outs = set(g.outputs.values())
     extra_globals = []
+    region_sites: list[RegionSite] = []
     for c in picked:
         s = c.site
         if isinstance(s, FlashSite):
@@ -247,9 +302,15 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             stats, norm = K.softmax_row_kernels(cx, s, c.exp2, tiles)
             add(stats, [s.src], [s.mx, s.sm])
             add(norm, [s.src, s.mx, s.sm], [s.div])
+        elif isinstance(s, RegionSite):
+            region_sites.append(s)
     # A softmax kernel reads its raw scores past the scale it folds in: a GEMM that computes
     # them must store them too, though its only user (the scale) is fused in its epilogue.
-    read = {i for r in needs.values() for i in r}
+    # So must one whose output a region kernel reads (a softmax row on chip, a norm after it).
+    region_reads = set()
+    for s in region_sites:
+        region_reads |= region_kernel(cx, s, tiles, set())[1]
+    read = {i for r in needs.values() for i in r} | region_reads
     for c in picked:
         if not isinstance(c, K.GemmChoice):
             continue
@@ -272,13 +333,26 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
                     continue
                 add(K.colsum_kernel(cx, w, cx.node(m).axis_b, tiles), [w], [colsum])
                 cols = tuple(a for a in cx.node(w).axes if a != cx.node(m).axis_b)
-                extra_globals.append(Buffer(name=colsum, axes=cols, scope="global", dtype="acc"))
+                extra_globals.append(Buffer(name=colsum, axes=cols, scope="global", dtype="acc",
+                                            why="float32: a weight's column sums (mean pullout), a statistic"))
                 reads.add(colsum)
         gk = K.gemm_kernel(cx, c, tiles, stores)
         deps = set(reads) | ({s.base} if c.stats else set())
         add(gk, deps, stores)
         if c.stats == "separate":
             needs[gk.name] |= {v for v in vecs if not cx.literal(v)}
+
+    # Region kernels: each stores the members an output or another kernel reads (what they
+    # read is known once every kernel is built: built twice, the first time storing nothing).
+    read_anywhere = set(outs) | {i for r in needs.values() for i in r} | region_reads
+    in_regions = {i for s in region_sites for i in s.members}
+    for inl in {id(s.inlined): s.inlined for s in region_sites}.values():  # most sites share one set
+        in_regions |= inl
+    read_anywhere |= {i for s in region_sites for i in s.members if any(u not in in_regions for u in us[i])}
+    for s in region_sites:
+        stores = {i for i in s.members if i in read_anywhere}
+        kern, reads = region_kernel(cx, s, tiles, stores)
+        add(kern, reads, sorted(stores))
 
     # Unfused kernels for every node some kernel or output needs and nobody produces.
     wanted = outs | {i for r in needs.values() for i in r if isinstance(i, int)}
@@ -293,8 +367,7 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     deps = {k: sorted({produced[r] for r in reads if r in produced and produced[r] != k}) for k, reads in needs.items()}
     ordered = [kernels[k] for k in _static_order(deps)]
     globals_ = [Buffer(name=n.name, axes=n.axes, scope="global", dtype=n.dtype, node=n.id) for n in g.inputs()]
-    globals_ += [Buffer(name=cx.value(i), axes=cx.node(i).axes, scope="global", dtype="acc", node=i)
-                 for i in sorted(i for i in produced if isinstance(i, int))]
+    globals_ += [_intermediate(cx, i) for i in sorted(i for i in produced if isinstance(i, int))]
     globals_ += extra_globals
     names = [b.name for b in globals_]
     if len(set(names)) != len(names):
@@ -302,6 +375,36 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     return Plan(graph=g.name, candidate=name, axes=dict(g.axes), globals=tuple(globals_),
                 outputs={o: cx.value(i) for o, i in g.outputs.items()},
                 kernels=tuple(ordered), tiles=tiles)
+
+
+WIDE_WHY = "float32: a row statistic (a reduction, or computed from one over its axes: mean, 1/sqrt(var+eps)); " \
+    "rounded to the input dtype it would cost the normalised values that read it their low digits"
+
+
+def _intermediate(cx: Ctx, i: int) -> Buffer:
+    """The global buffer of node i. Graph outputs are written in the graph's dtype by the
+    emitter ("acc" marks them as the kernel's own); intermediates that cross kernels are stored
+    in their value's dtype (half the traffic of float32 for an f16 graph), except a reduction's
+    result, kept in float32 with the reason recorded (`leantile derive` prints it)."""
+    n = cx.node(i)
+    if i in cx.outputs.values():
+        return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i)
+    if _statistic(cx, i):
+        return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i, why=WIDE_WHY)
+    return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=cx.dtype_of(i), node=i)
+
+
+def _statistic(cx: Ctx, i: int) -> bool:
+    """A reduction, or an elementwise value over the same axes as a statistic it reads (the
+    mean from a sum, 1 / sqrt(var + eps)): a per-row statistic. An f16 mean of 1000 is off by
+    up to 0.25, which x - mean would turn into a LayerNorm error of 10%."""
+    memo = cx.__dict__.setdefault("_statistic", {})
+    for j in range(len(memo), i + 1):  # ids are topological: fill in order, no recursion
+        n = cx.node(j)
+        memo[j] = isinstance(n, ir.Reduce) or (
+            not isinstance(n, (ir.Matmul, ir.Input)) and any(memo[a] and set(cx.node(a).axes) == set(n.axes)
+                                                            for a in n.args()))
+    return memo[i]
 
 
 def _static_order(deps: dict[str, list[str]]) -> list[str]:

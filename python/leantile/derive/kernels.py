@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import ir
-from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
+from ..plan import Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .sites import FlashSite, GemmSite, SoftmaxSite
@@ -459,8 +459,15 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):])) if ax else {}
     kb = KernelBuilder(g.names.user, f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
     have: dict[int, str] = {}
-    args = tuple(_operand(g, a, kb, have) for a in n.args()) or (g.literal(i),)  # a constant output
+    if n.op == "iota":
+        kb = KernelBuilder(g.names.user, f"map_{i}", "iota", _grid(ax, {ax[0]: "block_n"}, tiles), None,
+                           tiles["threads"])
+        dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+        kb.body += [Iota(dst=dst, axis=n.axis), Store(src=dst, dst=g.value(i))]
+        return kb.build()
+    lit = g.literal(i)
+    args = (lit,) if lit else tuple(_operand(g, a, kb, have) for a in n.args())  # a constant output
     dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
-    fn = "copy" if n.op == "cast" or g.literal(i) else n.op
+    fn = "copy" if n.op == "cast" or lit else n.op
     kb.body += [Map(dst=dst, fn=fn, args=args), Store(src=dst, dst=g.value(i))]
     return kb.build()

@@ -8,11 +8,7 @@ from dataclasses import dataclass, field
 
 from .. import ir
 
-ELEMENTWISE = (ir.Unary, ir.Binary, ir.Cast)
-
-
-def is_leaf_value(n) -> bool:
-    return isinstance(n, (ir.Const, ir.SizeConst))
+ELEMENTWISE = (ir.Unary, ir.Binary, ir.Cast, ir.Select, ir.Iota)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import keyword
 import re
 
-from ..plan import Buffer, Gemm, Kernel, Plan, Store
+from .. import ops
+from ..plan import FIXED, Buffer, Gemm, Kernel, Plan, Store
 
 class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""
@@ -23,20 +24,8 @@ RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "i", "j", "l", "i0", "
 LOOP_VARS = ("i", "j", "l", "i3", "i4", "i5")
 GRID_VARS = ("bx", "by", "bz")
 
-_UNARY = {
-    "exp": "T.exp({0})",
-    "exp2": "T.exp2({0})",
-    "neg": "-({0})",
-    "square": "{0} * {0}",
-    "sqrt": "T.sqrt({0})",
-    "rsqrt": "T.rsqrt({0})",
-    "recip": "1.0 / ({0})",
-    "silu": "{0} / (1.0 + T.exp(-({0})))",
-    "gelu_tanh": "0.5 * {0} * (1.0 + T.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} * {0} * {0})))",
-    "copy": "{0}",
-}
-_BINARY = {"add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}",
-           "max": "T.max({0}, {1})"}
+# TileLang spellings of every map function, from the op registry (leantile.ops)
+SPELLING = ops.TILELANG
 
 
 def _ident(name: str) -> str:
@@ -94,7 +83,7 @@ def tile_param_of(plan: Plan, k: Kernel) -> dict[str, str]:
     if k.stream and k.stream.param:
         recorded[k.stream.axis] = k.stream.param
     if recorded:  # plans record their parameters; the guess below serves older plan JSON
-        return recorded
+        return {a: p for a, p in recorded.items() if p != FIXED}  # FIXED: a constant block
     t = plan.tiles or {}
     out: dict[str, str] = {}
     if k.stream:

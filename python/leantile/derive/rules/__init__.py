@@ -4,6 +4,7 @@
     pullout.py  scale_pullout, mean_pullout                  (a GEMM's normalised LHS)
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
+    regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
 
 Every table about rules is derived from RULES: rule -> theorem (cited in every step, checked
 by `leantile check-lean`), -> Lean file, -> parameter meanings, -> formula and sympy check.
@@ -13,10 +14,11 @@ from __future__ import annotations
 from .base import Option, Rule  # noqa: F401
 from .gemm import DUAL, EPILOGUE
 from .pullout import MEAN, SCALE
+from .regions import FUSE_REDUCTION, ONLINE_SUM
 from .softmax import EXP2, ONLINE, SHIFT
 from .stats import STATS, VARIANCE
 
-RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL)
+RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

@@ -13,7 +13,7 @@ import itertools
 
 from ... import ir
 from ..context import Ctx
-from ..sites import ELEMENTWISE, GemmSite, depends_on, is_leaf_value
+from ..sites import ELEMENTWISE, GemmSite, depends_on
 from .base import Option, Rule, sym
 from .pullout import MEAN, SCALE, peel_lhs
 from .stats import STATS, VARIANCE
@@ -87,7 +87,7 @@ class FuseElementwise(Rule):
             ok = True
             for a in n.args():
                 an = cx.node(a)
-                if a in have or is_leaf_value(an) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
+                if a in have or cx.literal(a) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
                     continue
                 ok = False
             if ok and any(a in have for a in n.args()):

@@ -1,0 +1,200 @@
+"""The kernel of a region site (rules/regions.py): a map kernel (one loop over the root's
+tiles) or a row kernel (reductions over one axis with prologue and epilogue, the row on chip
+or streamed). Statements are built in node id order (ids are topological) without recursion,
+so a 10^5-node elementwise chain is one kernel built in linear time.
+
+Registers: a value's fragment is handed to a later value of the same axes once its last
+reader in the kernel has run (and it has been stored if it must be), so a chain of
+elementwise ops over a row keeps one or two row tiles live, not one per op.
+"""
+from __future__ import annotations
+
+from .. import ir
+from ..plan import FIXED, Fill, Iota, Map, Reduce, State, Store
+from .context import Ctx
+from .kernels import KernelBuilder, _load, _stream_of, _tile
+from .rules.regions import RegionSite, padded, row_block, row_threads
+
+
+def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
+    """Every node the kernel computes (members and the inlined nodes they read), in id order."""
+    inline = site.inlined
+    need, stack = set(site.members), list(site.members)
+    while stack:
+        j = stack.pop()
+        for a in cx.node(j).args():
+            if a not in need and a in inline and not cx.literal(a):
+                need.add(a)
+                stack.append(a)
+    return sorted(need)
+
+
+MAP_TILE = 8192  # elements per CTA of a map kernel
+
+
+def map_grid(cx: Ctx, axes) -> list:
+    """The tiles of a map kernel, fixed from the shape: the last axis in blocks of up to 1024
+    (long contiguous rows: coalesced loads and stores), the one before it filling MAP_TILE
+    elements, every other axis a batch axis. Measured on an H200 for SiLU over 8192 x 8192 f16
+    at 256 threads (benchmarks/fusion_tiles_probe.py): 8 x 1024 0.0707 ms, 32 x 256 0.0711 ms, 128 x 128 0.0746 ms (the GEMM's
+    default tiles, which map kernels used before); elementwise kernels are not searched."""
+    grid = [_tile(a, 1, None) for a in axes]
+    if axes:
+        last = min(1024, padded(cx.axes[axes[-1]]))
+        grid[-1] = _tile(axes[-1], last, FIXED)
+        if len(axes) > 1:
+            grid[-2] = _tile(axes[-2], min(padded(cx.axes[axes[-2]]), max(1, MAP_TILE // last)), FIXED)
+    return grid
+
+
+def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
+    """Grid and stream of a streamed row kernel, fixed from the shape: blocks of up to 1024 of
+    the streamed axis, and few enough rows per CTA that the grid has about two CTAs per SM (the
+    GEMM's block_r = 128 left a cross entropy over 8192 x 32000 on 64 CTAs)."""
+    rows = list(site.rows)
+    d = min(1024, padded(cx.axes[site.axis]))
+    grid = [_tile(a, 1, None) for a in rows]
+    if rows:
+        total = 1
+        for a in rows:
+            total *= cx.axes[a]
+        fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+        grid[-1] = _tile(rows[-1], max(2, min(MAP_TILE // d, padded(cx.axes[rows[-1]]), fill)), FIXED)
+    return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
+
+
+def _row_divisor(cx: Ctx, n, args) -> bool:
+    """A division by a computed value over fewer axes (a row's sum): multiplying by its
+    reciprocal, computed once per row, replaces a division per element (within a rounding of
+    the quotient: the tolerance of every dtype covers it)."""
+    return not args[1].startswith("#") and set(cx.node(n.b).axes) < set(n.axes)
+
+
+def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> tuple:
+    """(kernel, nodes it reads from global memory)."""
+    order = _plan_order(cx, site)
+    computed = set(order)
+    if site.mode == "map":
+        grid = map_grid(cx, site.axes)
+        name, role, stream = f"fused_{site.members[-1]}", f"fused elementwise region of {len(order)} ops", None
+    elif site.mode == "on_chip":
+        rows = list(site.rows)
+        block = row_block(cx, site.axes, site.axis)
+        grid = [_tile(a, block, FIXED) if rows and a == rows[-1] else
+                _tile(a, max(2, padded(cx.axes[a])), FIXED) if a == site.axis else _tile(a, 1, None) for a in site.axes]
+        name = f"row_{site.members[0]}"
+        role = f"row kernel over {site.axis} (whole row on chip): {len(order)} ops, " \
+               f"{sum(isinstance(cx.node(i), ir.Reduce) for i in order)} reductions"
+        stream = None
+    else:
+        grid, stream = stream_tiles(cx, site, tiles)
+        name = f"row_{site.members[0]}"
+        role = f"row kernel streaming {site.axis}: {sum(isinstance(cx.node(i), ir.Reduce) for i in order)} " \
+               "reductions in one pass, row epilogue"
+    threads = row_threads(cx, site.axes, site.axis) if site.mode == "on_chip" else \
+        256 if site.mode == "map" else tiles["threads"]
+    kb = KernelBuilder(cx.names.user, name, role, grid, stream, threads)
+    streamed = site.mode == "streamed"
+    post = set()  # streamed: what needs a finished reduction runs after the stream (epilogue)
+    chain = {i for o in site.online for i in o[1:3]}  # exp(s - m) of an online sum: per block, running m
+    online_max = {o[0] for o in site.online}
+    rescaled = {o[3]: o[0] for o in site.online}
+    alphas: dict[int, str] = {}
+    if streamed:
+        for i in order:
+            if i not in chain and (isinstance(cx.node(i), ir.Reduce) or any(a in post for a in cx.node(i).args())):
+                post.add(i)
+
+    # remaining readers of each value inside the kernel: a fragment is free after its last one
+    readers: dict[int, int] = {}
+    for i in order:
+        for a in set(cx.node(i).args()):
+            readers[a] = readers.get(a, 0) + 1
+    have: dict[int, str] = {}
+    loads: set[int] = set()
+    free: dict[tuple, list[str]] = {}  # (axes, phase) -> fragments free for reuse
+    body = kb.body
+    tail = kb.epilogue if streamed else kb.body
+
+    def phase(i: int) -> list:
+        """Streamed: a reduction and what reads one run after the stream (the reduction's own
+        accumulate is in the body); everything else once per block."""
+        if isinstance(cx.node(i), ir.Reduce):
+            return body
+        return tail if i in post else body
+
+    def operand(a: int, where: list) -> str:
+        lit = cx.literal(a)
+        if lit:
+            return lit
+        if a in have:
+            return have[a]
+        n = cx.node(a)
+        dst = kb.buf(f"{cx.value(a)}_frag", n.axes, "fragment", "acc", a, key=("frag", a))
+        # streamed: a tile of the streamed axis per block, anything else once before the stream
+        home[a] = where if not streamed else body if site.axis in n.axes else kb.prologue
+        home[a].append(_load(cx.value(a), dst))
+        loads.add(a)
+        have[a] = dst
+        return dst
+
+    def release(a: int, where: list):
+        readers[a] -= 1
+        # only within the list that wrote it: a body buffer reused by the epilogue, or one the
+        # prologue wrote reused by the body (which runs once per streamed block), would be wrong
+        if readers[a] == 0 and (a in computed or a in loads) and a not in site.members and home.get(a) is where:
+            free.setdefault((cx.node(a).axes, id(where)), []).append(have[a])
+
+    recips: dict[int, str] = {}
+    home: dict[int, list] = {}  # the statement list that wrote each value
+    for i in order:
+        n = cx.node(i)
+        where = phase(i)
+        args = [operand(a, where) for a in n.args()]
+        key = (n.axes, id(where))
+        if isinstance(n, ir.Reduce):
+            dst = kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+            if streamed:
+                init = "0" if n.kind == "sum" else "-inf"
+                kb.prologue.append(Fill(dst=dst, value=init))
+                kb.states.append(State(buffer=dst, init=init, combine="rescaled_sum" if i in rescaled else n.kind))
+            if i in online_max:  # keep the previous max: the sums over it are rescaled by exp(m_old - m)
+                prev = kb.buf(f"{dst}_prev", n.axes, "fragment", "acc", key=("prev", i))
+                where.append(Map(dst=prev, fn="copy", args=(dst,)))
+            if i in rescaled:
+                where.append(Map(dst=dst, fn="mul", args=(dst, alphas[rescaled[i]])))
+            where.append(Reduce(dst=dst, src=args[0], kind=n.kind, axis=n.axis, accumulate=streamed))
+            if i in online_max:
+                alpha = alphas[i] = kb.buf(f"rescale_{dst}", n.axes, "fragment", "acc", key=("rescale", i))
+                where += [Map(dst=alpha, fn="sub", args=(prev, dst)), Map(dst=alpha, fn="exp", args=(alpha,))]
+        else:
+            for a in set(n.args()):  # an argument read for the last time may hold the result (in place)
+                if a in readers:
+                    release(a, where)
+            reuse = free.get(key)
+            dst = reuse.pop() if reuse else kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+            if isinstance(n, ir.Iota):
+                where.append(Iota(dst=dst, axis=n.axis))
+            elif isinstance(n, ir.Cast):
+                where.append(Map(dst=dst, fn="cast", args=tuple(args), dtype=n.dtype))
+            elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row
+                r = recips.get(n.b)
+                if r is None:
+                    bn = cx.node(n.b)
+                    r = recips[n.b] = kb.buf(f"{cx.value(n.b)}_recip", bn.axes, "fragment", "acc",
+                                             key=("recip", n.b))
+                    where.append(Map(dst=r, fn="recip", args=(args[1],)))
+                where.append(Map(dst=dst, fn="mul", args=(args[0], r)))
+            else:
+                where.append(Map(dst=dst, fn=n.op, args=tuple(args)))
+        have[i] = dst
+        home[i] = where
+        if isinstance(n, ir.Reduce):
+            for a in set(n.args()):
+                if a in readers:
+                    release(a, where)
+        if i in stores:
+            (tail if streamed else where).append(Store(src=dst, dst=cx.value(i)))
+        if readers.get(i, 0) == 0 and i not in site.members:
+            free.setdefault(key, []).append(dst)
+    return kb.build(), loads

@@ -1,0 +1,293 @@
+"""Generic fusion of what no pattern rule claims: elementwise regions and reductions with their
+prologue and epilogue (rules fuse_elementwise and fuse_reduction).
+
+After the pattern sites (attention, long softmax rows, GEMMs with their pullouts and epilogues)
+every other computed node is *residual*. A residual elementwise node is inlined (recomputed in
+registers by every kernel that needs it) unless it must live in global memory: it is a graph
+output or a kernel outside the residual set reads it. What is left is a few kernels:
+
+  - a row kernel per group of reductions over one axis d with the same kept (row) axes: it
+    loads its leaves, computes the reductions' elementwise prologues, the reductions, and the
+    epilogue nodes over the row axes (and, with the row on chip, over the row and d: the
+    normalising epilogue of a norm, a softmax, a log-softmax), in one kernel;
+      on_chip:  the whole of d sits in registers (its padded size times the row block is at
+                most ON_CHIP elements, for two rows), so reductions may read earlier reductions (LayerNorm's
+                variance of x - mean, softmax's sum of exp(x - max)) and the epilogue may be
+                over (rows, d);
+      streamed: d is streamed block by block; only reductions whose prologue reads no other
+                reduction of the group share the pass, and the epilogue is over the rows only;
+  - a map kernel per remaining materialised elementwise node: its inlined cone in one loop.
+
+Lemmas: LeanTile.fuse_elementwise_eval (a region evaluated pointwise equals its nodes evaluated
+in order) and LeanTile.fuse_reduction_eval (a reduction of a mapped tensor is the fused loop;
+reductions of one input over one axis share a pass), lean/LeanTile/Rules/FuseElementwise.lean
+and FuseReduction.lean.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from ... import ir
+from ..context import Ctx
+from .base import Option, Rule, sym
+
+ON_CHIP = 16384  # elements of one on-chip row tile: 32 float32 registers per thread at 512 threads
+REGION = (ir.Unary, ir.Binary, ir.Cast, ir.Select, ir.Iota)  # what a region computes in registers
+
+
+@dataclass
+class RegionSite:
+    """One fused kernel over residual nodes. `members` are the nodes it must produce (the
+    reductions and the materialised nodes it owns), in id order; inlined nodes they read are
+    computed on the way. For a row kernel, `axis` is the reduced axis, `axes` the axes of the
+    reductions' inputs (rows and axis) and `mode` on_chip or streamed; a map kernel has mode map."""
+    members: list[int]
+    mode: str
+    axes: tuple[str, ...]
+    axis: str | None = None
+    inlined: set[int] = field(default_factory=set)
+    # streamed: rescaled sums l = sum exp(s - m) of a max m of the same pass (online_sum),
+    # as (m, sub, exp, l)
+    online: tuple[tuple[int, int, int, int], ...] = ()
+
+    @property
+    def rows(self) -> tuple[str, ...]:
+        return tuple(a for a in self.axes if a != self.axis)
+
+
+def padded(n: int) -> int:
+    """The on-chip extent of a row of n elements: the next power of two (TileLang's layouts
+    split a fragment evenly among threads; positions past n are masked)."""
+    return 1 << max(0, n - 1).bit_length()
+
+
+def row_block(cx: Ctx, axes, axis: str) -> int | None:
+    """Rows per CTA of an on-chip row kernel over `axis`, or None if two rows do not fit. At
+    least two rows where there are rows (a block of 1 would make the row axis a batch axis and
+    the reductions scalar, which TileLang reduces serially); at most 64, and few enough that
+    the grid has about two CTAs per SM of an H100/H200 (132 SMs)."""
+    d = padded(cx.axes[axis])
+    rows = [a for a in axes if a != axis]
+    if not rows:
+        return 1 if d <= ON_CHIP else None
+    if 2 * d > ON_CHIP:
+        return None
+    total = 1
+    for a in rows:
+        total *= cx.axes[a]
+    fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+    return max(2, min(ON_CHIP // d, padded(cx.axes[rows[-1]]), 64, fill))
+
+
+def row_threads(cx: Ctx, axes, axis: str) -> int:
+    """Threads of an on-chip row kernel: 256 (128 for small tiles). Measured on an H200 over an
+    8192 x 8192 f16 row tile of 2 x 8192 (LayerNorm, softmax, log-softmax): 256 threads 0.069 /
+    0.073 / 0.071 ms, 512 threads 0.072 / 0.079 / 0.128 ms, 1024 threads 0.147 / 0.153 / 0.157 ms
+    (a probe like benchmarks/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in place, so 64 registers a tile fit."""
+    block = row_block(cx, axes, axis) or 1
+    return 256 if block * padded(cx.axes[axis]) >= 256 * 16 else 128
+
+
+class RegionAnalysis:
+    """Which residual nodes are inlined, which are materialised, and the region sites."""
+
+    def __init__(self, cx: Ctx, claimed: set[int]):
+        self.cx = cx
+        g = cx
+        outs = set(g.outputs.values())
+        self.residual = {n.id for n in g.nodes if isinstance(n, (*REGION, ir.Reduce)) and n.id not in claimed
+                         and not cx.literal(n.id)}
+        self.materialised = {i for i in self.residual if isinstance(g.node(i), REGION) and (
+            i in outs or any(u not in self.residual for u in g.users[i]))}
+        self.inline = {i for i in self.residual if isinstance(g.node(i), REGION) and i not in self.materialised}
+
+    def _fits(self, i: int, axes: set[str]) -> bool:
+        return set(self.cx.node(i).axes) <= axes
+
+    def _available(self, i: int, group: set[int], axes: set[str]) -> bool:
+        """Whether node i can be had in a kernel whose members are `group`: a literal, a
+        member, an inlined node whose own arguments are available (walked without recursion),
+        or a value some kernel computes before this one (it reads no member)."""
+        cx, stack, seen = self.cx, [i], set()
+        while stack:
+            j = stack.pop()
+            if j in seen or j in group or cx.literal(j):
+                continue
+            seen.add(j)
+            if j in self.inline and self._fits(j, axes):
+                stack.extend(cx.node(j).args())
+            elif group and self._reads_any(j, group):
+                return False
+        return True
+
+    def _reads_any(self, i: int, group: set[int]) -> bool:
+        """Whether node i reads a member of `group`, directly or not."""
+        lo = min(group)
+        seen, stack = set(), [i]
+        while stack:
+            n = stack.pop()
+            for a in self.cx.node(n).args():
+                if a in group:
+                    return True
+                if a > lo and a not in seen:
+                    seen.add(a)
+                    stack.append(a)
+        return False
+
+    def _grow(self, group: set[int], mode: str, rows: set[str], allowed: set[str], taken: set[int]):
+        """Add to `group` the users (direct or through inlined nodes) it can compute, in id
+        order (every argument of a node is decided before it): reductions over the same axis
+        with the same rows (on chip only: streamed, their input would need the row twice) and
+        materialised epilogue nodes; the inlined nodes between are computed on the way."""
+        cx = self.cx
+        axis = next(cx.node(i).axis for i in group if isinstance(cx.node(i), ir.Reduce))
+        frontier = sorted({u for m in group for u in cx.users[m]})
+        seen = set(frontier)
+        while frontier:
+            u = heapq.heappop(frontier)
+            if u not in self.residual or u in taken or u in group:
+                continue
+            un = cx.node(u)
+            if isinstance(un, ir.Reduce):
+                ok = (mode == "on_chip" or self.online_sum(u, group) is not None) and un.axis == axis \
+                    and set(un.axes) == rows
+            else:  # streamed: an inlined node over the row and d is passed through (an online
+                # sum's exp(s - m)), never a member: members there are over the rows only
+                ok = set(un.axes) <= allowed and (mode == "on_chip" or set(un.axes) <= rows or u in self.inline)
+            if not ok or not all(self._available(a, group, allowed) for a in un.args()):
+                continue
+            if u in self.materialised and (mode == "on_chip" or set(un.axes) <= rows) or isinstance(un, ir.Reduce):
+                group.add(u)
+            for w in cx.users[u]:
+                if w not in seen:
+                    seen.add(w)
+                    heapq.heappush(frontier, w)
+
+    def online_sum(self, l: int, group: set[int]):
+        """(m, sub, exp, l) when reduction l is sum over d of exp(s - m), m a max over d of the
+        group, s reading no member, sub and exp inlined: a streamed pass keeps l rescaled by
+        exp(m_old - m_new) as m grows (LeanTile.online_softmax_fold). Else None."""
+        cx = self.cx
+        ln = cx.node(l)
+        e = cx.node(ln.x) if isinstance(ln, ir.Reduce) and ln.kind == "sum" else None
+        if not (isinstance(e, ir.Unary) and e.op == "exp" and e.id in self.inline):
+            return None
+        z = cx.node(e.x)
+        if not (isinstance(z, ir.Binary) and z.op == "sub" and z.id in self.inline and z.b in group):
+            return None
+        m = cx.node(z.b)
+        if not (isinstance(m, ir.Reduce) and m.kind == "max" and m.axis == ln.axis and set(m.axes) == set(ln.axes)):
+            return None
+        if self._reads_any(z.a, group) or z.a in group:
+            return None
+        return (m.id, z.id, e.id, l)
+
+    def _merge(self, group: set[int], first, rows: set[str], allowed: set[str], taken: set[int]):
+        """Reductions over the same axis and rows that read no member and that no member
+        reads share the kernel's pass (sum x and sum x^2; a max and a sum of one row)."""
+        cx = self.cx
+        for q in sorted(self.residual):
+            qn = cx.node(q)
+            if q in group or q in taken or not isinstance(qn, ir.Reduce) or qn.axis != first.axis \
+                    or set(qn.axes) != rows or not set(cx.node(qn.x).axes) <= allowed:
+                continue
+            if not self._reads_any(q, group) and not any(self._reads_any(m, {q}) for m in group) \
+                    and self._available(qn.x, group, allowed):
+                group.add(q)
+
+    def sites(self) -> list[RegionSite]:
+        cx = self.cx
+        taken: set[int] = set()
+        out: list[RegionSite] = []
+        for r in sorted(self.residual):
+            n = cx.node(r)
+            if not isinstance(n, ir.Reduce) or r in taken:
+                continue
+            src_axes = cx.node(n.x).axes
+            rows = set(n.axes)
+            mode = "on_chip" if row_block(cx, src_axes, n.axis) else "streamed"
+            allowed = rows | {n.axis}
+            group = {r}
+            while True:  # grow, then take in the independent reductions of the same rows, again
+                size = len(group)
+                self._grow(group, mode, rows, allowed, taken)
+                self._merge(group, n, rows, allowed, taken)
+                if len(group) == size:
+                    break
+            taken |= group
+            online = tuple(o for o in (self.online_sum(q, group) for q in sorted(group)) if o) \
+                if mode == "streamed" else ()
+            out.append(RegionSite(sorted(group), mode, tuple(src_axes), n.axis, self.inline, online))
+        for i in sorted(self.materialised - taken):
+            out.append(RegionSite([i], "map", cx.node(i).axes, None, self.inline))
+        out.sort(key=lambda s: s.members[0])
+        return out
+
+
+class FuseReduction(Rule):
+    name = "fuse_reduction"
+    theorem = "LeanTile.fuse_reduction_eval"
+    lean_file = "FuseReduction.lean"
+    pattern = "reductions over one axis with their elementwise prologue and epilogue"
+    rewrite = "one kernel per row block: the prologue in registers, the reductions, the epilogue"
+    statement = "a reduction of a mapped tensor equals the fused loop; reductions of one input share a pass"
+    params = {"mode": "where the reduced axis lives (on_chip: the whole row in registers; streamed: block by block)"}
+
+    def formula(self, g, at, params):
+        S = sym()
+        before = r" \qquad ".join(f"{S.out(g, i)} = {S.tex(S.Exprs(g, inline={i})(i))}" for i in sorted(at))
+        after = r" \qquad ".join(f"{S.out(g, i)} = {S.tex(S.Exprs(g, inline=set(at))(i))}" for i in sorted(at))
+        return before, after + r"\quad\text{(one kernel, %s)}" % params.get("mode", "")
+
+    def check(self) -> bool:
+        """sum_k f(x_k) and sum_k g(x_k) accumulated in one loop equal the two sums."""
+        S = sym()
+        xs = [S.s1, S.s2, S.s3]
+        f, gg = (lambda x: S.sp.exp(x)), (lambda x: x ** 2)
+        a = b = 0
+        for x in xs:
+            a, b = a + f(x), b + gg(x)
+        return S.zero(a - sum(map(f, xs))) and S.zero(b - sum(map(gg, xs)))
+
+
+class OnlineSum(Rule):
+    name = "online_sum"
+    theorem = "LeanTile.online_softmax_fold"
+    lean_file = "OnlineSoftmax.lean"
+    pattern = "sum_d exp(s - max_d s) in a pass that streams d"
+    rewrite = "keep the running max m and l = sum exp(s - m), rescaling l by exp(m_old - m_new) per block"
+    statement = "folding the tiles with the rescaled state gives sum exp(s - m) for the final m (any running m)"
+
+    def formula(self, g, at, params):
+        S = sym()
+        m, _, _, l = at
+        before = f"{S.out(g, l)} = {S.tex(S.Exprs(g, inline=set(at[1:]))(l))}"
+        after = (r"m \leftarrow \max(m, \max_{block} s),\ %s \leftarrow %s\, e^{m_{old} - m} + "
+                 r"\sum_{block} e^{s - m}" % (S.out(g, l), S.out(g, l)))
+        return before, after
+
+    def check(self) -> bool:
+        """l e^{m1 - m2} + sum_block e^{s - m2} equals sum e^{s - m2} over both blocks, l = sum e^{s - m1}."""
+        S = sym()
+        exp, m1, m2 = S.sp.exp, S.v1, S.v2
+        l1 = exp(S.s1 - m1) + exp(S.s2 - m1)
+        return S.zero(S.sp.simplify(l1 * exp(m1 - m2) + exp(S.s3 - m2) - sum(exp(x - m2) for x in (S.s1, S.s2, S.s3))))
+
+
+FUSE_REDUCTION, ONLINE_SUM = FuseReduction(), OnlineSum()
+
+
+def region_options(sites: list[RegionSite]) -> list[list[Option]]:
+    """One option per region site: its one fused kernel (the unfused candidate is the other)."""
+    from .gemm import EPILOGUE
+    out = []
+    for s in sites:
+        if s.mode == "map":
+            step = EPILOGUE.step(s.members)
+            steps = (step,)
+        else:
+            step = FUSE_REDUCTION.step(s.members, mode=s.mode)
+            steps = (step, *(ONLINE_SUM.step(o) for o in s.online))
+        out.append([Option("", steps, s, step.rule, tuple(s.members))])
+    return out

@@ -1,0 +1,155 @@
+"""THE op registry: one row per elementwise function, with every interpretation of it next to
+it (as JAX registers a primitive's rules beside it). Every table about elementwise ops is
+derived from ROWS: the IR's op names (ir.UNARY_OPS, ...), the builder methods (dag.DagM), the
+torch reference, the CPU interpreter, the constant folder, the sympy forms and the TileLang
+spellings. A new op is one row here plus its Lean case (lean/LeanTile/IR.lean, Semantics.lean,
+DagM.lean); tests/cpu/test_ops.py checks that every derived table covers every row and that the
+Lean files name every op.
+
+Columns:
+  name      the JSON spelling ("gelu_tanh")
+  arity     1 (unary), 2 (binary, broadcasting by axis name), 3 (select)
+  torch     the reference on torch tensors (already promoted to one dtype)
+  scalar    the same on Python floats (folding constant subexpressions)
+  sympy     the same on sympy expressions (formulas and the rules' exact checks)
+  tilelang  the TileLang spelling, a format string over the argument expressions
+  lean      the Lean constructor (UnOp.x / BinOp.x / Op.x), checked against lean/LeanTile/IR.lean
+  ir        False for plan-only functions (copy, fma) that no graph node has
+
+Comparisons give 1 where they hold and 0 elsewhere, in the dtype of their operands; `select
+(cond, a, b)` is a where cond != 0, else b (torch.where).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+
+
+def _t(path: str) -> Callable:
+    """torch.<path>, resolved on the first call (importing leantile must not import torch) and
+    kept: later calls are a plain call, which torch.compile traces without a graph break."""
+    fn = None
+
+    def call(*args):
+        nonlocal fn
+        if fn is None:
+            import torch
+            fn = torch
+            for part in path.split("."):
+                fn = getattr(fn, part)
+        return fn(*args)
+    call.__name__ = f"torch.{path}"
+    return call
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    arity: int
+    torch: Callable
+    scalar: Callable
+    sympy: Callable
+    tilelang: str
+    lean: str | None
+    ir: bool = True
+    doc: str = ""
+
+
+def _sp():
+    import sympy
+    return sympy
+
+
+def _named(name: str):
+    """A sympy function printed by name (silu, gelu): no closed form worth printing."""
+    def make(x):
+        from . import symbolic
+        return getattr(symbolic, name)(x)
+    return make
+
+
+def _gelu_tanh_t(x):
+    c = math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+
+
+def _gelu_tanh_s(x):
+    return 0.5 * x * (1.0 + math.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _cmp(fn):
+    """A comparison on tensors: 1 where it holds, else 0, in the operands' dtype."""
+    return lambda a, b: fn(a, b).to(a.dtype)
+
+
+def _piecewise(rel):
+    return lambda a, b: _sp().Piecewise((1, rel(a, b)), (0, True))
+
+
+def _cmp_tl(op: str) -> str:
+    # T.if_then_else needs both branches in the loop's dtype: the writer casts the result
+    return "T.if_then_else({0} %s {1}, 1.0, 0.0)" % op
+
+
+ROWS: tuple[Op, ...] = (
+    # unary
+    Op("exp", 1, _t("exp"), math.exp, lambda x: _sp().exp(x), "T.exp({0})", "UnOp.exp"),
+    Op("exp2", 1, _t("exp2"), lambda x: 2.0 ** x, lambda x: 2 ** x, "T.exp2({0})", "UnOp.exp2"),
+    Op("neg", 1, _t("neg"), lambda x: -x, lambda x: -x, "-({0})", "UnOp.neg"),
+    Op("square", 1, _t("square"), lambda x: x * x, lambda x: x ** 2, "{0} * {0}", "UnOp.square"),
+    Op("sqrt", 1, _t("sqrt"), math.sqrt, lambda x: _sp().sqrt(x), "T.sqrt({0})", "UnOp.sqrt"),
+    Op("rsqrt", 1, _t("rsqrt"), lambda x: 1 / math.sqrt(x), lambda x: 1 / _sp().sqrt(x), "T.rsqrt({0})",
+       "UnOp.rsqrt"),
+    Op("recip", 1, _t("reciprocal"), lambda x: 1 / x, lambda x: 1 / x, "1.0 / ({0})", "UnOp.recip"),
+    Op("silu", 1, _t("nn.functional.silu"), lambda x: x / (1 + math.exp(-x)), _named("silu"),
+       "{0} / (1.0 + T.exp(-({0})))", "UnOp.silu"),
+    Op("gelu_tanh", 1, _gelu_tanh_t, _gelu_tanh_s, _named("gelu"),
+       "0.5 * {0} * (1.0 + T.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} * {0} * {0})))", "UnOp.geluTanh"),
+    Op("log", 1, _t("log"), math.log, lambda x: _sp().log(x), "T.log({0})", "UnOp.log"),
+    Op("tanh", 1, _t("tanh"), math.tanh, lambda x: _sp().tanh(x), "T.tanh({0})", "UnOp.tanh"),
+    Op("erf", 1, _t("erf"), math.erf, lambda x: _sp().erf(x), "T.erf({0})", "UnOp.erf"),
+    Op("sigmoid", 1, _t("sigmoid"), lambda x: 1 / (1 + math.exp(-x)), lambda x: 1 / (1 + _sp().exp(-x)),
+       "1.0 / (1.0 + T.exp(-({0})))", "UnOp.sigmoid"),
+    Op("abs", 1, _t("abs"), abs, lambda x: _sp().Abs(x), "T.abs({0})", "UnOp.abs"),
+    # binary (broadcast by axis name)
+    Op("add", 2, _t("add"), lambda a, b: a + b, lambda a, b: a + b, "{0} + {1}", "BinOp.add"),
+    Op("sub", 2, _t("sub"), lambda a, b: a - b, lambda a, b: a - b, "{0} - {1}", "BinOp.sub"),
+    Op("mul", 2, _t("mul"), lambda a, b: a * b, lambda a, b: a * b, "{0} * {1}", "BinOp.mul"),
+    Op("div", 2, _t("div"), lambda a, b: a / b, lambda a, b: a / b, "{0} / {1}", "BinOp.div"),
+    Op("max", 2, _t("maximum"), max, lambda a, b: _sp().Max(a, b), "T.max({0}, {1})", "BinOp.max"),
+    Op("min", 2, _t("minimum"), min, lambda a, b: _sp().Min(a, b), "T.min({0}, {1})", "BinOp.min"),
+    Op("lt", 2, _cmp(_t("lt")), lambda a, b: float(a < b), _piecewise(lambda a, b: a < b), _cmp_tl("<"),
+       "BinOp.lt"),
+    Op("le", 2, _cmp(_t("le")), lambda a, b: float(a <= b), _piecewise(lambda a, b: a <= b), _cmp_tl("<="),
+       "BinOp.le"),
+    Op("eq", 2, _cmp(_t("eq")), lambda a, b: float(a == b), _piecewise(lambda a, b: _sp().Eq(a, b)),
+       _cmp_tl("=="), "BinOp.eq"),
+    Op("ge", 2, _cmp(_t("ge")), lambda a, b: float(a >= b), _piecewise(lambda a, b: a >= b), _cmp_tl(">="),
+       "BinOp.ge"),
+    Op("gt", 2, _cmp(_t("gt")), lambda a, b: float(a > b), _piecewise(lambda a, b: a > b), _cmp_tl(">"),
+       "BinOp.gt"),
+    # ternary
+    Op("select", 3, lambda c, a, b: _t("where")(c != 0, a, b), lambda c, a, b: a if c != 0 else b,
+       lambda c, a, b: _sp().Piecewise((a, _sp().Ne(c, 0)), (b, True)),
+       "T.if_then_else({0} != 0, {1}, {2})", "Op.select"),
+    # plan-only: what derive writes into kernels besides the IR's ops
+    Op("copy", 1, lambda x: x, lambda x: x, lambda x: x, "{0}", None, ir=False),
+    Op("fma", 3, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c,
+       "{0} * {1} + {2}", None, ir=False),
+)
+
+BY_NAME: dict[str, Op] = {o.name: o for o in ROWS}
+UNARY = tuple(o.name for o in ROWS if o.ir and o.arity == 1)
+BINARY = tuple(o.name for o in ROWS if o.ir and o.arity == 2)
+COMPARISONS = ("lt", "le", "eq", "ge", "gt")
+TORCH = {o.name: o.torch for o in ROWS}
+SCALAR = {o.name: o.scalar for o in ROWS if o.ir}
+TILELANG = {o.name: o.tilelang for o in ROWS}
+# which functions' TileLang spelling repeats or nests its argument (parenthesised when compound)
+REPEATS_ARG = frozenset(o.name for o in ROWS if o.tilelang.count("{0}") > 1 or "{0} *" in o.tilelang)
+
+
+def sympy_form(name: str):
+    return BY_NAME[name].sympy

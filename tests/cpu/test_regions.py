@@ -1,0 +1,126 @@
+"""Generic fusion (rules fuse_elementwise and fuse_reduction): graphs nobody wrote a pattern for
+derive to a few kernels and compute what the unfused graph computes, at shapes that do not
+divide the tiles, with size-1 axes, with rows on chip and rows streamed."""
+from __future__ import annotations
+
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import evaluator as ev
+from leantile import dag, interp
+from leantile.derive import candidates, derive
+from leantile.derive.rules.regions import ON_CHIP
+from leantile.tolerance import TOLERANCE
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / "fusion.py")
+F = module_from_spec(_spec)
+_spec.loader.exec_module(F)
+TOL = TOLERANCE[torch.float64]
+SMALL = {"m": 5, "d": 7, "c": 11, "k": 9, "n": 6}
+
+
+def _graph(name, sizes):
+    body, axes = F.CASES[name]
+    return dag.build_graph_with_output(name, {a: sizes[a] for a in axes}, body)
+
+
+def _inputs(g, seed=0):
+    t = ev.random_inputs(g, seed)
+    if "label" in t:  # class indices, some out of range (their row picks nothing)
+        c = g.axes["c"]
+        t["label"] = torch.randint(0, c + 1, t["label"].shape, generator=torch.Generator().manual_seed(seed)).double()
+    return t
+
+
+def _check(g, tiles=None, seed=0):
+    inputs = _inputs(g, seed)
+    ref = ev.evaluate(g, inputs)
+    for c in candidates(g):
+        out = interp.run(derive(g, c.name, tiles), inputs, dtype=torch.float64)
+        for o in g.outputs:
+            err = ev.rel_err(out[o], ref[o])
+            assert err <= TOL, f"{g.name}/{c.name} tiles={tiles}: {o} relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("name", sorted(F.CASES))
+@pytest.mark.parametrize("sizes", [SMALL, {**SMALL, "m": 1}, {**SMALL, "d": 1, "c": 1}], ids=["5x7", "m1", "d1"])
+def test_fusion_examples_are_few_kernels_and_exact(name, sizes):
+    g = _graph(name, sizes)
+    plan = derive(g)
+    assert len(plan.kernels) <= F.MAX_KERNELS[name], [k.name for k in plan.kernels]
+    _check(g, None)
+    _check(g, {"block_m": 3, "block_n": 2, "block_k": 4, "block_r": 3})
+
+
+@pytest.mark.parametrize("name", ["layernorm_affine", "rmsnorm_gain", "log_softmax", "cross_entropy", "mse_loss"])
+def test_rows_too_long_for_the_chip_stream_and_stay_exact(name):
+    d = ON_CHIP + 5  # past what one on-chip row tile holds: the reductions stream
+    g = _graph(name, {**SMALL, "m": 2, "d": d, "c": d})
+    plan = derive(g)
+    assert any(k.stream for k in plan.kernels)
+    _check(g, {"block_k": 1000, "block_r": 2})
+
+
+def test_standalone_norm_is_one_kernel_that_reads_the_row_once():
+    g = _graph("layernorm_affine", {"m": 64, "d": 512})
+    (k,) = derive(g).kernels
+    loads = [s.src for s in k.statements() if s.op == "load"]
+    assert loads.count("X") == 1 and k.stream is None
+
+
+def test_gemm_epilogue_through_computed_scalars_and_0d_inputs_is_one_kernel():
+    g = _graph("gemm_epilogue", {"m": 7, "k": 9, "n": 6})
+    (k,) = derive(g).kernels
+    assert k.name.startswith("gemm_")
+    _check(g)
+
+
+def test_long_elementwise_chain_is_one_kernel_with_few_live_tiles():
+    def body(g):
+        x = g.input("X", ["m", "d"], "f32")
+        for i in range(200):
+            x = g.add(g.mul(x, g.const("0.99")), g.const(str(i % 3)))
+        return x
+    g = dag.build_graph_with_output("chain", {"m": 3, "d": 5}, body)
+    (k,) = derive(g).kernels
+    assert len([b for b in k.buffers if b.scope == "fragment"]) <= 3  # reused in place, not one per op
+    _check(g)
+
+
+def test_iota_select_mask_in_a_region():
+    def body(g):
+        x = g.input("X", ["m", "d"], "f32")
+        keep = g.le(g.iota("d"), g.iota("m"))  # a causal-style mask
+        return g.select(keep, g.exp(x), g.const(0.0))
+    g = dag.build_graph_with_output("mask", {"m": 6, "d": 6}, body)
+    assert len(derive(g).kernels) == 1
+    _check(g, {"block_m": 4, "block_n": 4})
+
+
+@settings(max_examples=25)
+@given(st.sampled_from(sorted(F.CASES)), st.integers(1, 9), st.integers(1, 20), st.integers(0, 2**31 - 1))
+def test_fusion_examples_at_random_shapes(name, m, d, seed):
+    g = _graph(name, {"m": m, "d": d, "c": d, "k": d, "n": m})
+    _check(g, {"block_m": 2, "block_n": 3, "block_k": 2, "block_r": 2}, seed)
+
+
+@pytest.mark.parametrize("name", ["silu", "gelu_erf", "gemm_epilogue"])
+def test_map_kernels_with_partial_tiles(name):
+    """Map kernels tile the last axis by up to 1024: 1500 columns leave a partial tile."""
+    g = _graph(name, {"m": 3, "d": 1500, "k": 5, "n": 1500})
+    _check(g)
+
+
+def test_map_kernel_over_three_axes_with_broadcast_operands():
+    def body(g):
+        x = g.input("X", ["b", "m", "d"], "f32")
+        row, col = g.input("R", ["m"], "f32"), g.input("C", ["d"], "f32")
+        return g.select(g.gt(g.iota("b"), g.const(0.0)), g.mul(g.tanh(x), row), g.add(x, col))
+    g = dag.build_graph_with_output("bcast", {"b": 3, "m": 5, "d": 1100}, body)
+    assert len(derive(g).kernels) == 1
+    _check(g)
