@@ -246,7 +246,13 @@ def _check(options: list[list[Option]], steps) -> list[str]:
 def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, name: str) -> Plan:
     chosen = match([[o.steps for o in opts] for opts in options], steps)
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
-    plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **check_tiles(tiles)}, name))
+    given = check_tiles(tiles)
+    plan = None
+    if _large_gemm(cx) and not set(given) & set(K.LARGE_GEMM_TILES):
+        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **K.LARGE_GEMM_TILES, **given}, name))
+        if verify(plan, cx.g):  # does not fit the target (a dual GEMM's two B tiles): the defaults
+            plan = None
+    plan = plan or plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **given}, name))
     problems = verify(plan, cx.g)
     bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
     if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's
@@ -255,6 +261,17 @@ def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, nam
     if problems:  # too big for the target at these tiles: smaller tiles may fit
         raise ir.GraphError([f"graph {cx.g.name!r}, candidate {name!r}: {problems[0]}"])
     return plan
+
+
+def _large_gemm(cx: Ctx) -> bool:
+    """A contraction whose two largest output axes both reach 2048: its GEMM fills the GPU with
+    128 x 256 tiles (LARGE_GEMM_TILES)."""
+    for n in cx.nodes:
+        if isinstance(n, ir.Matmul) and len(n.axes) >= 2:
+            a, b = sorted((cx.axes[x] for x in n.axes), reverse=True)[:2]
+            if b >= 2048:
+                return True
+    return False
 
 
 def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:
