@@ -80,6 +80,16 @@ def gemm_epilogue(g):
     return g.sigmoid(g.sub(y, g.neg(g.const(0.5))))
 
 
+def instance_norm(g):
+    """statistics over two axes (h, w) of x[n, c, h, w], normalised, a gain per channel"""
+    x = g.input("X", ["n", "c", "h", "w"])
+    hw = g.mul(g.size_const("h"), g.size_const("w"))
+    mean = g.div(g.red("sum", g.red("sum", x, "w"), "h"), hw)
+    xc = g.sub(x, mean)
+    var = g.div(g.red("sum", g.red("sum", g.square(xc), "w"), "h"), hw)
+    return g.mul(g.mul(xc, g.rsqrt(g.add(var, g.const("1e-05")))), g.input("gamma", ["c"]))
+
+
 def rmsnorm_gain_gemm(g):
     x, w = g.input("X", ["m", "d"]), g.input("W", ["d", "n"])
     return g.matmul(g.mul(g.rms_norm(x, "d"), g.input("gamma", ["d"])), w, "d", "d")
@@ -97,6 +107,7 @@ CASES = {
     "silu": (silu, _ROW),
     "sigmoid": (sigmoid, _ROW),
     "mse_loss": (mse_loss, _ROW),
+    "instance_norm": (instance_norm, {"n": 32, "c": 128, "h": 64, "w": 64}),
     "gemm_epilogue": (gemm_epilogue, {"m": 4096, "k": 4096, "n": 4096}),
     "rmsnorm_gain_gemm": (rmsnorm_gain_gemm, {"m": 4096, "d": 4096, "n": 4096}),
 }
@@ -123,6 +134,7 @@ def torch_versions():
         "silu": lambda t: F.silu(t["X"]),
         "sigmoid": lambda t: torch.sigmoid(t["X"]),
         "mse_loss": lambda t: F.mse_loss(t["A"], t["B"]),
+        "instance_norm": lambda t: F.instance_norm(t["X"], weight=t["gamma"], eps=1e-5),
         "gemm_epilogue": lambda t: torch.sigmoid(torch.clamp_max(t["X"] @ t["W"] * t["s"] + t["bias"], 2.0) + 0.5),
         "rmsnorm_gain_gemm": lambda t: F.rms_norm(t["X"], shape(t, "X"), t["gamma"], eps=1e-5) @ t["W"],
     }

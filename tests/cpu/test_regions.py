@@ -21,7 +21,7 @@ _spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / 
 F = module_from_spec(_spec)
 _spec.loader.exec_module(F)
 TOL = TOLERANCE[torch.float64]
-SMALL = {"m": 5, "d": 7, "c": 11, "k": 9, "n": 6}
+SMALL = {"m": 5, "d": 7, "c": 11, "k": 9, "n": 6, "h": 3, "w": 10}
 
 
 def _graph(name, sizes):
@@ -48,7 +48,8 @@ def _check(g, tiles=None, seed=0):
 
 
 @pytest.mark.parametrize("name", sorted(F.CASES))
-@pytest.mark.parametrize("sizes", [SMALL, {**SMALL, "m": 1}, {**SMALL, "d": 1, "c": 1}], ids=["5x7", "m1", "d1"])
+@pytest.mark.parametrize("sizes", [SMALL, {**SMALL, "m": 1, "n": 1}, {**SMALL, "d": 1, "c": 1, "w": 1}],
+                         ids=["5x7", "m1", "d1"])
 def test_fusion_examples_are_few_kernels_and_exact(name, sizes):
     g = _graph(name, sizes)
     plan = derive(g)
@@ -105,7 +106,7 @@ def test_iota_select_mask_in_a_region():
 @settings(max_examples=25)
 @given(st.sampled_from(sorted(F.CASES)), st.integers(1, 9), st.integers(1, 20), st.integers(0, 2**31 - 1))
 def test_fusion_examples_at_random_shapes(name, m, d, seed):
-    g = _graph(name, {"m": m, "d": d, "c": d, "k": d, "n": m})
+    g = _graph(name, {"m": m, "d": d, "c": d, "k": d, "n": m, "h": m, "w": d})
     _check(g, {"block_m": 2, "block_n": 3, "block_k": 2, "block_r": 2}, seed)
 
 
@@ -123,4 +124,32 @@ def test_map_kernel_over_three_axes_with_broadcast_operands():
         return g.select(g.gt(g.iota("b"), g.const(0.0)), g.mul(g.tanh(x), row), g.add(x, col))
     g = dag.build_graph_with_output("bcast", {"b": 3, "m": 5, "d": 1100}, body)
     assert len(derive(g).kernels) == 1
+    _check(g)
+
+
+def _instance_norm(g):
+    """statistics over two axes (h, w) of x[n, c, h, w], then the normalisation with a gain per c"""
+    x = g.input("X", ["n", "c", "h", "w"], "f32")
+    hw = g.mul(g.size_const("h"), g.size_const("w"))
+    mean = g.div(g.red("sum", g.red("sum", x, "w"), "h"), hw)
+    xc = g.sub(x, mean)
+    var = g.div(g.red("sum", g.red("sum", g.square(xc), "w"), "h"), hw)
+    return g.mul(g.mul(xc, g.rsqrt(g.add(var, g.const("1e-05")))), g.input("gamma", ["c"], "f32"))
+
+
+@pytest.mark.parametrize("sizes", [{"n": 2, "c": 3, "h": 5, "w": 7}, {"n": 1, "c": 1, "h": 1, "w": 9},
+                                   {"n": 3, "c": 2, "h": 40, "w": 30}])
+def test_statistics_over_several_axes_are_one_kernel(sizes):
+    """InstanceNorm: the reductions over w then h, the centring and the variance, in one kernel
+    holding the (h, w) plane on chip."""
+    g = dag.build_graph_with_output("instance_norm", sizes, _instance_norm)
+    (k,) = derive(g).kernels
+    assert k.stream is None and {t.axis for t in k.grid if t.block > 1} >= {"h", "w"}
+    _check(g)
+    _check(g, {"block_m": 2, "block_n": 3, "block_k": 2, "block_r": 2})
+
+
+def test_statistics_too_large_for_the_chip_fall_back_to_more_kernels_and_stay_exact():
+    g = dag.build_graph_with_output("instance_norm", {"n": 1, "c": 2, "h": 150, "w": 130}, _instance_norm)
+    assert len(derive(g).kernels) > 1
     _check(g)

@@ -79,11 +79,12 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
         name, role, stream = f"fused_{site.members[-1]}", f"fused elementwise region of {len(order)} ops", None
     elif site.mode == "on_chip":
         rows = list(site.rows)
-        block = row_block(cx, site.axes, site.axis)
+        block = row_block(cx, site.axes, site.reduced)
         grid = [_tile(a, block, FIXED) if rows and a == rows[-1] else
-                _tile(a, max(2, padded(cx.axes[a])), FIXED) if a == site.axis else _tile(a, 1, None) for a in site.axes]
+                _tile(a, max(2, padded(cx.axes[a])), FIXED) if a in site.reduced else _tile(a, 1, None)
+                for a in site.axes]
         name = f"row_{site.members[0]}"
-        role = f"row kernel over {site.axis} (whole row on chip): {len(order)} ops, " \
+        role = f"row kernel over {', '.join(site.reduced)} (whole row on chip): {len(order)} ops, " \
                f"{sum(isinstance(cx.node(i), ir.Reduce) for i in order)} reductions"
         stream = None
     else:
@@ -91,7 +92,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
         name = f"row_{site.members[0]}"
         role = f"row kernel streaming {site.axis}: {sum(isinstance(cx.node(i), ir.Reduce) for i in order)} " \
                "reductions in one pass, row epilogue"
-    threads = row_threads(cx, site.axes, site.axis) if site.mode == "on_chip" else \
+    threads = row_threads(cx, site.axes, site.reduced) if site.mode == "on_chip" else \
         256 if site.mode == "map" else tiles["threads"]
     kb = KernelBuilder(cx.names.user, name, role, grid, stream, threads)
     streamed = site.mode == "streamed"

@@ -50,10 +50,17 @@ class RegionSite:
     # streamed: rescaled sums l = sum exp(s - m) of a max m of the same pass (online_sum),
     # as (m, sub, exp, l)
     online: tuple[tuple[int, int, int, int], ...] = ()
+    # on chip: more axes reduced in the same kernel (statistics over (h, w) of an InstanceNorm,
+    # over (c_group, h, w) of a GroupNorm: reduce w, then h, all in registers)
+    extra: tuple[str, ...] = ()
+
+    @property
+    def reduced(self) -> tuple[str, ...]:
+        return (self.axis, *self.extra) if self.axis else ()
 
     @property
     def rows(self) -> tuple[str, ...]:
-        return tuple(a for a in self.axes if a != self.axis)
+        return tuple(a for a in self.axes if a not in self.reduced)
 
 
 def padded(n: int) -> int:
@@ -62,13 +69,22 @@ def padded(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def row_block(cx: Ctx, axes, axis: str) -> int | None:
-    """Rows per CTA of an on-chip row kernel over `axis`, or None if two rows do not fit. At
-    least two rows where there are rows (a block of 1 would make the row axis a batch axis and
-    the reductions scalar, which TileLang reduces serially); at most 64, and few enough that
-    the grid has about two CTAs per SM of an H100/H200 (132 SMs)."""
-    d = padded(cx.axes[axis])
-    rows = [a for a in axes if a != axis]
+def on_chip_extent(cx: Ctx, reduced) -> int:
+    """Elements of one row on chip: the product of the padded sizes of the reduced axes."""
+    d = 1
+    for a in ([reduced] if isinstance(reduced, str) else reduced):
+        d *= max(2, padded(cx.axes[a]))
+    return d
+
+
+def row_block(cx: Ctx, axes, reduced) -> int | None:
+    """Rows per CTA of an on-chip row kernel reducing `reduced` (an axis or several), or None
+    if two rows do not fit. At least two rows where there are rows (a block of 1 would make the
+    row axis a batch axis and the reductions scalar, which TileLang reduces serially); at most
+    64, and few enough that the grid has about two CTAs per SM of an H100/H200 (132 SMs)."""
+    reduced = (reduced,) if isinstance(reduced, str) else tuple(reduced)
+    d = on_chip_extent(cx, reduced)
+    rows = [a for a in axes if a not in reduced]
     if not rows:
         return 1 if d <= ON_CHIP else None
     if 2 * d > ON_CHIP:
@@ -80,13 +96,14 @@ def row_block(cx: Ctx, axes, axis: str) -> int | None:
     return max(2, min(ON_CHIP // d, padded(cx.axes[rows[-1]]), 64, fill))
 
 
-def row_threads(cx: Ctx, axes, axis: str) -> int:
+def row_threads(cx: Ctx, axes, reduced) -> int:
     """Threads of an on-chip row kernel: 256 (128 for small tiles). Measured on an H200 over an
     8192 x 8192 f16 row tile of 2 x 8192 (LayerNorm, softmax, log-softmax): 256 threads 0.069 /
     0.073 / 0.071 ms, 512 threads 0.072 / 0.079 / 0.128 ms, 1024 threads 0.147 / 0.153 / 0.157 ms
-    (a probe like benchmarks/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in place, so 64 registers a tile fit."""
-    block = row_block(cx, axes, axis) or 1
-    return 256 if block * padded(cx.axes[axis]) >= 256 * 16 else 128
+    (a probe like benchmarks/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in
+    place, so 64 registers a tile fit."""
+    block = row_block(cx, axes, reduced) or 1
+    return 256 if block * on_chip_extent(cx, reduced) >= 256 * 16 else 128
 
 
 class RegionAnalysis:
@@ -135,13 +152,13 @@ class RegionAnalysis:
                     stack.append(a)
         return False
 
-    def _grow(self, group: set[int], mode: str, rows: set[str], allowed: set[str], taken: set[int]):
+    def _grow(self, group: set[int], mode: str, rows: set[str], allowed: set[str], taken: set[int],
+              reduced: set[str]):
         """Add to `group` the users (direct or through inlined nodes) it can compute, in id
         order (every argument of a node is decided before it): reductions over the same axis
         with the same rows (on chip only: streamed, their input would need the row twice) and
         materialised epilogue nodes; the inlined nodes between are computed on the way."""
         cx = self.cx
-        axis = next(cx.node(i).axis for i in group if isinstance(cx.node(i), ir.Reduce))
         frontier = sorted({u for m in group for u in cx.users[m]})
         seen = set(frontier)
         while frontier:
@@ -150,8 +167,8 @@ class RegionAnalysis:
                 continue
             un = cx.node(u)
             if isinstance(un, ir.Reduce):
-                ok = (mode == "on_chip" or self.online_sum(u, group) is not None) and un.axis == axis \
-                    and set(un.axes) == rows
+                ok = (mode == "on_chip" or self.online_sum(u, group) is not None) and un.axis in reduced \
+                    and rows <= set(un.axes) and set(cx.node(un.x).axes) <= allowed
             else:  # streamed: an inlined node over the row and d is passed through (an online
                 # sum's exp(s - m)), never a member: members there are over the rows only
                 ok = set(un.axes) <= allowed and (mode == "on_chip" or set(un.axes) <= rows or u in self.inline)
@@ -163,6 +180,28 @@ class RegionAnalysis:
                 if w not in seen:
                     seen.add(w)
                     heapq.heappush(frontier, w)
+
+    def _more_axes(self, r: int, rows: set[str], allowed: set[str], taken: set[int]) -> list[str]:
+        """Row axes that a later reduction reduces, reached from reduction r through residual
+        nodes over the row: sum over h of (sum over w of x) reduces (h, w) (statistics of an
+        InstanceNorm, a GroupNorm, a BatchNorm over a flattened view), in id order."""
+        cx, out = self.cx, []
+        frontier = sorted(set(cx.users[r]))
+        seen = set(frontier)
+        while frontier:
+            u = heapq.heappop(frontier)
+            un = cx.node(u)
+            if u not in self.residual or u in taken or not set(un.axes) <= allowed:
+                continue
+            if isinstance(un, ir.Reduce):
+                if un.axis in rows and un.axis not in out:
+                    out.append(un.axis)
+                continue
+            for w in cx.users[u]:
+                if w not in seen:
+                    seen.add(w)
+                    heapq.heappush(frontier, w)
+        return out
 
     def online_sum(self, l: int, group: set[int]):
         """(m, sub, exp, l) when reduction l is sum over d of exp(s - m), m a max over d of the
@@ -183,14 +222,14 @@ class RegionAnalysis:
             return None
         return (m.id, z.id, e.id, l)
 
-    def _merge(self, group: set[int], first, rows: set[str], allowed: set[str], taken: set[int]):
+    def _merge(self, group: set[int], rows: set[str], allowed: set[str], taken: set[int], reduced: set[str]):
         """Reductions over the same axis and rows that read no member and that no member
         reads share the kernel's pass (sum x and sum x^2; a max and a sum of one row)."""
         cx = self.cx
         for q in sorted(self.residual):
             qn = cx.node(q)
-            if q in group or q in taken or not isinstance(qn, ir.Reduce) or qn.axis != first.axis \
-                    or set(qn.axes) != rows or not set(cx.node(qn.x).axes) <= allowed:
+            if q in group or q in taken or not isinstance(qn, ir.Reduce) or qn.axis not in reduced \
+                    or not rows <= set(qn.axes) or not set(cx.node(qn.x).axes) <= allowed:
                 continue
             if not self._reads_any(q, group) and not any(self._reads_any(m, {q}) for m in group) \
                     and self._available(qn.x, group, allowed):
@@ -208,17 +247,24 @@ class RegionAnalysis:
             rows = set(n.axes)
             mode = "on_chip" if row_block(cx, src_axes, n.axis) else "streamed"
             allowed = rows | {n.axis}
+            reduced = {n.axis}
+            if mode == "on_chip":  # later reductions over other axes of the row join while it fits
+                for b in self._more_axes(r, rows, allowed, taken):
+                    if row_block(cx, src_axes, (n.axis, *(reduced - {n.axis}), b)):
+                        reduced.add(b)
+                        rows = rows - {b}
             group = {r}
-            while True:  # grow, then take in the independent reductions of the same rows, again
+            while True:  # take in the independent reductions of the same rows, grow, again
                 size = len(group)
-                self._grow(group, mode, rows, allowed, taken)
-                self._merge(group, n, rows, allowed, taken)
+                self._merge(group, rows, allowed, taken, reduced)
+                self._grow(group, mode, rows, allowed, taken, reduced)
                 if len(group) == size:
                     break
             taken |= group
             online = tuple(o for o in (self.online_sum(q, group) for q in sorted(group)) if o) \
                 if mode == "streamed" else ()
-            out.append(RegionSite(sorted(group), mode, tuple(src_axes), n.axis, self.inline, online))
+            extra = tuple(a for a in src_axes if a in reduced and a != n.axis)
+            out.append(RegionSite(sorted(group), mode, tuple(src_axes), n.axis, self.inline, online, extra))
         for i in sorted(self.materialised - taken):
             out.append(RegionSite([i], "map", cx.node(i).axes, None, self.inline))
         out.sort(key=lambda s: s.members[0])
