@@ -344,3 +344,32 @@ def test_compile_job_emits_and_lowers_a_point_of_any_source(tmp_path):
     assert not bad["ok"] and "no_such_candidate" in bad["error"]
     wrong_shape = compile_job(src, {"m": 8, "d": 8, "n": 8}, "fused", {}, str(tmp_path), stage="emit")
     assert not wrong_shape["ok"] and "shape" in wrong_shape["error"]
+
+
+@pytest.mark.parametrize("arch,sizes", [("matmul", {"m": 16}), ("matmul", {"m": 1, "n": 4000, "d": 3000}),
+                                        ("attention", {"t_q": 1}), ("rmsnorm", {"m": 8}), ("swiglu", {"m": 16}),
+                                        ("layernorm_linear_gelu", {"m": 8}), ("rmsnorm_mlp", {"m": 1})])
+def test_skinny_shapes_have_a_search_space(arch, sizes):
+    """m = 16 GEMMs and one-query attention used to end in 'no valid point in the search
+    space': the smallest block of each domain is always allowed (a padded tile)."""
+    s = Space(architectures.build(arch, **sizes))
+    assert len(s) > 0 and s.default() in s
+
+
+def test_cli_search_goes_on_past_a_workload_without_a_space(tmp_path, capsys, monkeypatch):
+    from leantile.cli import main
+    from leantile.search import space as space_mod
+
+    real = space_mod.Space
+
+    def picky(g, **kw):
+        if g.name == "matmul":
+            raise space_mod.NoSpace(f"{g.name}: no valid point in the search space (test)")
+        return real(g, **kw)
+    monkeypatch.setattr(space_mod, "Space", picky)
+    args = ["search", "matmul", "attention", "--fake", "--budget", "4", "--db", str(tmp_path / "d.sqlite"),
+            "--out", str(tmp_path / "tuned")]
+    assert main(args) == 1  # one workload skipped: not a clean success
+    cap = capsys.readouterr()
+    assert "skipped matmul" in cap.err and "Traceback" not in cap.err
+    assert "4 new, 0 replayed" in cap.out  # attention was searched

@@ -37,7 +37,7 @@ def cmd_search(args) -> int:
     from ..tuned import user_dir
     from ..search.db import DBError, SearchDB
     from ..search.driver import SearchRun, Workload, run_lockstep
-    from ..search.space import Space
+    from ..search.space import NoSpace, Space
 
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
     if args.budget < 1 or args.islands < 1:
@@ -72,7 +72,15 @@ def cmd_search(args) -> int:
     measurer = None
     status = 0
     try:
-        spaces = {wl: Space(wl.graph(), include_unfused=args.all_candidates) for wl in workloads}
+        spaces = {}
+        for wl in workloads:  # a workload without a valid point is one line; the others go on
+            try:
+                spaces[wl] = Space(wl.graph(), include_unfused=args.all_candidates)
+            except NoSpace as e:
+                print(f"search: skipped {wl.arch}: {e}", file=sys.stderr)
+                status = 1
+        if not spaces:
+            return status
         if args.fake:  # one synthetic landscape per workload
             from ..search.roofline import workload_cost
             from ..search.workers import FakeMeasurer, software_versions

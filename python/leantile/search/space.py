@@ -43,6 +43,10 @@ ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads")
 FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
 
 
+class NoSpace(ValueError):
+    """A workload whose every point is invalid: one line, and the other workloads go on."""
+
+
 @dataclass(frozen=True, order=True)
 class Point:
     candidate: str
@@ -83,7 +87,9 @@ class CandidateInfo:
             if p not in t:
                 return f"missing {p}"
         for p, lim in self.limits.items():
-            if p in t and t[p] > max(16, 1 << max(0, (lim - 1).bit_length())):
+            # the smallest block of the domain is always allowed: a 16-row GEMM (decode, m=16)
+            # pads a 64-row tile rather than having no point at all
+            if p in t and t[p] > max(16, 1 << max(0, (lim - 1).bit_length()), min(DOMAINS.get(p, (0,)))):
                 return f"{p}={t[p]} beyond axis {lim}"
         plan = self.plan
         for k in plan.kernels:
@@ -157,7 +163,8 @@ class Space:
         self.all = [p for c in self.candidates for p in self._points[c]]
         self._set = set(self.all)
         if not self.all:
-            raise ValueError(f"{g.name}: no valid point in the search space")
+            why = "; ".join(f"{c}: {info.check(info.defaults) or 'every point invalid'}" for c, info in self.infos.items())
+            raise NoSpace(f"{g.name}: no valid point in the search space at shape {dict(g.axes)} ({why})")
 
     def __len__(self):
         return len(self.all)
