@@ -30,7 +30,7 @@ def random_graphs(draw, max_ops=8):
     for _ in range(draw(st.integers(1, max_ops))):
         choice = draw(st.sampled_from(
             ["unary", "binary", "reduce", "matmul", "softmax", "rms_norm", "layer_norm", "mean", "const",
-             "log", "mask", "log_softmax", "mse"]))
+             "log", "mask", "log_softmax", "mse", "cast"]))
         a = draw(st.sampled_from(pool))
         ax = g.nodes[a].axes
         if choice == "unary":
@@ -65,8 +65,8 @@ def random_graphs(draw, max_ops=8):
                 pool.append(g.matmul(a, b, ca, cb))
         elif choice in ("softmax", "rms_norm", "layer_norm", "mean") and ax:
             axis = draw(st.sampled_from(ax))
-            if choice == "mean":
-                pool.append(g.mean_along(a, axis))
+            if choice == "mean":  # offset: the mean of a normalised row is 0 up to rounding, no example
+                pool.append(g.mean_along(g.add(a, g.const("1.5")), axis))
             else:
                 pool.append(getattr(g, choice)(a, axis))
         elif choice == "const":
@@ -74,6 +74,8 @@ def random_graphs(draw, max_ops=8):
             if draw(st.booleans()):
                 c = g.neg(c)  # a computed scalar: folded, never a kernel
             pool.append(g.add(a, c))
+        elif choice == "cast":  # a round trip through f16: a cast inside a fused region, dtype kept f32
+            pool.append(g.cast(g.cast(a, "f16"), "f32"))
         elif choice == "log":  # log of a positive value
             pool.append(g.log(g.add(g.abs(a), g.const("0.5"))))
         elif choice == "mask" and ax:  # where(position < c, a, b): exact positions, no rounding flips it
@@ -93,6 +95,9 @@ def random_graphs(draw, max_ops=8):
                 d = g.red("sum", d, axis)
             pool.append(g.div(d, g.const("4.0")))
     g.output("out", pool[-1])
+    computed = [p for p in pool[2:-1] if p != pool[-1]]
+    if computed and draw(st.booleans()):  # an intermediate that is an output too: stored with its true value
+        g.output("aux", draw(st.sampled_from(computed)))
     try:
         return g.graph()
     except ir.GraphError as e:

@@ -147,8 +147,8 @@ COMPARISONS = ("lt", "le", "eq", "ge", "gt")
 TORCH = {o.name: o.torch for o in ROWS}
 SCALAR = {o.name: o.scalar for o in ROWS if o.ir}
 TILELANG = {o.name: o.tilelang for o in ROWS}
-# which functions' TileLang spelling repeats or nests its argument (parenthesised when compound)
-REPEATS_ARG = frozenset(o.name for o in ROWS if o.tilelang.count("{0}") > 1 or "{0} *" in o.tilelang)
+# which functions' TileLang spelling repeats its argument (a compound argument is parenthesised)
+REPEATS_ARG = frozenset(o.name for o in ROWS if o.tilelang.count("{0}") > 1)
 
 
 def sympy_form(name: str):

@@ -52,8 +52,8 @@ def mutated_documents(draw):
                 parent.pop(path[-1])
         elif kind == "junk":
             parent[path[-1]] = draw(JUNK)
-        elif kind == "swap_ids" and len(d.get("nodes", [])) > 2:
-            nodes = d["nodes"]
+        elif kind == "swap_ids" and isinstance(d.get("nodes"), list) and len(d["nodes"]) > 2:
+            nodes = d["nodes"]  # (an earlier mutation may have made "nodes" junk: then no swap)
             i, j = draw(st.integers(0, len(nodes) - 1)), draw(st.integers(0, len(nodes) - 1))
             if isinstance(nodes[i], dict) and isinstance(nodes[j], dict):
                 nodes[i]["id"], nodes[j]["id"] = nodes[j].get("id"), nodes[i].get("id")

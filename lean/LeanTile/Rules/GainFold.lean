@@ -33,6 +33,8 @@ bias becomes `βᵀW`. -/
 theorem affine_fold {ι κ : Type} (s : Finset ι) (x γ β : ι → ℝ) (w : ι → κ → ℝ) (j : κ) :
     ∑ k ∈ s, (x k * γ k + β k) * w k j =
       ∑ k ∈ s, x k * (γ k * w k j) + ∑ k ∈ s, β k * w k j := by
-  rw [bias_fold s (fun k => x k * γ k) β w j, gain_fold s x γ w j]
+  -- the right side back to one sum of (x γ + β) w, term by term (no rewriting under a lambda)
+  rw [← gain_fold s x γ w j, ← Finset.sum_add_distrib]
+  exact Finset.sum_congr rfl (fun k _ => add_mul (x k * γ k) (β k) (w k j))
 
 end LeanTile

@@ -100,6 +100,7 @@ class Ctx:
         self.names = Names(g)
         self._const: dict[int, float | None] = {}
         self._dtypes: list[str] = []  # per node, filled on first use (dtype_of)
+        self._statistic: list[bool] = []  # per node, filled on first use (is_statistic)
 
     def node(self, i: int):
         return self.nodes[i]
@@ -146,6 +147,19 @@ class Ctx:
             for n in self.nodes:
                 self._dtypes.append(ir.value_dtype(n, self._dtypes, self.nodes))
         return self._dtypes[i]
+
+    def is_statistic(self, i: int) -> bool:
+        """A reduction, or an elementwise value over the same axes as a statistic it reads (the
+        mean from a sum, 1 / sqrt(var + eps)): a per-row statistic, stored in float32 when it
+        crosses kernels (an f16 mean of 1000 is off by up to 0.25, which x - mean turns into a
+        LayerNorm error of 10%)."""
+        memo = self._statistic
+        for j in range(len(memo), i + 1):  # ids are topological: fill in order, no recursion
+            n = self.nodes[j]
+            memo.append(isinstance(n, ir.Reduce) or (
+                not isinstance(n, (ir.Matmul, ir.Input)) and
+                any(memo[a] and set(self.nodes[a].axes) == set(n.axes) for a in n.args())))
+        return memo[i]
 
     def literal(self, i: int) -> str | None:
         """'#<value>' for a constant, an axis size or a scalar computed from those alone

@@ -23,7 +23,7 @@ from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
 from .rules import BY_NAME, ONLINE, Option
-from .region_kernels import region_kernel
+from .region_kernels import region_kernel, region_loads
 from .rules.gemm import gemm_options, gemm_sites
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
@@ -77,7 +77,7 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     if isinstance(s, SoftmaxSite):
         return list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
     if isinstance(s, RegionSite):
-        return [region_kernel(cx, s, tiles, set())[0]]
+        return [region_kernel(cx, s, tiles, set())]
     out = [K.gemm_kernel(cx, c, tiles, [])]
     if c.stats == "separate":
         out.append(K.row_stats_kernel(cx, c, tiles)[0])
@@ -324,10 +324,8 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     # A softmax kernel reads its raw scores past the scale it folds in: a GEMM that computes
     # them must store them too, though its only user (the scale) is fused in its epilogue.
     # So must one whose output a region kernel reads (a softmax row on chip, a norm after it).
-    region_reads = set()
-    for s in region_sites:
-        region_reads |= region_kernel(cx, s, tiles, set())[1]
-    read = {i for r in needs.values() for i in r} | region_reads
+    region_reads = {s.members[0]: region_loads(cx, s) for s in region_sites}
+    read = {i for r in needs.values() for i in r}.union(*region_reads.values())
     for c in picked:
         if not isinstance(c, K.GemmChoice):
             continue
@@ -359,17 +357,15 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
         if c.stats == "separate":
             needs[gk.name] |= {v for v in vecs if not cx.literal(v)}
 
-    # Region kernels: each stores the members an output or another kernel reads (what they
-    # read is known once every kernel is built: built twice, the first time storing nothing).
-    read_anywhere = set(outs) | {i for r in needs.values() for i in r} | region_reads
+    # Region kernels: each stores the members an output or another kernel reads.
+    read_anywhere = set(outs) | read
     in_regions = {i for s in region_sites for i in s.members}
     for inl in {id(s.inlined): s.inlined for s in region_sites}.values():  # most sites share one set
         in_regions |= inl
     read_anywhere |= {i for s in region_sites for i in s.members if any(u not in in_regions for u in us[i])}
     for s in region_sites:
         stores = {i for i in s.members if i in read_anywhere}
-        kern, reads = region_kernel(cx, s, tiles, stores)
-        add(kern, reads, sorted(stores))
+        add(region_kernel(cx, s, tiles, stores), region_reads[s.members[0]], sorted(stores))
 
     # Unfused kernels for every node some kernel or output needs and nobody produces.
     wanted = outs | {i for r in needs.values() for i in r if isinstance(i, int)}
@@ -406,22 +402,9 @@ def _intermediate(cx: Ctx, i: int) -> Buffer:
     n = cx.node(i)
     if i in cx.outputs.values():
         return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i)
-    if _statistic(cx, i):
+    if cx.is_statistic(i):
         return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i, why=WIDE_WHY)
     return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=cx.dtype_of(i), node=i)
-
-
-def _statistic(cx: Ctx, i: int) -> bool:
-    """A reduction, or an elementwise value over the same axes as a statistic it reads (the
-    mean from a sum, 1 / sqrt(var + eps)): a per-row statistic. An f16 mean of 1000 is off by
-    up to 0.25, which x - mean would turn into a LayerNorm error of 10%."""
-    memo = cx.__dict__.setdefault("_statistic", {})
-    for j in range(len(memo), i + 1):  # ids are topological: fill in order, no recursion
-        n = cx.node(j)
-        memo[j] = isinstance(n, ir.Reduce) or (
-            not isinstance(n, (ir.Matmul, ir.Input)) and any(memo[a] and set(cx.node(a).axes) == set(n.axes)
-                                                            for a in n.args()))
-    return memo[i]
 
 
 def _static_order(deps: dict[str, list[str]]) -> list[str]:

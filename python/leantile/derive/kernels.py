@@ -463,13 +463,11 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
         return kb.build()
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):])) if ax else {}
     kb = KernelBuilder(g.names.user, f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
-    have: dict[int, str] = {}
-    if n.op == "iota":
-        kb = KernelBuilder(g.names.user, f"map_{i}", "iota", _grid(ax, {ax[0]: "block_n"}, tiles), None,
-                           tiles["threads"])
+    if n.op == "iota":  # positions, computed in registers
         dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         kb.body += [Iota(dst=dst, axis=n.axis), Store(src=dst, dst=g.value(i))]
         return kb.build()
+    have: dict[int, str] = {}
     lit = g.literal(i)
     args = (lit,) if lit else tuple(_operand(g, a, kb, have) for a in n.args())  # a constant output
     dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))

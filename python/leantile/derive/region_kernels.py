@@ -70,10 +70,19 @@ def _row_divisor(cx: Ctx, n, args) -> bool:
     return not args[1].startswith("#") and set(cx.node(n.b).axes) < set(n.axes)
 
 
-def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> tuple:
-    """(kernel, nodes it reads from global memory)."""
+def region_loads(cx: Ctx, site: RegionSite) -> set[int]:
+    """The nodes the site's kernel reads from global memory: the arguments of what it computes
+    that it does not compute itself (constants are literals)."""
     order = _plan_order(cx, site)
     computed = set(order)
+    return {a for i in order for a in cx.node(i).args() if a not in computed and not cx.literal(a)}
+
+
+def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
+    """The site's kernel, storing the nodes in `stores`."""
+    order = _plan_order(cx, site)
+    computed = set(order)
+    reductions = sum(isinstance(cx.node(i), ir.Reduce) for i in order)
     if site.mode == "map":
         grid = map_grid(cx, site.axes)
         name, role, stream = f"fused_{site.members[-1]}", f"fused elementwise region of {len(order)} ops", None
@@ -84,14 +93,12 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
                 _tile(a, max(2, padded(cx.axes[a])), FIXED) if a in site.reduced else _tile(a, 1, None)
                 for a in site.axes]
         name = f"row_{site.members[0]}"
-        role = f"row kernel over {', '.join(site.reduced)} (whole row on chip): {len(order)} ops, " \
-               f"{sum(isinstance(cx.node(i), ir.Reduce) for i in order)} reductions"
+        role = f"row kernel over {', '.join(site.reduced)} (whole row on chip): {len(order)} ops, {reductions} reductions"
         stream = None
     else:
         grid, stream = stream_tiles(cx, site, tiles)
         name = f"row_{site.members[0]}"
-        role = f"row kernel streaming {site.axis}: {sum(isinstance(cx.node(i), ir.Reduce) for i in order)} " \
-               "reductions in one pass, row epilogue"
+        role = f"row kernel streaming {site.axis}: {reductions} reductions in one pass, row epilogue"
     threads = row_threads(cx, site.axes, site.reduced) if site.mode == "on_chip" else \
         256 if site.mode == "map" else tiles["threads"]
     kb = KernelBuilder(cx.names.user, name, role, grid, stream, threads)
@@ -112,8 +119,9 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
         for a in set(cx.node(i).args()):
             readers[a] = readers.get(a, 0) + 1
     have: dict[int, str] = {}
+    home: dict[int, list] = {}  # the statement list that wrote each value
     loads: set[int] = set()
-    free: dict[tuple, list[str]] = {}  # (axes, phase) -> fragments free for reuse
+    free: dict[tuple, list[str]] = {}  # (axes, id of the statement list) -> fragments free for reuse
     body = kb.body
     tail = kb.epilogue if streamed else kb.body
 
@@ -147,7 +155,6 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
             free.setdefault((cx.node(a).axes, id(where)), []).append(have[a])
 
     recips: dict[int, str] = {}
-    home: dict[int, list] = {}  # the statement list that wrote each value
     for i in order:
         n = cx.node(i)
         where = phase(i)
@@ -176,8 +183,8 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
             dst = reuse.pop() if reuse else kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
             if isinstance(n, ir.Iota):
                 where.append(Iota(dst=dst, axis=n.axis))
-            elif isinstance(n, ir.Cast):
-                where.append(Map(dst=dst, fn="cast", args=tuple(args), dtype=n.dtype))
+            elif isinstance(n, ir.Cast):  # a conversion to the fragment's type, as every other path writes it
+                where.append(Map(dst=dst, fn="cast", args=tuple(args)))
             elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row
                 r = recips.get(n.b)
                 if r is None:
@@ -198,4 +205,4 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]) -> t
             (tail if streamed else where).append(Store(src=dst, dst=cx.value(i)))
         if readers.get(i, 0) == 0 and i not in site.members:
             free.setdefault(key, []).append(dst)
-    return kb.build(), loads
+    return kb.build()

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 
 from ... import ir
 from ..context import Ctx
+from ..sites import ELEMENTWISE
 from .base import Option, Rule, sym
 
 ON_CHIP = 16384  # elements of one on-chip row tile: 32 float32 registers per thread at 512 threads
-REGION = (ir.Unary, ir.Binary, ir.Cast, ir.Select, ir.Iota)  # what a region computes in registers
+REGION = ELEMENTWISE  # what a region computes in registers
 
 
 @dataclass
@@ -111,13 +112,12 @@ class RegionAnalysis:
 
     def __init__(self, cx: Ctx, claimed: set[int]):
         self.cx = cx
-        g = cx
-        outs = set(g.outputs.values())
-        self.residual = {n.id for n in g.nodes if isinstance(n, (*REGION, ir.Reduce)) and n.id not in claimed
+        outs = set(cx.outputs.values())
+        self.residual = {n.id for n in cx.nodes if isinstance(n, (*REGION, ir.Reduce)) and n.id not in claimed
                          and not cx.literal(n.id)}
-        self.materialised = {i for i in self.residual if isinstance(g.node(i), REGION) and (
-            i in outs or any(u not in self.residual for u in g.users[i]))}
-        self.inline = {i for i in self.residual if isinstance(g.node(i), REGION) and i not in self.materialised}
+        self.materialised = {i for i in self.residual if isinstance(cx.node(i), REGION) and (
+            i in outs or any(u not in self.residual for u in cx.users[i]))}
+        self.inline = {i for i in self.residual if isinstance(cx.node(i), REGION) and i not in self.materialised}
 
     def _fits(self, i: int, axes: set[str]) -> bool:
         return set(self.cx.node(i).axes) <= axes
