@@ -44,7 +44,9 @@ def ruleTheorems : List (String × String) :=
   , ("stream_stats", "LeanTile.sum_split_range")
   , ("dual_gemm", "LeanTile.dual_gemm_shared_lhs")
   , ("fuse_reduction", "LeanTile.fuse_reduction_eval")
-  , ("online_sum", "LeanTile.online_softmax_fold") ]
+  , ("online_sum", "LeanTile.online_softmax_fold")
+  , ("split_k", "LeanTile.split_k_eval")
+  , ("split_kv", "LeanTile.split_kv_eval") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.

@@ -11,6 +11,8 @@ import LeanTile.Rules.DualGemm
 import LeanTile.Rules.TiledAttention
 import LeanTile.Rules.FuseReduction
 import LeanTile.Rules.GainFold
+import LeanTile.Rules.SplitK
+import LeanTile.Rules.SplitKV
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
@@ -27,6 +29,8 @@ import LeanTile.Rules.GainFold
 | stream_stats | `LeanTile.sum_split_range` | Rules/StreamStats.lean |
 | dual_gemm | `LeanTile.dual_gemm_shared_lhs` | Rules/DualGemm.lean |
 | fuse_reduction | `LeanTile.fuse_reduction_eval` (and `fuse_reduction_eval_max`, `fuse_reduction_shared_pass`, `fuse_reduction_epilogue`) | Rules/FuseReduction.lean |
+| split_k | `LeanTile.split_k_eval` (from `LeanTile.sum_split_range`) | Rules/SplitK.lean |
+| split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`) | Rules/SplitKV.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

@@ -88,7 +88,7 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
             env.exec(s)
         if k.stream:
             env.running_max = running_maxes(k)
-            for j in range(math.ceil(plan.axes[k.stream.axis] / k.stream.block)):
+            for j in _stream_blocks(plan, k, tile):
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
                 for s in k.body:
@@ -99,6 +99,16 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
                 env.exec(s)
         for s in k.epilogue:
             env.exec(s)
+
+
+def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile) -> range:
+    """The stream blocks this tile runs: all of them, or its slice of a split stream."""
+    nblk = math.ceil(plan.axes[k.stream.axis] / k.stream.block)
+    if k.stream.split is None:
+        return range(nblk)
+    per = math.ceil(nblk / plan.axes[k.stream.split])
+    s = tile.start[k.stream.split]
+    return range(min(s * per, nblk), min((s + 1) * per, nblk))
 
 
 class _Env:

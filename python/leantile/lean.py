@@ -36,6 +36,8 @@ EXTRA_THEOREMS: dict[str, str] = {
     "fuse_reduction_eval_max": "LeanTile.fuse_reduction_eval_max",
     "gain_fold": "LeanTile.gain_fold",  # a norm's gain into the GEMM's weight rows (not cited yet)
     "bias_fold": "LeanTile.bias_fold",
+    "softmax_state_merge": "LeanTile.softmax_state_merge",  # split_kv: a merge is the concatenation's state
+    "softmax_state_merge_assoc": "LeanTile.softmax_state_merge_assoc",
 }
 
 RULES_DIR = "lean/LeanTile/Rules"
@@ -50,6 +52,8 @@ EXTRA_FILES: dict[str, str] = {
     "LeanTile.fuse_reduction_eval_max": "FuseReduction.lean",
     "LeanTile.gain_fold": "GainFold.lean",
     "LeanTile.bias_fold": "GainFold.lean",
+    "LeanTile.softmax_state_merge": "SplitKV.lean",
+    "LeanTile.softmax_state_merge_assoc": "SplitKV.lean",
 }
 
 SCRATCH = ".lake/leantile-check/AxiomCheck.lean"

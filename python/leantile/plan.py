@@ -54,6 +54,12 @@ class Stream(_M):
     stages: int = Field(2, ge=1)
     aliases: tuple[str, ...] = ()  # other names of the same axis (B's side of a contraction)
     param: Optional[str] = None  # the tile parameter the block came from
+    # split over CTAs (split_k, split_kv): a batch axis of the grid (block 1) whose index s picks
+    # the slice of the stream this CTA runs: blocks [s * per, (s + 1) * per) with
+    # per = ceil(ceil(extent / block) / splits), splits = that axis's extent. per is computed
+    # from the block the kernel runs with, so any block covers the axis once; a slice past the
+    # end is empty (its body never runs).
+    split: Optional[str] = None
 
 
 class State(_M):

@@ -11,7 +11,8 @@ It checks what the interpreter and the emitter take for granted:
   - every graph output's global buffer is stored by exactly one kernel (a graph input
     returned as an output is stored by none), and no global is stored by two kernels;
   - every buffer axis is an axis of the plan;
-  - a pivot is taken in the stream body over the streamed axis; the code-generation fields
+  - a pivot is taken in the stream body over the streamed axis; a split stream is split over a
+    batch axis of the grid; the code-generation fields
     (plan_passes) fit the kernel: FullRow and swizzle only on GEMM kernels (swizzle with two
     tiled grid axes), a staged store only from a 2-D fragment;
   - the shared memory of each kernel fits the target (SMEM_LIMIT, 227 KiB on sm_90): the sum
@@ -160,6 +161,9 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         for a in b.axes:
             if a not in plan.axes:
                 out.append(f"{where}: buffer {b.name} has axis {a!r}, which is no axis of the plan")
+    if k.stream and k.stream.split is not None and \
+            not any(t.axis == k.stream.split and t.block == 1 for t in k.grid):
+        out.append(f"{where}: the stream is split over {k.stream.split!r}, which is no batch axis of the grid")
     written = {st.buffer for st in k.states}
     for st in k.states:
         if st.buffer not in local:

@@ -50,7 +50,8 @@ def _dtype(g: ir.Graph) -> str:
 def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = None,
                 gpu: str | None = None, tuned: bool = True):
     """(plan, how): the asked candidate/tiles; else the tuned entry for g's shape, dtype and
-    `gpu` (a usable one: its candidate exists for g); else the default derivation."""
+    `gpu` (a usable one: its candidate exists for g); else the default: the candidate the cost
+    model (leantile.cost) ranks first at the shape's default tiles."""
     if candidate is not None or tiles:
         return derive(g, candidate, tiles), "asked"  # an unknown candidate: DerivationError listing them
     if tuned and gpu:
@@ -61,7 +62,8 @@ def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = 
                 return derive(g, best[0], best[1]), "tuned"
             except DerivationError:
                 pass
-    return derive(g), "default"
+    from .cost import choose
+    return choose(g)[0], "default"  # the candidate the cost model ranks first, at the shape's default tiles
 
 
 @dataclass

@@ -141,6 +141,8 @@ def test_every_rule_has_a_formula_and_a_sympy_check():
         z = g.sub(x, g.red("max", x, "d"))
         return g.sub(z, g.log(g.red("sum", g.exp(z), "d")))
     graphs.append(build_graph_with_output("lsm", {"m": 2, "d": 20000}, log_softmax))
+    graphs += [architectures.build("matmul", m=16, d=4096, n=4096),  # split_k
+               architectures.build("attention", h=8, t_q=1, t_kv=4096)]  # split_kv
     for g in graphs:
         name = g.name
         for c in candidates(g):

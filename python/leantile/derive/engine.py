@@ -24,7 +24,9 @@ from . import kernels as K
 from .context import Ctx, gc_paused
 from .rules import BY_NAME, ONLINE, Option
 from .region_kernels import region_kernel, region_loads
-from .rules.gemm import gemm_options, gemm_sites
+from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
+from .rules.split import SPLIT_K, SPLIT_KV
+from .split_kernels import split_flash, split_gemm
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
@@ -73,11 +75,13 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
     s, c = o.site, decide(o)
     if isinstance(s, FlashSite):
-        return [K.flash_kernel(cx, s, c.exp2, tiles)]
+        return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles)]
     if isinstance(s, SoftmaxSite):
         return list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
     if isinstance(s, RegionSite):
         return [region_kernel(cx, s, tiles, set())]
+    if c.split:
+        return list(split_gemm(cx, c, tiles, [], {})[:2])
     out = [K.gemm_kernel(cx, c, tiles, [])]
     if c.stats == "separate":
         out.append(K.row_stats_kernel(cx, c, tiles)[0])
@@ -105,14 +109,32 @@ def _options(cx: Ctx) -> list[list[Option]]:
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
 
-    out = [opts for opts in flash if opts]
+    out = [_kv_split(cx, s, opts) for s, opts in zip(sites.flash, flash) if opts]
     out += [_on_chip(cx, s) + online_options(s, "online_row") for s in rows]
-    out += [gemm_options(s) for s in sites.gemms if s.peels or len(s.matmuls) > 1 or s.epilogue]
+    out += [opts for opts in (_gemm_options(cx, s) for s in sites.gemms) if opts]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
     out = [opts for opts in out if opts]
     regions = RegionAnalysis(cx, _claimed(cx, out)).sites()
     out += [opts for opts in region_options(regions) if _fits(cx, opts[0])]
     return out
+
+
+def _kv_split(cx: Ctx, s: FlashSite, opts: list[Option]) -> list[Option]:
+    """A flash site's options, split over t first where its query tiles leave SMs idle."""
+    n = SPLIT_KV.splits(cx, s, K.DEFAULT_TILES)
+    return SPLIT_KV.options(s, n, opts) + opts if n else opts
+
+
+def _gemm_options(cx: Ctx, s) -> list[Option]:
+    """A GEMM site's options: split over k first where its output tiles leave SMs idle (a
+    plain matmul then has two: split, or the one GEMM); none for a plain unsplit matmul."""
+    fused = s.peels or len(s.matmuls) > 1 or s.epilogue
+    opts = gemm_options(s) if fused else []
+    n = SPLIT_K.splits(cx, s, K.DEFAULT_TILES)
+    if not n:
+        return opts
+    tail = (EPILOGUE.step(s.epilogue),) if s.epilogue else ()
+    return [SPLIT_K.option(cx, s, n, tail)] + (opts or [Option("", (), s, SPLIT_K.name, tuple(s.matmuls))])
 
 
 def _on_chip(cx: Ctx, s: SoftmaxSite) -> list[Option]:
@@ -248,8 +270,9 @@ def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, nam
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles)
     plan = None
-    if _large_gemm(cx) and not set(given) & set(K.LARGE_GEMM_TILES):
-        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **K.LARGE_GEMM_TILES, **given}, name))
+    shaped = _shape_tiles(cx, picked)
+    if shaped and not set(given) & set(shaped):
+        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
         if verify(plan, cx.g):  # does not fit the target (a dual GEMM's two B tiles): the defaults
             plan = None
     plan = plan or plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **given}, name))
@@ -261,6 +284,23 @@ def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, nam
     if problems:  # too big for the target at these tiles: smaller tiles may fit
         raise ir.GraphError([f"graph {cx.g.name!r}, candidate {name!r}: {problems[0]}"])
     return plan
+
+
+def _shape_tiles(cx: Ctx, picked: list) -> dict:
+    """Default tiles for the shape, where the plain defaults waste the GPU: a GEMM or attention
+    whose rows (m, t_q) all fit 64 takes 64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM
+    also 256 columns and 3 stages), a large GEMM 128 x 256 tiles (LARGE_GEMM_TILES)."""
+    rows = [_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
+    if rows and max(rows) <= 64:
+        flash = any(isinstance(c.site, FlashSite) for c in picked)
+        return {**K.SMALL_M_TILES, **({} if flash else K.SMALL_M_GEMM_TILES)}
+    return dict(K.LARGE_GEMM_TILES) if _large_gemm(cx) else {}
+
+
+def _rows(cx: Ctx, mm: ir.Matmul) -> int:
+    """The extent of a contraction's row axis (of its LHS alone), 1 if it has none."""
+    rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
+    return cx.axes[rows[-1]] if rows else 1
 
 
 def _large_gemm(cx: Ctx) -> bool:
@@ -309,10 +349,17 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
 
     outs = set(g.outputs.values())
     extra_globals = []
+    axes = dict(g.axes)  # and the slice axes of split kernels
     region_sites: list[RegionSite] = []
     for c in picked:
         s = c.site
-        if isinstance(s, FlashSite):
+        if isinstance(s, FlashSite) and c.split:
+            qk, pv = cx.node(s.qk), cx.node(s.pv)
+            sliced, merge, bufs = split_flash(cx, c, tiles, axes)
+            add(sliced, [qk.a, qk.b, pv.b], [b.name for b in bufs])
+            add(merge, [b.name for b in bufs], [s.pv])
+            extra_globals += bufs
+        elif isinstance(s, FlashSite):
             qk, pv = cx.node(s.qk), cx.node(s.pv)
             add(K.flash_kernel(cx, s, c.exp2, tiles), [qk.a, qk.b, pv.b], [s.pv])
         elif isinstance(s, SoftmaxSite):
@@ -351,6 +398,12 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
                 extra_globals.append(Buffer(name=colsum, axes=cols, scope="global", dtype="acc",
                                             why="float32: a weight's column sums (mean pullout), a statistic"))
                 reads.add(colsum)
+        if c.split:
+            sliced, combine, buf = split_gemm(cx, c, tiles, stores, axes)
+            add(sliced, reads, [buf.name])
+            add(combine, {buf.name} | reads - {s.base} - {cx.node(m).b for m in s.matmuls}, stores)
+            extra_globals.append(buf)
+            continue
         gk = K.gemm_kernel(cx, c, tiles, stores)
         deps = set(reads) | ({s.base} if c.stats else set())
         add(gk, deps, stores)
@@ -385,7 +438,7 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     names = [b.name for b in globals_]
     if len(set(names)) != len(names):
         raise RuntimeError(f"leantile bug: two global buffers share a name in plan {g.name}/{name}")
-    return Plan(graph=g.name, candidate=name, axes=dict(g.axes), globals=tuple(globals_),
+    return Plan(graph=g.name, candidate=name, axes=axes, globals=tuple(globals_),
                 outputs={o: cx.value(i) for o, i in g.outputs.items()},
                 kernels=tuple(ordered), tiles=tiles)
 

@@ -30,6 +30,13 @@ DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, 
 # 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion_tiles_probe.py).
 # (A cost model choosing per shape is the shapes issue's.)
 LARGE_GEMM_TILES = {"block_n": 256, "stages": 4}
+# The default where every GEMM or attention has at most 64 rows (m, t_q: decode, skinny GEMMs):
+# one warpgroup on a 64-row tile (the smallest wgmma), wide and deep for a GEMM, which then
+# streams its weight. On an H200 (benchmarks/results/issue16-split-probe-2026-11-25.md), split-K
+# GEMM m=16 4096^2: 0.0205 ms at the defaults, 0.0143 at 64 rows / 128 threads, 0.0110 also with
+# 256 columns and 3 stages (0.90x cuBLAS); one-query attention h32 t8192: 0.0475 -> 0.0417 ms.
+SMALL_M_TILES = {"block_m": 64, "threads": 128}
+SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
 
 
 class KernelBuilder:
@@ -104,6 +111,10 @@ def _stream(axis: str, param: str, tiles: dict, aliases=()) -> Stream:
     return _stream_of(axis, tiles[param], tiles["stages"], param, tuple(sorted(set(aliases) - {axis})))
 
 
+def _split(st: Stream, split: str | None) -> Stream:
+    return st.model_copy(update={"split": split}) if split else st
+
+
 @functools.lru_cache(maxsize=4096)
 def _stream_of(axis: str, block: int, stages: int, param: str, aliases: tuple) -> Stream:
     return Stream(axis=axis, block=block, stages=stages, param=param, aliases=aliases)
@@ -162,7 +173,9 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
     return body, m, l, alpha
 
 
-def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
+def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | None = None) -> Kernel:
+    """Online-softmax attention; with `split` (split_kv: a batch axis of slices), one slice of
+    t per CTA, storing its o / l and log-sum-exp (derive.split_kernels merges the slices)."""
     sm = s.softmax
     qk, pv = g.node(s.qk), g.node(s.pv)
     q, k, v = g.node(qk.a), g.node(qk.b), g.node(pv.b)
@@ -171,8 +184,8 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
     scaled = f" (scale {sm.scale:.6g} folded into the exponent)" if sm.scale_node is not None else ""
     kb = KernelBuilder(g.names.user, f"flash_{pv.id}",
                        f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
-                       _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
-                       _stream(t, "block_n", tiles, [pv.axis_b]), tiles["threads"])
+                       ([_tile(split, 1, None)] if split else []) + _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
+                       _split(_stream(t, "block_n", tiles, [pv.axis_b]), split), tiles["threads"])
     dq = g.dtype_of(q.id)
     Qs = kb.buf(f"{g.value(q.id)}_shared", q.axes, "shared", dq, q.id, key=("tile", q.id))
     Ks = kb.buf(f"{g.value(k.id)}_shared", k.axes, "shared", g.dtype_of(k.id), k.id, key=("tile", k.id))
@@ -192,7 +205,21 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict) -> Kernel:
                Map(dst=Ph, fn="copy", args=(P,)),
                Load(src=g.value(v.id), dst=Vs),
                Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
-    kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
+    if not split:
+        kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
+        return kb.build()
+    # a slice: o / l and lse = c m + log l (l >= 1 for a slice with keys; a slice past the end at
+    # other tiles has l = 0: its o / max(l, tiny) = 0 and lse = -inf weigh nothing in the combine)
+    kb.role = f"slice of split-KV attention (t streamed{scaled}): o / l and the log-sum-exp"
+    lse = kb.buf(f"{g.value(sm.sm)}_lse", g.node(sm.mx).axes, "fragment", "acc", key=("lse", sm.sm))
+    safe = kb.buf(f"{l}_safe", g.node(sm.mx).axes, "fragment", "acc", key=("safe", sm.sm))
+    kb.epilogue = [Map(dst=safe, fn="max", args=(l, "#1e-30")),
+                   Map(dst=o, fn="div", args=(o, safe)),
+                   Store(src=o, dst=g.names.extra(("partial", s.pv), f"{g.value(s.pv)}_partial")),
+                   Map(dst=lse, fn="log", args=(l,)),
+                   Map(dst=m, fn="mul", args=(m, f"#{repr(sm.scale)}")),
+                   Map(dst=lse, fn="add", args=(lse, m)),
+                   Store(src=lse, dst=g.names.extra(("lse", s.pv), f"{g.value(s.pv)}_lse"))]
     return kb.build()
 
 
@@ -249,6 +276,7 @@ class GemmChoice:
     stats: str | None = None  # "fused" | "separate"
     expanded: set[int] = field(default_factory=set)
     epilogue: list[int] = field(default_factory=list)
+    split: int = 0  # split_k: slices of the contraction (0: one CTA runs all of k)
 
 
 @dataclass
@@ -256,6 +284,7 @@ class OnlineChoice:
     """What the derivation steps decided for one streamed softmax site (FlashSite or SoftmaxSite)."""
     site: FlashSite | SoftmaxSite
     exp2: bool = False
+    split: int = 0  # split_kv: slices of the key axis (0: one CTA runs all of t)
 
 
 def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):
@@ -377,7 +406,10 @@ def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict) -> Kernel:
     return kb.build()
 
 
-def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int]) -> Kernel:
+def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: str | None = None) -> Kernel:
+    """The GEMM of site c.site with its fused statistics and epilogue; with `split` (split_k:
+    a batch axis of slices), one slice of k per CTA, stored as a float32 partial and nothing
+    more (derive.split_kernels adds the slices and runs the epilogue)."""
     s = c.site
     mms = [g.node(i) for i in s.matmuls]
     base = g.node(s.base)
@@ -390,8 +422,10 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int]) -> Kernel
     kb = KernelBuilder(g.names.user, f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
                        + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
-                       _grid(out_axes, tiled, tiles),
-                       _stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), tiles["threads"])
+                       ([_tile(split, 1, None)] if split else []) + _grid(out_axes, tiled, tiles),
+                       _split(_stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), split), tiles["threads"])
+    if split:
+        kb.role = f"slice of a split-K {what} over {s.axis}: float32 partial sums"
     xs = kb.buf(f"{g.value(s.base)}_shared", base.axes, "shared", g.dtype_of(s.base), s.base, key=("tile", s.base))
     kb.body.append(Load(src=g.value(s.base), dst=xs))
     have: dict[int, str] = {}
@@ -411,6 +445,10 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int]) -> Kernel
             kb.states.append(State(buffer=cs, init="0", combine="sum"))
             kb.body.append(Reduce(dst=cs, src=ws, kind="sum", axis=mm.axis_b, accumulate=True))
         accs.append((mm, w, acc))
+    if split:
+        (mm, _, acc), = accs
+        kb.epilogue.append(Store(src=acc, dst=g.names.extra(("partial", mm.id), f"{g.value(mm.id)}_partial")))
+        return kb.build()
     epi: list = []
     if c.stats == "fused":
         _row_program(g, c, kb, xs, epi, have)

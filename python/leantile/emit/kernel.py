@@ -11,6 +11,7 @@ from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABL
 
 class _KernelWriter:
     running_max: frozenset = frozenset()
+    kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
     def __init__(self, plan: Plan, k: Kernel):
         self.plan, self.k = plan, k
@@ -54,6 +55,7 @@ class _KernelWriter:
         self.masked: dict[tuple[str, str], str] = {}  # (buffer, axis) -> value a Mask left past the end
         self.mirrors: dict[str, str] = {}
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
+        self.pre: list[str] = []  # Python lines of the factory, before the prim_func
 
     # -- helpers -------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -65,7 +67,7 @@ class _KernelWriter:
 
     def extent(self, axis: str) -> str:
         """Python expression for the on-chip extent of an axis."""
-        if axis in self.block and self.block[axis] > 1:
+        if axis in self.block and (self.block[axis] > 1 or axis in self.streamed):
             return self.params.get(axis, str(self.block[axis]))
         if axis in self.block:
             raise EmitError(f"kernel {self.k.name}: batch axis {axis!r} (block 1) in an on-chip buffer")
@@ -74,7 +76,7 @@ class _KernelWriter:
     def start(self, axis: str) -> str | None:
         """Python expression for where the current tile starts along an axis (None: 0)."""
         if axis in self.streamed:
-            return f"k * {self.extent(axis)}"
+            return f"{self.kvar} * {self.extent(axis)}"
         if axis in self.grid_var:
             return f"{self.grid_var[axis]} * {self.extent(axis)}" if self.block[axis] > 1 else self.grid_var[axis]
         return None
@@ -99,12 +101,14 @@ class _KernelWriter:
         idx = []
         for a in g.axes:
             if a in local_axes:
-                v = "k" if a in self.streamed else self.grid_var.get(a)
+                v = self.kvar if a in self.streamed else self.grid_var.get(a)
                 if v is None:
                     idx.append(":")
                 else:
                     e = self.extent(a)
                     idx.append(f"{v} * {e}:({v} + 1) * {e}")
+            elif a in self.streamed and self.block[a] == 1:  # one stream step per index (a split's combine)
+                idx.append(self.kvar)
             elif a in self.block and self.block[a] == 1:
                 idx.append(self.grid_var[a])
             else:
@@ -196,7 +200,7 @@ class _KernelWriter:
         if self.tl_dtype(src) != self.tl_dtype(dst):
             first = f"T.cast({first}, {self.dtype_expr(dst)})"
         here = self.ref(s.dst, dst.axes, loop)
-        self.emit(f"{here} = T.if_then_else(k == 0, {first}, {here})  # pivot: the first {s.axis} of the row",
+        self.emit(f"{here} = T.if_then_else({self.kvar} == 0, {first}, {here})  # pivot: the first {s.axis} of the row",
                   depth + 1)
 
     def do_store(self, s: Store, depth: int):
@@ -483,10 +487,23 @@ class _KernelWriter:
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
-            self.emit(f"for k in T.Pipelined(T.ceildiv({_size(st.axis)}, {self.extent(st.axis)}), num_stages={stages}):", d)
+            nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
+            if st.split:  # this CTA's slice of the stream (plan.Stream.split)
+                # blocks per slice, computed in Python from the block the factory is given: a
+                # division in the loop bound by a slice count that is no power of two is refused
+                # by TileLang's loop analysis
+                ext, n = self.extent(st.axis), _size(st.split)
+                blocks, per = self.fresh("split_blocks"), self.fresh("split_per")
+                self.pre += [f"{blocks} = ({_size(st.axis)} + {ext} - 1) // {ext}",
+                             f"{per} = ({blocks} + {n} - 1) // {n}  # {st.axis} blocks per slice"]
+                first = f"{self.grid_var[st.split]} * {per}"
+                self.kvar = f"({first} + ks)"
+                self.emit(f"for ks in T.Pipelined(T.max(T.min({per}, {blocks} - {first}), 0), num_stages={stages}):", d)
+            else:
+                self.emit(f"for k in T.Pipelined({nblk}, num_stages={stages}):", d)
             self.running_max = running_maxes(k)  # read as 0 while -inf (plan.running_maxes)
             self.stmts(k.body, d + 1)
-            self.running_max = frozenset()
+            self.running_max, self.kvar = frozenset(), "k"
             if not k.body:
                 self.emit("pass", d + 1)
         elif k.body:
@@ -508,7 +525,8 @@ class _KernelWriter:
         out.append(f'    """{k.role}"""')
         for a in sorted(self.pads, key=list(self.plan.axes).index):
             out.append(f"    pad_{_ident(a)} = {_size(a)} % {self.extent(a)} != 0  # last {a} tile is partial")
-        if self.pads:
+        out += [f"    {line}" for line in self.pre]
+        if self.pads or self.pre:
             out.append("")
         sig = ", ".join(f"{self.gname[b.name]}: T.Tensor(({', '.join(_size(a) for a in b.axes) or '1'}{',' if len(b.axes) <= 1 else ''}), "
                         f"{_global_dtype(self.plan, b)})" for b in self.globals)

@@ -1,0 +1,97 @@
+"""The split rules on the GPU: each of the shapes issue's skinny workloads (a GEMM with m <= 16, a
+GEMM with K = 2^19, one-query attention) with every candidate derive offers, so the split plan
+and the unsplit one are timed in the same process against torch eager, torch.compile and the
+vendor path (leantile.bench.run_one: do_bench_cudagraph medians, best of two interleaved rounds).
+
+    python benchmarks/split_probe.py [--out DIR] [--only NAME ...] [--configs k=v,k=v ...] [--split-only]
+
+Each --configs entry is one tile configuration (empty: the plan's defaults); every case runs
+with each.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import traceback
+from pathlib import Path
+
+CASES = {
+    "gemm_m1_llama8b_mlp": ("matmul", {"m": 1, "d": 4096, "n": 14336}),
+    "gemm_m16_4096": ("matmul", {"m": 16, "d": 4096, "n": 4096}),
+    "gemm_m16_llama70b_down": ("matmul", {"m": 16, "d": 28672, "n": 8192}),
+    "gemm_k2^19": ("matmul", {"m": 256, "d": 524288, "n": 256}),
+    "decode_h32_t8192_d128": ("attention", {"h": 32, "t_q": 1, "t_kv": 8192, "d_h": 128}),
+    "decode_h32_t32768_d128": ("attention", {"h": 32, "t_q": 1, "t_kv": 32768, "d_h": 128}),
+    "decode_h12_t2048_d64": ("attention", {"h": 12, "t_q": 1, "t_kv": 2048, "d_h": 64}),
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--configs", nargs="*", default=[""], help="tile configurations, each k=v,k=v ('' = defaults)")
+    ap.add_argument("--split-only", action="store_true", help="only the split candidates (and a lone matmul's)")
+    args = ap.parse_args(argv)
+    from leantile import architectures
+    from leantile.bench import run_one
+    from leantile.derive import candidates
+
+    configs = [{k: int(v) for k, v in (t.split("=") for t in c.split(",") if t)} for c in args.configs]
+    rows = []
+    for name, (arch, sizes) in CASES.items():
+        if args.only and name not in args.only:
+            continue
+        g = architectures.build(arch, **sizes)
+        base = None  # the case's baselines, timed with its first run
+        for c, tiles in [(c, t) for c in candidates(g) for t in configs]:
+            if c.name == "unfused" and arch == "attention" or args.split_only and "split" not in c.name:
+                continue
+            try:
+                if base is None:
+                    row = run_one(g, tuned=False, candidate=c.name, tiles=tiles or None)
+                    base = {k: v for k, v in row["gpu_ms"].items() if k != "leantile"}
+                else:
+                    row = _leantile_only(g, c.name, tiles)
+                    row["gpu_ms"].update(base)
+            except Exception as e:
+                row = {"arch": arch, "candidate": c.name, "error": f"{type(e).__name__}: {e}",
+                       "trace": traceback.format_exc()[-2000:]}
+            row["case"], row["config"] = name, tiles
+            rows.append(row)
+            out = Path(args.out)  # after every row: a run cut off at its time limit keeps what it measured
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "split-probe.json").write_text(json.dumps(rows, indent=1) + "\n")
+            _line(row)
+    return 0
+
+
+def _line(r) -> None:
+    """One table row, printed as soon as it is measured."""
+    if "gpu_ms" not in r:
+        print(f"| {r['case']} | {r['candidate']} | {r['config']} | ERROR {r['error'][:60]} | | | | | |", flush=True)
+        return
+    g = r["gpu_ms"]
+    vend = {k: v for k, v in g.items() if k not in ("leantile", "eager", "compile", "compile_ro")}
+    best = min(vend.values()) if vend else float("nan")
+    cmp_ = g.get("compile", float("nan"))
+    print(f"| {r['case']} | {r['candidate']} | {r['config']} | {r['ok']} | {g['leantile']:.4f} | {best:.4f} | {cmp_:.4f} | "
+          f"{cmp_ / g['leantile']:.2f}x | {best / g['leantile']:.2f}x |", flush=True)
+
+
+def _leantile_only(g, candidate, tiles):
+    """The row of one more configuration of a case whose baselines were timed already."""
+    import triton.testing as tt
+
+    from leantile.runtime import compile as compile_kernel
+    k = compile_kernel(g, candidate=candidate, tiles=tiles or None)
+    inputs = k.random_inputs(0)
+    v = k.verify(inputs)
+    k.run(inputs)
+    ms = min(tt.do_bench_cudagraph(lambda: k.run(inputs), rep=100, return_mode="median") for _ in range(2))
+    return {"arch": g.name, "candidate": k.plan.candidate, "tiles": dict(k.plan.tiles), "ok": v["ok"],
+            "rel_err": max(v["plain_rel_err"].values()), "gpu_ms": {"leantile": ms}}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

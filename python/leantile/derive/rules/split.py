@@ -1,0 +1,159 @@
+"""The split rules: split_k (a contraction over k split across CTAs) and split_kv
+(flash-decoding: an attention's t_kv split across CTAs), and when they are offered.
+
+Both fill a GPU that the output tiles alone leave idle: a GEMM with m = 16 has 32 output tiles
+for 132 SMs, one query of attention has one tile per head. Each CTA runs one slice of the
+streamed axis (plan.Stream.split); a second kernel combines the slices in a fixed order, so
+the result is deterministic (no atomics).
+
+  split_k:  sum_k a b = sum over slices s of (sum over k in slice s of a b); the partial sums
+            are float32, combined left to right (LeanTile.split_k_eval, from sum_split_range).
+  split_kv: each slice folds its own online-softmax state (m, l, o); the combine merges the
+            states, a merge that gives the state of the concatenated keys and is associative, so
+            o / l is softmax(s) v for any split (LeanTile.split_kv_eval). A slice stores o / l and
+            its log-sum-exp c m + log l; the combine weighs slice s by exp(lse_s - max lse).
+
+The number of slices is a parameter of the step (`splits`): chosen here from the shape at the
+default tiles, so a derivation replays the same plan at any tiles (a slice is a range of stream
+blocks computed from the block the kernel runs with; see plan.Stream.split).
+"""
+from __future__ import annotations
+
+import math
+
+from ..context import Ctx
+from ..sites import FlashSite, GemmSite
+from .base import Option, Rule, sym
+
+# Streaming multiprocessors of the target (H100 SXM and H200: 132). A grid of fewer CTAs than
+# this leaves SMs idle; splitting aims at about two CTAs per SM.
+SMS = 132
+MAX_SPLITS = 64
+# a slice keeps at least this many stream blocks (fewer: the combine and the pipeline's fill
+# cost more than the parallelism gives)
+MIN_K_BLOCKS = 8
+MIN_KV_BLOCKS = 2
+
+
+def _splits(ctas: int, blocks: int, min_blocks: int) -> int | None:
+    """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about 2 * SMS CTAs in
+    all, each slice at least min_blocks long; None: no split. A power of two: the combine
+    reduces over the slices with a butterfly, which TileLang builds for powers of two only
+    (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and lse = -inf)."""
+    if ctas >= SMS or blocks < 2 * min_blocks:
+        return None
+    want = min(math.ceil(2 * SMS / ctas), blocks // min_blocks, MAX_SPLITS)
+    return 1 << (want.bit_length() - 1) if want >= 2 else None
+
+
+def value_columns(cx: Ctx, s: FlashSite) -> list[str]:
+    """The axes of attention's output that come from V alone (d_h)."""
+    qk, pv = cx.node(s.qk), cx.node(s.pv)
+    return [a for a in pv.axes if a in cx.node(pv.b).axes and a not in qk.axes]
+
+
+class SplitK(Rule):
+    name = "split_k"
+    theorem = "LeanTile.split_k_eval"
+    lean_file = "SplitK.lean"
+    pattern = "a matmul whose output tiles leave SMs idle while its contraction axis is long"
+    rewrite = ("each CTA sums one slice of k into a float32 partial; a second kernel adds the partials "
+               "in slice order and applies the epilogue")
+    statement = ("a sum over k < K equals the left-to-right sum over slices s < S of the sums over the "
+                 "slice's k (the last slice may be partial)")
+    params = {"splits": "the number of slices of the contraction axis"}
+
+    def splits(self, cx: Ctx, s: GemmSite, tiles: dict) -> int | None:
+        """Slices for a plain GEMM site (one matmul, no pulled-out statistics), or None."""
+        if len(s.matmuls) != 1 or s.peels:
+            return None
+        mm = cx.node(s.matmuls[0])
+        base = cx.node(s.base)
+        m_axis = next((a for a in reversed(base.axes) if a != s.axis and a in mm.axes
+                       and a not in cx.node(mm.b).axes), None)
+        n_axis = next((a for a in reversed(mm.axes) if a not in base.axes), None)
+        ctas = 1
+        for a in mm.axes:
+            block = tiles["block_m"] if a == m_axis else tiles["block_n"] if a == n_axis else 1
+            ctas *= math.ceil(cx.axes[a] / block)
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS)
+
+    def option(self, cx: Ctx, s: GemmSite, splits: int, tail: tuple) -> Option:
+        step = self.step(s.matmuls, splits=splits)
+        return Option("split_k", (step, *tail), s, self.name, tuple(s.matmuls))
+
+    def apply(self, choice, step):
+        choice.split = step.params["splits"]
+
+    def formula(self, g, at, params):
+        S = sym()
+        n = g.node(at[0])
+        k = S.sp.Symbol(n.axis_a)
+        before = f"{S.out(g, n.id)} = {S.tex(S.Exprs(g)(n.id))}"
+        after = (r"%s = \sum_{s=0}^{%d} \sum_{%s \in \text{slice}_s} (\ldots)\quad\text{(%d slices, added in order)}"
+                 % (S.out(g, n.id), int(params.get("splits", 2)) - 1, S.tex(k), int(params.get("splits", 2))))
+        return before, after
+
+    def check(self) -> bool:
+        """A dot product over 5 terms equals its slices of 2, 2 and 1 added in order."""
+        S = sym()
+        a = S.sp.symbols("a0:5", real=True)
+        b = S.sp.symbols("b0:5", real=True)
+        whole = sum(x * y for x, y in zip(a, b))
+        parts = [sum(a[k] * b[k] for k in range(lo, min(lo + 2, 5))) for lo in (0, 2, 4)]
+        return S.zero(whole - ((parts[0] + parts[1]) + parts[2]))
+
+
+class SplitKV(Rule):
+    name = "split_kv"
+    theorem = "LeanTile.split_kv_eval"
+    lean_file = "SplitKV.lean"
+    pattern = "online-softmax attention whose query tiles leave SMs idle (decode: one query)"
+    rewrite = ("each CTA folds the online-softmax state of one slice of t_kv and stores o / l and its "
+               "log-sum-exp; a combine kernel merges the slices' states in order")
+    statement = ("merging online-softmax states gives the state of the concatenated keys and is associative, "
+                 "so for any split of the keys the merged o / l is softmax(s) v")
+    params = {"splits": "the number of slices of the key axis"}
+
+    def splits(self, cx: Ctx, s: FlashSite, tiles: dict) -> int | None:
+        qk = cx.node(s.qk)
+        q = cx.node(qk.a)
+        if len(value_columns(cx, s)) != 1:  # the combine keeps one value axis on chip
+            return None
+        row = [a for a in qk.axes if a in q.axes and a not in cx.node(qk.b).axes][-1]
+        ctas = 1
+        for a in qk.axes:
+            if a != s.axis:
+                ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == row else cx.axes[a]
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS)
+
+    def options(self, s: FlashSite, splits: int, unsplit: list[Option]) -> list[Option]:
+        step = self.step([s.qk, s.pv], splits=splits)
+        return [Option(f"{o.label}_split", (*o.steps, step), s, self.name, (s.qk, s.pv)) for o in unsplit]
+
+    def apply(self, choice, step):
+        choice.split = step.params["splits"]
+
+    def formula(self, g, at, params):
+        S = sym()
+        before = f"{S.out(g, at[1])} = {S.tex(S.Exprs(g)(at[1]))}"
+        after = (r"(m, l, o) = \mathrm{merge}_{s=0}^{%d}\,\mathrm{fold}(\text{slice}_s),\quad %s = o / l"
+                 % (int(params.get("splits", 2)) - 1, S.out(g, at[1])))
+        return before, after
+
+    def check(self) -> bool:
+        """Softmax-weighted values of 3 keys from two slices' (lse, o / l) equal the direct form."""
+        S = sym()
+        sp = S.sp
+        s = (S.s1, S.s2, S.s3)
+        v = sp.symbols("v1:4", real=True)
+        direct = sum(sp.exp(a) * b for a, b in zip(s, v)) / sum(sp.exp(a) for a in s)
+        slices = [(0, 2), (2, 3)]
+        lse = [sp.log(sum(sp.exp(s[i]) for i in range(lo, hi))) for lo, hi in slices]
+        o = [sum(sp.exp(s[i]) * v[i] for i in range(lo, hi)) / sum(sp.exp(s[i]) for i in range(lo, hi))
+             for lo, hi in slices]
+        merged = sum(sp.exp(x) * y for x, y in zip(lse, o)) / sum(sp.exp(x) for x in lse)
+        return S.zero(sp.simplify(merged - direct))
+
+
+SPLIT_K, SPLIT_KV = SplitK(), SplitKV()

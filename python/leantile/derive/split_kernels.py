@@ -1,0 +1,86 @@
+"""The kernels of the split rules (rules/split.py): the sliced kernel is the GEMM or flash
+kernel with its stream split over a batch axis of slices (kernels.gemm_kernel and
+kernels.flash_kernel with `split`); the combine kernels here add or merge the slices in slice
+order (deterministic: no atomics), then do what the unsplit kernel's epilogue did.
+
+    split_k:  P[s, m, n] (float32)          -> C = sum_s P[s] (in order), epilogue, store
+    split_kv: O_s[.., t_q, d, s] = o_s / l_s,  -> O = sum_s w_s O_s / sum_s w_s,
+              lse_s[.., t_q, s] = c m_s + log l_s    w_s = exp(lse_s - max_s lse_s)
+"""
+from __future__ import annotations
+
+from ..plan import Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
+from .context import Ctx
+from .kernels import GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel
+from .rules.split import value_columns
+from .sites import FlashSite
+
+SPLIT_WHY = "float32: the partial results of a split reduction, combined in slice order"
+
+
+def split_axis(cx: Ctx, node: int, axes: dict) -> str:
+    """A fresh plan axis for the slices of node's split (no graph axis has its name)."""
+    name = f"split_{node}"
+    while name in cx.axes or name in axes:
+        name += "_"
+    return name
+
+
+def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dict):
+    """(sliced kernel, combine kernel, partial buffer) of a split_k GEMM site; adds the slice
+    axis to `axes` (the plan's)."""
+    mm = cx.node(c.site.matmuls[0])
+    sa = split_axis(cx, mm.id, axes)
+    axes[sa] = c.split
+    sliced = gemm_kernel(cx, c, tiles, [], split=sa)
+    partial = cx.names.extra(("partial", mm.id), f"{cx.value(mm.id)}_partial")
+    buf = Buffer(name=partial, axes=(sa, *mm.axes), scope="global", dtype="acc", why=SPLIT_WHY)
+    tiled = {t.axis: t.param for t in sliced.grid if t.block > 1}
+    kb = KernelBuilder(cx.names.user, f"split_sum_{mm.id}",
+                       f"split-K combine: the {axes[sa]} partials of {cx.value(mm.id)} added in order"
+                       + (", fused epilogue" if c.epilogue else ""),
+                       _grid(mm.axes, tiled, tiles), Stream(axis=sa, block=1, stages=1), tiles["threads"])
+    acc = kb.buf(cx.value(mm.id), mm.axes, "fragment", "acc", mm.id, key=("value", mm.id))
+    part = kb.buf(f"{partial}_frag", mm.axes, "fragment", "acc", key=("partial", mm.id))
+    kb.prologue.append(Fill(dst=acc, value="0"))
+    kb.body += [Load(src=partial, dst=part), Map(dst=acc, fn="add", args=(acc, part))]
+    have = {mm.id: acc}
+    for i in c.epilogue:  # fuse_elementwise, as gemm_kernel's epilogue
+        n = cx.node(i)
+        args = tuple(_operand(cx, a, kb, have) for a in n.args())
+        have[i] = kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+        kb.epilogue.append(Map(dst=have[i], fn=n.op, args=args))
+    kb.epilogue += [Store(src=have[i], dst=cx.value(i)) for i in stores]
+    return sliced, kb.build(), buf
+
+
+def split_flash(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kernel, Kernel, list[Buffer]]:
+    """(sliced kernel, combine kernel, [partial o, partial lse]) of a split_kv attention site."""
+    s: FlashSite = c.site
+    pv, mx = cx.node(s.pv), cx.node(s.softmax.mx)
+    sa = split_axis(cx, s.pv, axes)
+    axes[sa] = c.split
+    sliced = flash_kernel(cx, s, c.exp2, tiles, split=sa)
+    o_name = cx.names.extra(("partial", s.pv), f"{cx.value(s.pv)}_partial")
+    lse_name = cx.names.extra(("lse", s.pv), f"{cx.value(s.pv)}_lse")
+    bufs = [Buffer(name=o_name, axes=(*pv.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY),
+            Buffer(name=lse_name, axes=(*mx.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)]
+    d, = value_columns(cx, s)  # rules.split offers the split only with one
+    kb = KernelBuilder(cx.names.user, f"split_merge_{s.pv}",
+                       f"split-KV combine: the {axes[sa]} slices' o / l weighed by exp(lse - max lse)",
+                       _grid([a for a in pv.axes if a != d], {}, tiles), None, 128)
+    ls = kb.buf(f"{lse_name}_frag", (sa,), "fragment", "acc", key=("lse",))
+    op = kb.buf(f"{o_name}_frag", (d, sa), "fragment", "acc", key=("o",))
+    top = kb.buf("lse_max", (), "fragment", "acc", key=("max",))
+    w = kb.buf("weight", (sa,), "fragment", "acc", key=("weight",))
+    total = kb.buf("weight_sum", (), "fragment", "acc", key=("sum",))
+    out = kb.buf(cx.value(s.pv), (d,), "fragment", "acc", s.pv, key=("value", s.pv))
+    kb.body = [Load(src=lse_name, dst=ls), Load(src=o_name, dst=op),
+               Reduce(dst=top, src=ls, kind="max", axis=sa),
+               Map(dst=w, fn="sub", args=(ls, top)), Map(dst=w, fn="exp", args=(w,)),
+               Reduce(dst=total, src=w, kind="sum", axis=sa),
+               Map(dst=op, fn="mul", args=(op, w)),
+               Reduce(dst=out, src=op, kind="sum", axis=sa),
+               Map(dst=out, fn="div", args=(out, total)),
+               Store(src=out, dst=cx.value(s.pv))]
+    return sliced, kb.build(), bufs

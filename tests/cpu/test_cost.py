@@ -1,0 +1,66 @@
+"""The cost model (leantile.cost): its estimates move the way the GPU does on the effects it
+models (work, padding, filling the SMs, register spills), and `choose` (the shipped default where
+no tuned entry exists) takes the split plans on skinny shapes and a derivable fused plan
+elsewhere. Its agreement with measured times is benchmarks/cost_model_check.py's (GPU data)."""
+from __future__ import annotations
+
+import pytest
+
+from leantile import architectures
+from leantile.cost import choose, kernel_cost, plan_seconds
+from leantile.derive import candidates, derive
+
+
+def _ms(g, name=None, tiles=None):
+    return plan_seconds(derive(g, name, tiles)) * 1e3
+
+
+def test_more_work_costs_more():
+    a = _ms(architectures.build("matmul", m=2048, d=2048, n=2048))
+    b = _ms(architectures.build("matmul", m=2048, d=8192, n=2048))
+    c = _ms(architectures.build("matmul", m=8192, d=8192, n=8192))
+    assert 0 < a < b < c
+    assert 2.0 < c / b < 32.0  # 16x the FLOPs, bounded by the tensor cores at both sizes
+
+
+def test_padding_a_one_row_gemm_to_128_rows_costs_more_than_to_64():
+    g = architectures.build("matmul", m=1, d=4096, n=14336)
+    big = _ms(g, "unfused", {"block_m": 128, "threads": 256})
+    small = _ms(g, "unfused", {"block_m": 64, "threads": 128})
+    assert small < big
+
+
+def test_splitting_a_grid_that_leaves_sms_idle_is_cheaper():
+    g = architectures.build("matmul", m=16, d=4096, n=4096)
+    assert _ms(g, "split_k") < _ms(g, "unfused")
+    dec = architectures.build("attention", h=32, t_q=1, t_kv=8192, d_h=128)
+    assert _ms(dec, "online_exp2_split") < _ms(dec, "online_exp2")
+    k19 = architectures.build("matmul", m=256, d=524288, n=256)
+    assert _ms(k19, "split_k") * 4 < _ms(k19, "unfused")
+
+
+def test_a_tile_that_spills_registers_costs_more():
+    g = architectures.build("matmul", m=4096, d=4096, n=4096)
+    plan = derive(g, None, {"block_n": 256, "threads": 256, "stages": 3})
+    spills = kernel_cost(plan, plan.kernels[0], {**plan.tiles, "threads": 128}).seconds
+    fits = kernel_cost(plan, plan.kernels[0], dict(plan.tiles)).seconds
+    assert spills > fits
+
+
+@pytest.mark.parametrize("arch,sizes,want", [
+    ("matmul", {"m": 16, "d": 4096, "n": 4096}, "split_k"),
+    ("attention", {"h": 32, "t_q": 1, "t_kv": 8192, "d_h": 128}, "_split"),
+])
+def test_choose_takes_the_split_plan_on_skinny_shapes(arch, sizes, want):
+    plan, seconds = choose(architectures.build(arch, **sizes))
+    assert want in plan.candidate and seconds > 0
+
+
+@pytest.mark.parametrize("arch", architectures.NAMES)
+def test_choose_never_ships_the_unfused_reference_where_a_fused_plan_derives(arch):
+    g = architectures.build(arch)
+    names = [c.name for c in candidates(g)]
+    plan, _ = choose(g)
+    assert plan.candidate in names
+    if len(names) > 1:
+        assert plan.candidate not in ("unfused",)

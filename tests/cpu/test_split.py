@@ -1,0 +1,142 @@
+"""The split rules (split_k, split_kv): offered where the output tiles leave SMs idle, and every
+split plan computes what the unsplit graph computes, in float64, at shapes whose slices do not
+divide the axis, with size-1 axes, with an epilogue, at tiles other than the ones the number of
+slices was chosen at (the search runs a plan at other blocks without deriving it again: a slice
+past the end is then empty), and the kernels lower to CUDA for sm_90."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+import evaluator as ev
+from leantile import architectures, dag, interp
+from leantile.derive import candidates, derive
+from leantile.tolerance import TOLERANCE
+
+TOL = TOLERANCE[torch.float64]
+
+
+def _exact(g, plan, seed=0):
+    inputs = ev.random_inputs(g, seed)
+    ref = ev.evaluate(g, inputs)
+    out = interp.run(plan, inputs, dtype=torch.float64)
+    for o in g.outputs:
+        err = ev.rel_err(out[o], ref[o])
+        assert err <= TOL, f"{g.name}/{plan.candidate}: {o} relative error {err:.3g}"
+
+
+def _gemm_epilogue(sizes):
+    def body(g):
+        x, w = g.input("X", ["m", "d"]), g.input("W", ["d", "n"])
+        b = g.input("b", ["n"])
+        return g.gelu_tanh(g.add(g.matmul(x, w, "d", "d"), b))
+    return dag.build_graph_with_output("gemm_bias_gelu", sizes, body)
+
+
+def test_split_k_is_offered_only_when_tiles_leave_sms_idle():
+    skinny = architectures.build("matmul", m=16, d=4096, n=4096)
+    assert candidates(skinny)[0].name == "split_k"
+    plan = derive(skinny)
+    assert [k.name for k in plan.kernels] == ["gemm_2", "split_sum_2"]
+    assert all(k.stream.split is None for k in plan.kernels[1:])
+    assert plan.kernels[0].stream.split in plan.axes
+    big = architectures.build("matmul", m=4096, d=4096, n=4096)  # 1024 output tiles: no split
+    assert "split_k" not in [c.name for c in candidates(big)]
+    short = architectures.build("matmul", m=16, d=256, n=256)  # 4 k blocks: not worth a second kernel
+    assert "split_k" not in [c.name for c in candidates(short)]
+
+
+@pytest.mark.parametrize("m,d,n", [(1, 1100, 1), (5, 1100, 7), (16, 2049, 130), (3, 4096, 1)])
+def test_split_k_plans_are_exact(m, d, n):
+    g = architectures.build("matmul", m=m, d=d, n=n)
+    plan = derive(g, "split_k")
+    assert len(plan.kernels) == 2
+    _exact(g, plan)
+    _exact(g, derive(g, "split_k", {"block_k": 48, "block_m": 4, "block_n": 3}))
+
+
+def test_split_k_with_an_epilogue_runs_the_epilogue_after_the_combine():
+    g = _gemm_epilogue({"m": 3, "d": 1500, "n": 5})
+    plan = derive(g)
+    assert plan.candidate.startswith("split_k"), plan.candidate
+    assert [k.name for k in plan.kernels][-1].startswith("split_sum")
+    assert any(s.op == "map" and s.fn == "gelu_tanh" for s in plan.kernels[-1].epilogue)
+    _exact(g, plan)
+
+
+@pytest.mark.parametrize("h,t_q,t_kv,d_h", [(1, 1, 700, 8), (3, 1, 1000, 5), (2, 3, 513, 1), (32, 1, 2048, 4)])
+def test_split_kv_plans_are_exact(h, t_q, t_kv, d_h):
+    g = architectures.build("attention", h=h, t_q=t_q, t_kv=t_kv, d_h=d_h)
+    names = [c.name for c in candidates(g)]
+    assert names[0].endswith("_split"), names
+    for name in [n for n in names if n.endswith("_split")]:
+        plan = derive(g, name)
+        assert [k.name for k in plan.kernels] == ["flash_9", "split_merge_9"]
+        _exact(g, plan)
+    _exact(g, derive(g, names[0], {"block_n": 96, "block_m": 2}))
+
+
+def test_split_kv_of_scaled_attention_weighs_slices_by_the_scaled_log_sum_exp():
+    from leantile.sources import load_source
+    g = load_source("examples/architectures/attention_scaled.py:build", {"h": 2, "t_q": 1, "t_kv": 900, "d_h": 6})
+    plan = derive(g)
+    assert plan.candidate.endswith("_split"), plan.candidate
+    _exact(g, plan)
+
+
+def test_a_split_plan_run_at_a_larger_block_leaves_empty_slices_and_stays_exact():
+    """The search times a plan at blocks it was not derived with (the emitted kernel computes
+    its slice from the block it runs with): slices past the end of the axis run no block, and
+    the combine must weigh them by nothing (split_kv: l = 0, lse = -inf; split_k: zero sums)."""
+    for g, name in [(architectures.build("attention", h=2, t_q=1, t_kv=1000, d_h=4), "online_exp2_split"),
+                    (architectures.build("matmul", m=2, d=1500, n=3), "split_k")]:
+        plan = derive(g, name)
+        sliced = plan.kernels[0]
+        slices = plan.axes[sliced.stream.split]
+        block = sliced.stream.block
+        blocks = math.ceil(plan.axes[sliced.stream.axis] / block)
+        bigger = block * math.ceil(blocks / (slices - 1))  # now slices - 1 slices cover the axis
+        per = math.ceil(math.ceil(plan.axes[sliced.stream.axis] / bigger) / slices)
+        assert per * (slices - 1) >= math.ceil(plan.axes[sliced.stream.axis] / bigger)  # the last slice is empty
+        stream = sliced.stream.model_copy(update={"block": bigger})
+        plan = plan.model_copy(update={"kernels": (sliced.model_copy(update={"stream": stream}), *plan.kernels[1:])})
+        _exact(g, plan)
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 9), n=st.integers(1, 9), d=st.integers(1025, 3000), seed=st.integers(0, 2**16),
+       epilogue=st.booleans())
+def test_split_k_random_shapes(m, n, d, seed, epilogue):
+    g = _gemm_epilogue({"m": m, "d": d, "n": n}) if epilogue else architectures.build("matmul", m=m, d=d, n=n)
+    names = [c.name for c in candidates(g)]
+    assert names[0].startswith("split_k"), names
+    _exact(g, derive(g), seed)
+
+
+@settings(max_examples=25, deadline=None)
+@given(h=st.integers(1, 4), t_q=st.integers(1, 4), t_kv=st.integers(513, 2000), d_h=st.sampled_from([1, 3, 8, 16]),
+       seed=st.integers(0, 2**16))
+def test_split_kv_random_shapes(h, t_q, t_kv, d_h, seed):
+    g = architectures.build("attention", h=h, t_q=t_q, t_kv=t_kv, d_h=d_h)
+    plan = derive(g)
+    assert plan.candidate.endswith("_split"), plan.candidate
+    _exact(g, plan, seed)
+
+
+def test_split_kernels_lower_for_sm_90():
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    graphs = [architectures.build("matmul", m=16, d=4096, n=4096), _gemm_epilogue({"m": 8, "d": 8192, "n": 512}),
+              architectures.build("attention", h=32, t_q=1, t_kv=8192, d_h=128)]
+    for g in graphs:
+        plan = derive(g)
+        assert any(k.stream and k.stream.split for k in plan.kernels), plan.candidate
+        mod = load_module(emit_module(plan), f"split_{g.name}")
+        for tiles in ({}, {"block_k": 128, "block_n": 64}):  # the slice follows the block the kernel runs with
+            for name, f in mod.build_kernel(**{k: v for k, v in tiles.items() if k in mod.TILE_PARAMS}).items():
+                cu = lower_to_cuda(f, arch="sm_90")
+                assert "__global__" in cu and f"{name}_kernel" in cu
