@@ -72,9 +72,12 @@ def _dtype(g) -> str:
     return g.inputs()[0].dtype if g.inputs() else "f16"
 
 
-def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, eager=None, inputs=None):
+def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, eager=None, inputs=None,
+            baselines_fn=None):
     """One benchmark row. `eager` (a function of the inputs dict) replaces the graph's own
-    baselines; `inputs` replaces the fresh random ones (class labels, say)."""
+    baselines; `baselines_fn` (a function of the inputs dict returning (eager, {vendor path:
+    callable}), as an architecture module's `baselines`) replaces them with its vendor paths (the
+    suite's bf16 graphs, which are no module's graph); `inputs` replaces the fresh random ones."""
     import triton.testing as tt
 
     from .report.bench import graph_digest
@@ -102,6 +105,8 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, 
     if eager is not None:
         user = eager
         eager, vendor = (lambda: user(inputs)), {}
+    elif baselines_fn is not None:
+        eager, vendor = baselines_fn(inputs)
     else:
         eager, vendor = baselines(g, inputs, source)
     contenders = {"leantile": leantile_call, "eager": eager, "compile": torch.compile(eager),
