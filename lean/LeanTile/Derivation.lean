@@ -46,7 +46,8 @@ def ruleTheorems : List (String × String) :=
   , ("fuse_reduction", "LeanTile.fuse_reduction_eval")
   , ("online_sum", "LeanTile.online_softmax_fold")
   , ("split_k", "LeanTile.split_k_eval")
-  , ("split_kv", "LeanTile.split_kv_eval") ]
+  , ("split_kv", "LeanTile.split_kv_eval")
+  , ("split_row", "LeanTile.split_row_stats") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.
@@ -85,7 +86,8 @@ def attentionScaledDerivation : List Step :=
 def softmaxRowDerivation : List Step :=
   [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [1, 2], params := [] }
   , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [1, 2, 3, 4, 5], params := [("axis", .str "cols")] }
-  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [3], params := [] } ]
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [3], params := [] }
+  , { rule := "split_row", thm := "LeanTile.split_row_stats", sites := [1, 4], params := [("splits", .nat 8)] } ]
 
 /-- The derivation exported with architecture `name` (`[]` for an unknown name). -/
 def derivationOf (name : String) : List Step :=

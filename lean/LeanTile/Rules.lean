@@ -31,6 +31,7 @@ import LeanTile.Rules.SplitKV
 | fuse_reduction | `LeanTile.fuse_reduction_eval` (and `fuse_reduction_eval_max`, `fuse_reduction_shared_pass`, `fuse_reduction_epilogue`) | Rules/FuseReduction.lean |
 | split_k | `LeanTile.split_k_eval` (from `LeanTile.sum_split_range`) | Rules/SplitK.lean |
 | split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`) | Rules/SplitKV.lean |
+| split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

@@ -1,4 +1,4 @@
-"""The split rules (split_k, split_kv): offered where the output tiles leave SMs idle, and every
+"""The split rules (split_k, split_kv, split_row): offered where the output tiles leave SMs idle, and every
 split plan computes what the unsplit graph computes, in float64, at shapes whose slices do not
 divide the axis, with size-1 axes, with an epilogue, at tiles other than the ones the number of
 slices was chosen at (the search runs a plan at other blocks without deriving it again: a slice
@@ -92,7 +92,8 @@ def test_a_split_plan_run_at_a_larger_block_leaves_empty_slices_and_stays_exact(
     its slice from the block it runs with): slices past the end of the axis run no block, and
     the combine must weigh them by nothing (split_kv: l = 0, lse = -inf; split_k: zero sums)."""
     for g, name in [(architectures.build("attention", h=2, t_q=1, t_kv=1000, d_h=4), "online_exp2_split"),
-                    (architectures.build("matmul", m=2, d=1500, n=3), "split_k")]:
+                    (architectures.build("matmul", m=2, d=1500, n=3), "split_k"),
+                    (_softmax_row({"rows": 3, "cols": 2000}), "online_row_exp2_split")]:
         plan = derive(g, name)
         sliced = plan.kernels[0]
         slices = plan.axes[sliced.stream.split]
@@ -104,6 +105,51 @@ def test_a_split_plan_run_at_a_larger_block_leaves_empty_slices_and_stays_exact(
         stream = sliced.stream.model_copy(update={"block": bigger})
         plan = plan.model_copy(update={"kernels": (sliced.model_copy(update={"stream": stream}), *plan.kernels[1:])})
         _exact(g, plan)
+
+
+def _softmax_row(sizes, scale=None, batch=False):
+    """softmax over cols of X (times a positive constant: folded into the exponent), with a
+    leading batch axis when `batch`."""
+    rows = ["b", "rows"] if batch else ["rows"]
+
+    def body(g):
+        x = g.input("X", [*rows, "cols"])
+        return g.softmax(g.mul(x, g.const(scale)) if scale else x, "cols")
+    return dag.build_graph_with_output("softmax_rows", sizes, body)
+
+
+def test_split_row_is_offered_only_when_row_blocks_leave_sms_idle():
+    few = _softmax_row({"rows": 16, "cols": 128256})
+    names = [c.name for c in candidates(few)]
+    assert names[0] == "online_row_exp2_split", names
+    plan = derive(few)
+    assert [k.name.split("_")[0] for k in plan.kernels] == ["softmax", "split", "softmax"]
+    assert plan.kernels[0].stream.split in plan.axes and plan.axes[plan.kernels[0].stream.split] == 64
+    many = _softmax_row({"rows": 65536, "cols": 4096})  # 512 row blocks fill the GPU
+    assert not any(c.name.endswith("_split") for c in candidates(many))
+    short = _softmax_row({"rows": 4, "cols": 600})  # 5 column blocks: one CTA streams them
+    assert not any(c.name.endswith("_split") for c in candidates(short))
+
+
+@pytest.mark.parametrize("sizes,scale,batch", [({"rows": 1, "cols": 1030}, None, False),
+                                              ({"rows": 5, "cols": 3001}, 0.37, False),
+                                              ({"b": 2, "rows": 3, "cols": 1500}, 2.5, True),
+                                              ({"b": 1, "rows": 1, "cols": 4097}, None, True)])
+def test_split_row_plans_are_exact(sizes, scale, batch):
+    g = _softmax_row(sizes, scale, batch)
+    names = [c.name for c in candidates(g)]
+    assert {"online_row_split", "online_row_exp2_split"} <= set(names), names  # after on_chip where the row fits
+    for name in [n for n in names if n.endswith("_split")]:
+        _exact(g, derive(g, name))
+        _exact(g, derive(g, name, {"block_n": 96, "block_m": 2}))
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 40), cols=st.integers(1025, 5000), scale=st.sampled_from([None, 0.125, 3.0]),
+       seed=st.integers(0, 2**16))
+def test_split_row_random_shapes(rows, cols, scale, seed):
+    g = _softmax_row({"rows": rows, "cols": cols}, scale)
+    _exact(g, derive(g, "online_row_exp2_split"), seed)
 
 
 @settings(max_examples=25, deadline=None)
@@ -131,7 +177,8 @@ def test_split_kernels_lower_for_sm_90():
     from leantile.emit import emit_module, load_module
     from leantile.lower import lower_to_cuda
     graphs = [architectures.build("matmul", m=16, d=4096, n=4096), _gemm_epilogue({"m": 8, "d": 8192, "n": 512}),
-              architectures.build("attention", h=32, t_q=1, t_kv=8192, d_h=128)]
+              architectures.build("attention", h=32, t_q=1, t_kv=8192, d_h=128),
+              _softmax_row({"rows": 16, "cols": 128256})]
     for g in graphs:
         plan = derive(g)
         assert any(k.stream and k.stream.split for k in plan.kernels), plan.candidate

@@ -18,6 +18,9 @@ CTA folds the online-softmax state `(m, l, o)` of one slice of the keys (OnlineS
 * `split_kv_eval`: end to end, for ANY split of the key tiles into slices, merging the
   slices' folded states left to right from the empty state gives `o / l = softmax(s) · v`
   over all keys.
+* `split_row_stats` (rule `split_row`): a softmax row's statistics alone, split the same way:
+  the merged state's `l` is `Σ e^{s - m}` over the whole row for the merged `m`, the divisor
+  the normalising kernel uses with that `m` (by `softmax_shift_invariant`, any shift will do).
 -/
 
 namespace LeanTile
@@ -107,6 +110,18 @@ theorem split_kv_eval (m₀ : ℝ) (slices : List (List (Tile D))) (d : D) :
   have h := merge_slices_represents m₀ slices (initState m₀) [] (initState_represents m₀)
   rw [List.nil_append] at h
   exact represents_ratio _ _ h d
+
+/-- **Split row statistics, end to end.** For any split of a row's tiles into slices, folding
+each slice from the empty state and merging the slices left to right gives an `l` equal to
+`Σ e^{s - m}` over the whole row, for the merged `m`. -/
+theorem split_row_stats (m₀ : ℝ) (slices : List (List (Tile D))) :
+    ((slices.map (fun ts => run (initState m₀) ts)).foldl mergeState (initState m₀)).l =
+      expSum ((slices.map (fun ts => run (initState m₀) ts)).foldl mergeState (initState m₀)).m
+        (slices.map List.flatten).flatten := by
+  have h := merge_slices_represents m₀ slices (initState m₀) [] (initState_represents m₀)
+  rw [List.nil_append] at h
+  obtain ⟨hl, _⟩ := h
+  exact hl
 
 end
 

@@ -25,8 +25,8 @@ from .context import Ctx, gc_paused
 from .rules import BY_NAME, ONLINE, Option
 from .region_kernels import region_kernel, region_loads
 from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
-from .rules.split import SPLIT_K, SPLIT_KV
-from .split_kernels import split_flash, split_gemm
+from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_ROW
+from .split_kernels import split_flash, split_gemm, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
@@ -77,7 +77,7 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     if isinstance(s, FlashSite):
         return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles)]
     if isinstance(s, SoftmaxSite):
-        return list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
+        return list(split_row(cx, c, tiles, {})[:3]) if c.split else list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
     if isinstance(s, RegionSite):
         return [region_kernel(cx, s, tiles, set())]
     if c.split:
@@ -110,7 +110,7 @@ def _options(cx: Ctx) -> list[list[Option]]:
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
 
     out = [_kv_split(cx, s, opts) for s, opts in zip(sites.flash, flash) if opts]
-    out += [_on_chip(cx, s) + online_options(s, "online_row") for s in rows]
+    out += [_on_chip(cx, s) + _row_split(cx, s, online_options(s, "online_row")) for s in rows]
     out += [opts for opts in (_gemm_options(cx, s) for s in sites.gemms) if opts]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
     out = [opts for opts in out if opts]
@@ -123,6 +123,13 @@ def _kv_split(cx: Ctx, s: FlashSite, opts: list[Option]) -> list[Option]:
     """A flash site's options, split over t first where its query tiles leave SMs idle."""
     n = SPLIT_KV.splits(cx, s, K.DEFAULT_TILES)
     return SPLIT_KV.options(s, n, opts) + opts if n else opts
+
+
+def _row_split(cx: Ctx, s: SoftmaxSite, opts: list[Option]) -> list[Option]:
+    """A streamed softmax row's options, its statistics split over the row first where its row
+    blocks leave SMs idle (a few long rows: a softmax over a vocabulary)."""
+    n = SPLIT_ROW.splits(cx, s, K.DEFAULT_TILES)
+    return SPLIT_ROW.options(s, n, opts) + opts if n else opts
 
 
 def _gemm_options(cx: Ctx, s) -> list[Option]:
@@ -365,6 +372,12 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
         elif isinstance(s, FlashSite):
             qk, pv = cx.node(s.qk), cx.node(s.pv)
             add(K.flash_kernel(cx, s, c.exp2, tiles), [qk.a, qk.b, pv.b], [s.pv])
+        elif isinstance(s, SoftmaxSite) and c.split:
+            sliced, merge, norm, bufs = split_row(cx, c, tiles, axes)
+            add(sliced, [s.src], [b.name for b in bufs])
+            add(merge, [b.name for b in bufs], [s.mx, s.sm])
+            add(norm, [s.src, s.mx, s.sm], [s.div])
+            extra_globals += bufs
         elif isinstance(s, SoftmaxSite):
             stats, norm = K.softmax_row_kernels(cx, s, c.exp2, tiles)
             add(stats, [s.src], [s.mx, s.sm])

@@ -223,15 +223,19 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
     return kb.build()
 
 
-def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tuple[Kernel, Kernel]:
+def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
+                        split: str | None = None) -> tuple[Kernel, Kernel]:
     """A softmax whose row is too long for registers: kernel 1 streams the row once keeping
-    (m, l) online and stores them; kernel 2 writes exp(c (x - m)) / l tile by tile."""
+    (m, l) online and stores them; kernel 2 writes exp(c (x - m)) / l tile by tile. With
+    `split` (split_row: a batch axis of slices) kernel 1 folds one slice of the row per CTA and
+    stores that slice's (c m, l) (derive.split_kernels merges them)."""
     x, t = g.node(sm.src), sm.axis
     rows = [a for a in x.axes if a != t]
     row_axes = g.node(sm.mx).axes
     kb = KernelBuilder(g.names.user, f"softmax_stats_{sm.div}", f"online row max and sum of exp over {t} (one pass)",
-                       _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
-                       _stream(t, "block_n", tiles), tiles["threads"])
+                       ([_tile(split, 1, None)] if split else [])
+                       + _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
+                       _split(_stream(t, "block_n", tiles), split), tiles["threads"])
     xt = kb.buf(f"{g.value(sm.src)}_frag", x.axes, "fragment", "acc", sm.src, key=("frag", sm.src))
     P = kb.buf(g.value(sm.exp), x.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
     update, m, l, _ = _online_update(g, kb, sm, xt, P, exp2, row_axes)
@@ -239,7 +243,12 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict) -> tup
     # m is the max of the raw scores; the max node's buffer holds its true value max(c x) = c m
     # (c > 0): it may be a graph output, and the normalising kernel reads it as such
     true_max = [Map(dst=m, fn="mul", args=(m, f"#{repr(sm.scale)}"))] if sm.scale != 1.0 else []
-    kb.epilogue = [*true_max, Store(src=m, dst=g.value(sm.mx)), Store(src=l, dst=g.value(sm.sm))]
+    if split:  # a slice past the end (at other blocks) keeps m = -inf, l = 0: it weighs nothing
+        kb.role = f"slice of a split softmax row ({t} streamed): the slice's max and sum of exp"
+        kb.epilogue = [*true_max, Store(src=m, dst=g.names.extra(("partial", sm.mx), f"{g.value(sm.mx)}_partial")),
+                       Store(src=l, dst=g.names.extra(("partial", sm.sm), f"{g.value(sm.sm)}_partial"))]
+    else:
+        kb.epilogue = [*true_max, Store(src=m, dst=g.value(sm.mx)), Store(src=l, dst=g.value(sm.sm))]
     stats = kb.build()
 
     ax = list(g.node(sm.div).axes)

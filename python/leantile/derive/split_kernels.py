@@ -6,14 +6,17 @@ order (deterministic: no atomics), then do what the unsplit kernel's epilogue di
     split_k:  P[s, m, n] (float32)          -> C = sum_s P[s] (in order), epilogue, store
     split_kv: O_s[.., t_q, d, s] = o_s / l_s,  -> O = sum_s w_s O_s / sum_s w_s,
               lse_s[.., t_q, s] = c m_s + log l_s    w_s = exp(lse_s - max_s lse_s)
+    split_row: M_s[.., s] = c m_s, L_s[.., s] = l_s -> M = max_s M_s, L = sum_s L_s exp(M_s - M)
+               (the normalising kernel then reads M and L as the unsplit statistics kernel's)
 """
 from __future__ import annotations
 
 from ..plan import Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
 from .context import Ctx
-from .kernels import GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel
+from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel,
+                      softmax_row_kernels)
 from .rules.split import value_columns
-from .sites import FlashSite
+from .sites import FlashSite, SoftmaxSite
 
 SPLIT_WHY = "float32: the partial results of a split reduction, combined in slice order"
 
@@ -84,3 +87,32 @@ def split_flash(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kern
                Map(dst=out, fn="div", args=(out, total)),
                Store(src=out, dst=cx.value(s.pv))]
     return sliced, kb.build(), bufs
+
+
+def split_row(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kernel, Kernel, Kernel, list[Buffer]]:
+    """(sliced statistics kernel, merge kernel, normalising kernel, [partial max, partial sum])
+    of a split_row softmax site."""
+    s: SoftmaxSite = c.site
+    mx = cx.node(s.mx)
+    sa = split_axis(cx, s.div, axes)
+    axes[sa] = c.split
+    sliced, norm = softmax_row_kernels(cx, s, c.exp2, tiles, split=sa)
+    m_name = cx.names.extra(("partial", s.mx), f"{cx.value(s.mx)}_partial")
+    l_name = cx.names.extra(("partial", s.sm), f"{cx.value(s.sm)}_partial")
+    bufs = [Buffer(name=m_name, axes=(*mx.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY),
+            Buffer(name=l_name, axes=(*mx.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)]
+    rows = list(mx.axes)
+    kb = KernelBuilder(cx.names.user, f"split_row_merge_{s.div}",
+                       f"split softmax row combine: the {axes[sa]} slices' max and sum of exp merged",
+                       _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles), None, tiles["threads"])
+    mp = kb.buf(f"{m_name}_frag", (*rows, sa), "fragment", "acc", key=("partial", s.mx))
+    lp = kb.buf(f"{l_name}_frag", (*rows, sa), "fragment", "acc", key=("partial", s.sm))
+    m = kb.buf(cx.value(s.mx), tuple(rows), "fragment", "acc", s.mx, key=("value", s.mx))
+    l = kb.buf(cx.value(s.sm), tuple(rows), "fragment", "acc", s.sm, key=("value", s.sm))
+    kb.body = [Load(src=m_name, dst=mp), Load(src=l_name, dst=lp),
+               Reduce(dst=m, src=mp, kind="max", axis=sa),
+               Map(dst=mp, fn="sub", args=(mp, m)), Map(dst=mp, fn="exp", args=(mp,)),
+               Map(dst=lp, fn="mul", args=(lp, mp)),
+               Reduce(dst=l, src=lp, kind="sum", axis=sa),
+               Store(src=m, dst=cx.value(s.mx)), Store(src=l, dst=cx.value(s.sm))]
+    return sliced, kb.build(), norm, bufs

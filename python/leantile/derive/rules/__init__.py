@@ -5,7 +5,7 @@
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
     regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
-    split.py    split_k, split_kv                        (a grid too small for the GPU)
+    split.py    split_k, split_kv, split_row             (a grid too small for the GPU)
 
 Every table about rules is derived from RULES: rule -> theorem (cited in every step, checked
 by `leantile check-lean`), -> Lean file, -> parameter meanings, -> formula and sympy check.
@@ -17,11 +17,11 @@ from .gemm import DUAL, EPILOGUE
 from .pullout import MEAN, SCALE
 from .regions import FUSE_REDUCTION, ONLINE_SUM
 from .softmax import EXP2, ONLINE, SHIFT
-from .split import SPLIT_K, SPLIT_KV
+from .split import SPLIT_K, SPLIT_KV, SPLIT_ROW
 from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
-                          SPLIT_K, SPLIT_KV)
+                          SPLIT_K, SPLIT_KV, SPLIT_ROW)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

@@ -120,6 +120,8 @@ class OnlineSoftmax(Rule):
     def formula(self, g, at, params):
         S = sym()
         sp, tex, IndexedBase = S.sp, S.tex, S.IndexedBase
+        if not (isinstance(g.node(at[-1]), ir.Matmul) and len(at) >= 6):
+            return self._row_formula(g, at, params)
         mx, sub, exp, sm, div, pv = at[-6:]  # after the scores' matmul and any elementwise nodes on the scores
         qk = g.node(mx).x  # the scores s
         axis = params.get("axis") or g.node(sm).axis
@@ -139,6 +141,26 @@ class OnlineSoftmax(Rule):
         after += r" \\ %s = o_{J} / l_{J},\quad m_{0} = -\infty,\ l_{0} = o_{0} = 0,\ J = \lceil %s / B \rceil" % (
             S.out(g, pv), tex(S.size(axis)))
         return f"{S.out(g, pv)} = {tex(before)}", r"\begin{gathered}" + after + r"\end{gathered}"
+
+    def _row_formula(self, g, at, params):
+        """A softmax row on its own (no P V): the running (m, l) over tiles, then exp(s - m) / l."""
+        S = sym()
+        sp, tex, IndexedBase = S.sp, S.tex, S.IndexedBase
+        mx, sub, exp, sm, div = at[-5:]
+        z = g.node(mx).x
+        axis = params.get("axis") or g.node(sm).axis
+        before = S.Exprs(g, inline={mx, sub, exp, sm, div}, names={z: "s"})(div)
+        t, j, B = sp.Symbol(axis), sp.Symbol("j"), sp.Symbol("B")
+        s = S.Exprs(g, names={z: "s"}).leaf(z)
+        m, l = IndexedBase("m"), IndexedBase("l")
+        block = (t, B * (j - 1) + 1, B * j)
+        lines = [r"%s = \max\left(%s,\ \max_{%s=%s}^{%s} %s\right)" % (
+                     tex(m[j]), tex(m[j - 1]), tex(t), tex(block[1]), tex(block[2]), tex(s)),
+                 tex(sp.Eq(l[j], sp.exp(m[j - 1] - m[j]) * l[j - 1] + S.Sum(sp.exp(s - m[j]), block)))]
+        J = sp.Symbol("J")
+        after = r" \\ ".join(lines) + r" \\ %s = %s,\quad m_{0} = -\infty,\ l_{0} = 0,\ J = \lceil %s / B \rceil" % (
+            S.out(g, div), tex(sp.exp(s - m[J]) / l[J]), tex(S.size(axis)))
+        return f"{S.out(g, div)} = {tex(before)}", r"\begin{gathered}" + after + r"\end{gathered}"
 
     def check(self) -> bool:
         """2 tiles of 2 scores, symbolic running maxima: folded o / l equals the softmax-weighted sum."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from ..context import Ctx
-from ..sites import FlashSite, GemmSite
+from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
 
 # Streaming multiprocessors of the target (H100 SXM and H200: 132). A grid of fewer CTAs than
@@ -33,6 +33,7 @@ MAX_SPLITS = 64
 # cost more than the parallelism gives)
 MIN_K_BLOCKS = 8
 MIN_KV_BLOCKS = 2
+MIN_ROW_BLOCKS = 4
 
 
 def _splits(ctas: int, blocks: int, min_blocks: int) -> int | None:
@@ -156,4 +157,51 @@ class SplitKV(Rule):
         return S.zero(sp.simplify(merged - direct))
 
 
-SPLIT_K, SPLIT_KV = SplitK(), SplitKV()
+class SplitRow(Rule):
+    name = "split_row"
+    theorem = "LeanTile.split_row_stats"
+    lean_file = "SplitKV.lean"
+    pattern = "a streamed softmax row whose row blocks leave SMs idle (a few long rows)"
+    rewrite = ("each CTA folds the running max and sum of exp of one slice of the row; a combine kernel "
+               "merges the slices' (m, l) in order; the normalising kernel is unchanged")
+    statement = ("merging the slices' online-softmax states gives l = sum exp(s - m) over the whole row for "
+                 "the merged m, for any split of the row")
+    params = {"splits": "the number of slices of the row"}
+
+    def splits(self, cx: Ctx, s: SoftmaxSite, tiles: dict) -> int | None:
+        rows = [a for a in cx.node(s.src).axes if a != s.axis]
+        ctas = 1
+        for a in rows:
+            ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == rows[-1] else cx.axes[a]
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_ROW_BLOCKS)
+
+    def options(self, s: SoftmaxSite, splits: int, unsplit: list[Option]) -> list[Option]:
+        step = self.step([s.mx, s.sm], splits=splits)
+        return [Option(f"{o.label}_split", (*o.steps, step), s, self.name, (s.mx, s.sm)) for o in unsplit]
+
+    def apply(self, choice, step):
+        choice.split = step.params["splits"]
+
+    def formula(self, g, at, params):
+        S = sym()
+        mx, sm = at
+        before = f"({S.out(g, mx)}, {S.out(g, sm)})"
+        after = (r"m = \max_{s} m_s,\quad l = \sum_{s=0}^{%d} l_s\, e^{m_s - m}\quad\text{(each slice folded online)}"
+                 % (int(params.get("splits", 2)) - 1))
+        return before, after
+
+    def check(self) -> bool:
+        """The sum of exp of 3 scores from two slices' (m, l), merged, equals the direct sum
+        shifted by the merged max."""
+        S = sym()
+        sp = S.sp
+        s = (S.s1, S.s2, S.s3)
+        m1, m2 = sp.symbols("m1 m2", real=True)  # any shifts of the slices (the running maxima)
+        l1 = sp.exp(s[0] - m1) + sp.exp(s[1] - m1)
+        l2 = sp.exp(s[2] - m2)
+        m = sp.Max(m1, m2)
+        merged = l1 * sp.exp(m1 - m) + l2 * sp.exp(m2 - m)
+        return S.zero(sp.powsimp(sp.expand(merged - sum(sp.exp(x - m) for x in s)), combine="exp"))
+
+
+SPLIT_K, SPLIT_KV, SPLIT_ROW = SplitK(), SplitKV(), SplitRow()
