@@ -1,12 +1,15 @@
-"""The split rules on the GPU: each of the shapes issue's skinny workloads (a GEMM with m <= 16, a
-GEMM with K = 2^19, one-query attention) with every candidate derive offers, so the split plan
-and the unsplit one are timed in the same process against torch eager, torch.compile and the
-vendor path (leantile.bench.run_one: do_bench_cudagraph medians, best of two interleaved rounds).
+"""Every candidate of the shapes issue's workloads on the GPU: the skinny ones the split rules
+are for (a GEMM with m <= 16, a GEMM with K = 2^19, one-query attention) and the norms before a
+GEMM the prenorm family is for (layernorm_linear_gelu, rmsnorm, rmsnorm_mlp), so the plans derive
+offers are timed in the same process against torch eager, torch.compile and the vendor path
+(leantile.bench.run_one: do_bench_cudagraph medians, best of two interleaved rounds).
 
-    python benchmarks/split_probe.py [--out DIR] [--only NAME ...] [--configs k=v,k=v ...] [--split-only]
+    python benchmarks/split_probe.py [--out DIR] [--only NAME ...] [--configs k=v,k=v ...]
+                                     [--split-only] [--candidates NAME ...] [--tag TAG]
 
-Each --configs entry is one tile configuration (empty: the plan's defaults); every case runs
-with each.
+--only keeps the cases whose name starts with one of the NAMEs; --candidates the candidates
+named (all where not given). Each --configs entry is one tile configuration (empty: the plan's
+defaults); every case runs with each. The JSON is split-probe[-TAG].json in --out.
 """
 from __future__ import annotations
 
@@ -23,6 +26,14 @@ CASES = {
     "decode_h32_t8192_d128": ("attention", {"h": 32, "t_q": 1, "t_kv": 8192, "d_h": 128}),
     "decode_h32_t32768_d128": ("attention", {"h": 32, "t_q": 1, "t_kv": 32768, "d_h": 128}),
     "decode_h12_t2048_d64": ("attention", {"h": 12, "t_q": 1, "t_kv": 2048, "d_h": 64}),
+    "lnlg_4096x4096x16384": ("layernorm_linear_gelu", {"m": 4096, "d": 4096, "n": 16384}),
+    "lnlg_gpt2_m1": ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}),
+    "lnlg_gpt2_m2048": ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072}),
+    "rmsnorm_qkv_m16": ("rmsnorm", {"m": 16, "d": 4096, "n": 6144}),
+    "rmsnorm_qkv_m2048": ("rmsnorm", {"m": 2048, "d": 4096, "n": 6144}),
+    "rmsnorm_1024x4096x4096": ("rmsnorm", {"m": 1024, "d": 4096, "n": 4096}),
+    "rmsnorm_mlp_m2048": ("rmsnorm_mlp", {"m": 2048, "d": 4096, "n": 14336}),
+    "gemm_1024x4096x4096": ("matmul", {"m": 1024, "d": 4096, "n": 4096}),
 }
 
 
@@ -32,6 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--configs", nargs="*", default=[""], help="tile configurations, each k=v,k=v ('' = defaults)")
     ap.add_argument("--split-only", action="store_true", help="only the split candidates (and a lone matmul's)")
+    ap.add_argument("--candidates", nargs="*", help="only these candidates")
+    ap.add_argument("--tag", default="", help="the JSON file's suffix")
     args = ap.parse_args(argv)
     from leantile import architectures
     from leantile.bench import run_one
@@ -40,16 +53,17 @@ def main(argv=None) -> int:
     configs = [{k: int(v) for k, v in (t.split("=") for t in c.split(",") if t)} for c in args.configs]
     rows = []
     for name, (arch, sizes) in CASES.items():
-        if args.only and name not in args.only:
+        if args.only and not any(name.startswith(o) for o in args.only):
             continue
         g = architectures.build(arch, **sizes)
         base = None  # the case's baselines, timed with its first run
         for c, tiles in [(c, t) for c in candidates(g) for t in configs]:
-            if c.name == "unfused" and arch == "attention" or args.split_only and "split" not in c.name:
+            if c.name == "unfused" and arch == "attention" or args.split_only and "split" not in c.name \
+                    or args.candidates and c.name not in args.candidates:
                 continue
             try:
                 if base is None:
-                    row = run_one(g, tuned=False, candidate=c.name, tiles=tiles or None)
+                    row = run_one(g, tuned=False, candidate=c.name, tiles=tiles or None, inputs=_inputs(g))
                     base = {k: v for k, v in row["gpu_ms"].items() if k != "leantile"}
                 else:
                     row = _leantile_only(g, c.name, tiles)
@@ -61,7 +75,7 @@ def main(argv=None) -> int:
             rows.append(row)
             out = Path(args.out)  # after every row: a run cut off at its time limit keeps what it measured
             out.mkdir(parents=True, exist_ok=True)
-            (out / "split-probe.json").write_text(json.dumps(rows, indent=1) + "\n")
+            (out / f"split-probe{'-' + args.tag if args.tag else ''}.json").write_text(json.dumps(rows, indent=1) + "\n")
             _line(row)
     return 0
 
@@ -79,13 +93,23 @@ def _line(r) -> None:
           f"{cmp_ / g['leantile']:.2f}x | {best / g['leantile']:.2f}x |", flush=True)
 
 
+def _inputs(g):
+    """Fresh random inputs scaled as the shape suite scales them (K^-1/4: N(0, 1) inputs at LLaMA
+    widths overflow f16 in a gated MLP, and the check would judge the overflow)."""
+    import torch
+
+    from leantile.reference import random_inputs
+    from leantile.suite import input_scale
+    return random_inputs(g, seed=0, device=torch.device("cuda"), scale=input_scale(g))
+
+
 def _leantile_only(g, candidate, tiles):
     """The row of one more configuration of a case whose baselines were timed already."""
     import triton.testing as tt
 
     from leantile.runtime import compile as compile_kernel
     k = compile_kernel(g, candidate=candidate, tiles=tiles or None)
-    inputs = k.random_inputs(0)
+    inputs = _inputs(g)
     v = k.verify(inputs)
     k.run(inputs)
     ms = min(tt.do_bench_cudagraph(lambda: k.run(inputs), rep=100, return_mode="median") for _ in range(2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
 from ..derive.context import Ctx, gc_paused
-from ..derive.engine import Candidate, _candidates, _options, _pick, _replay, refusal_lines
+from ..derive.engine import Candidate, _candidates, _families, _pick, _replay, refusal_lines
 from ..derive.rules import rule
 from .options import add_candidate, add_size, add_tile
 
@@ -78,15 +78,15 @@ def _derive(args) -> int:
     g = load_source(args.source, parse_sizes(args.size))
     tiles = parse_tiles(args.tile)
     cx = Ctx(g)
-    options = _options(cx)
-    cands = _candidates(options)
+    families = _families(cx)
+    cands = _candidates(families)
     # a carried derivation (Lean's export) was checked at load (sources.load_source): it is one
     # derive would produce; it is replayed unless a candidate is asked for
     if g.derivation and not args.candidate:
         chosen = Candidate("exported", tuple(g.derivation), "the derivation in the file")
     else:
         chosen = _pick(g, cands, args.candidate)
-    plan = _replay(cx, options, chosen.steps, tiles, chosen.name)
+    plan = _replay(cx, families, chosen.steps, tiles, chosen.name)
     if args.json:
         print(plan.model_dump_json(indent=1))
         return 0

@@ -48,10 +48,10 @@ class Candidate:
 
 
 # ------------------------------------------------------------------ sites and their options
-def analyse(cx: Ctx) -> Sites:
+def analyse(cx: Ctx, peel: bool = True) -> Sites:
     """Every site of the graph, each found (and its side conditions checked) by its rules."""
     flash, rows = ONLINE.match(cx)
-    return Sites(flash, rows, gemm_sites(cx, {i for s in flash for i in s.nodes}))
+    return Sites(flash, rows, gemm_sites(cx, {i for s in flash for i in s.nodes}, peel))
 
 
 @dataclass
@@ -101,10 +101,11 @@ def _fits(cx: Ctx, o: Option) -> bool:
     return True
 
 
-def _options(cx: Ctx) -> list[list[Option]]:
+def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     """Every site's options, in the order their steps appear in a derivation; options whose
-    kernels exceed shared memory at the default tiles are left out (and sites left without)."""
-    sites = analyse(cx)
+    kernels exceed shared memory at the default tiles are left out (and sites left without).
+    Without `peel` no GEMM pulls a norm's statistics out of its LHS (see _families)."""
+    sites = analyse(cx, peel)
     flash = [[o for o in online_options(s, "online") if _fits(cx, o)] for s in sites.flash]
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
@@ -117,6 +118,33 @@ def _options(cx: Ctx) -> list[list[Option]]:
     regions = RegionAnalysis(cx, _claimed(cx, out)).sites()
     out += [opts for opts in region_options(regions) if _fits(cx, opts[0])]
     return out
+
+
+def _families(cx: Ctx) -> list[list[list[Option]]]:
+    """The option lists the candidates come from. First the pattern rules' (a norm's statistics
+    pulled out of the GEMM it feeds: scale_pullout, mean_pullout). Where some GEMM peels such a
+    pullout, a second family ("prenorm") in which none does: the norm is a region of its own
+    (fuse_reduction: one row kernel storing the normalised rows) and the GEMM reads them as its
+    LHS, with its epilogue, and split over k where its tiles leave SMs idle (split_k takes no
+    peels). That is torch.compile's plan; it wins where the pulled-out statistics cost the GEMM
+    more than the normalised rows' round trip (large GEMMs whose epilogue holds many fragments,
+    skinny ones). A derivation replays in the family whose options its steps match (the first
+    family's always peel, the second's never)."""
+    first = _options(cx)
+    if not any(isinstance(o.site, GemmSite) and o.site.peels for opts in first for o in opts):
+        return [first]
+    return [first, _options(cx, peel=False)]
+
+
+def _match(families: list[list[list[Option]]], steps) -> tuple[list[list[Option]], list[int]]:
+    """(the family, the option each site picks) for the steps; the first family's error if none matches."""
+    first_error = None
+    for options in families:
+        try:
+            return options, match([[o.steps for o in opts] for opts in options], steps)
+        except DerivationError as e:
+            first_error = first_error or e
+    raise first_error
 
 
 def _kv_split(cx: Ctx, s: FlashSite, opts: list[Option]) -> list[Option]:
@@ -200,12 +228,18 @@ def _combos(options: list[list[Option]]) -> list[tuple[str, tuple[Option, ...]]]
     return out
 
 
-def _candidates(options: list[list[Option]]) -> list[Candidate]:
+PRENORM = "prenorm"  # the name of the second family's candidates (_families)
+
+
+def _candidates(families: list[list[list[Option]]]) -> list[Candidate]:
     out = []
-    for name, combo in _combos(options):
-        steps = tuple(st for o in combo for st in o.steps)
-        if steps:
-            out.append(Candidate(name, steps, ", ".join(sorted({st.rule for st in steps}))))
+    for f, options in enumerate(families):
+        for name, combo in _combos(options):
+            steps = tuple(st for o in combo for st in o.steps)
+            if f:
+                name = PRENORM if name == "fused" else f"{PRENORM}_{name}"
+            if steps:
+                out.append(Candidate(name, steps, ", ".join(sorted({st.rule for st in steps}))))
     # Always a candidate: no rule applied. For a lone matmul that is already the one GEMM.
     out.append(Candidate("unfused" if out else "direct", (), "one kernel per node, global intermediates"))
     names = [c.name for c in out]
@@ -216,7 +250,7 @@ def _candidates(options: list[list[Option]]) -> list[Candidate]:
 
 def candidates(g: ir.Graph) -> list[Candidate]:
     with gc_paused():
-        return _candidates(_options(Ctx(g)))
+        return _candidates(_families(Ctx(g)))
 
 
 def refusals(g: ir.Graph) -> list[str]:
@@ -225,7 +259,7 @@ def refusals(g: ir.Graph) -> list[str]:
     line each, in graph order. The candidates derive offers are built without them."""
     with gc_paused():
         cx = Ctx(g)
-        _options(cx)
+        _families(cx)
         return refusal_lines(cx)
 
 
@@ -261,19 +295,19 @@ def check_derivation(g: ir.Graph) -> list[str]:
     """One line per problem with g's derivation (empty when it replays; the empty derivation
     does). g must be a valid graph (ir.parse)."""
     with gc_paused():
-        return _check(_options(Ctx(g)), g.derivation)
+        return _check(_families(Ctx(g)), g.derivation)
 
 
-def _check(options: list[list[Option]], steps) -> list[str]:
+def _check(families: list[list[list[Option]]], steps) -> list[str]:
     try:
-        match([[o.steps for o in opts] for opts in options], steps)
+        _match(families, steps)
     except DerivationError as e:
         return [str(e)]
     return []
 
 
-def _replay(cx: Ctx, options: list[list[Option]], steps, tiles: dict | None, name: str) -> Plan:
-    chosen = match([[o.steps for o in opts] for opts in options], steps)
+def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | None, name: str) -> Plan:
+    options, chosen = _match(families, steps)
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles)
     plan = None
@@ -313,13 +347,19 @@ def _rows(cx: Ctx, mm: ir.Matmul) -> int:
     return cx.axes[rows[-1]] if rows else 1
 
 
+# A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
+# one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
+# against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
+# matmul_published and rmsnorm_published, tuned against default).
+LARGE_GEMM_CTAS = 120
+
+
 def _large_gemm(cx: Ctx) -> bool:
-    """A contraction whose two largest output axes both reach 2048: its GEMM fills the GPU with
-    128 x 256 tiles (LARGE_GEMM_TILES)."""
+    """A contraction whose output fills the GPU with 128 x 256 tiles (LARGE_GEMM_CTAS of them)."""
     for n in cx.nodes:
         if isinstance(n, ir.Matmul) and len(n.axes) >= 2:
-            a, b = sorted((cx.axes[x] for x in n.axes), reverse=True)[:2]
-            if b >= 2048:
+            sizes = sorted((cx.axes[x] for x in n.axes), reverse=True)
+            if math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * math.prod(sizes[2:]) >= LARGE_GEMM_CTAS:
                 return True
     return False
 
@@ -329,16 +369,16 @@ def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") 
     and build the plan they describe."""
     with gc_paused():
         cx = Ctx(g)
-        return _replay(cx, _options(cx), steps, tiles, name)
+        return _replay(cx, _families(cx), steps, tiles, name)
 
 
 def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = None) -> Plan:
     """The pipeline: pick a candidate derivation, replay it, return the plan."""
     with gc_paused():
         cx = Ctx(g)
-        options = _options(cx)
-        c = _pick(g, _candidates(options), candidate_name)
-        return _replay(cx, options, c.steps, tiles, c.name)
+        families = _families(cx)
+        c = _pick(g, _candidates(families), candidate_name)
+        return _replay(cx, families, c.steps, tiles, c.name)
 
 
 def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:

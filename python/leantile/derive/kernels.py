@@ -25,7 +25,7 @@ from .sites import FlashSite, GemmSite, SoftmaxSite
 
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
                  "swizzle": 10}
-# The default of a plan with a large GEMM (both output axes >= 2048), where its kernels fit: the
+# The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
 # tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
 # 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion_tiles_probe.py).
 # (A cost model choosing per shape is the shapes issue's.)

@@ -11,11 +11,14 @@ order (deterministic: no atomics), then do what the unsplit kernel's epilogue di
 """
 from __future__ import annotations
 
-from ..plan import Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
+import math
+
+from ..plan import FIXED, Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream, Tile
 from .context import Ctx
 from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel,
                       softmax_row_kernels)
-from .rules.split import value_columns
+from .rules.regions import padded
+from .rules.split import SMS, value_columns
 from .sites import FlashSite, SoftmaxSite
 
 SPLIT_WHY = "float32: the partial results of a split reduction, combined in slice order"
@@ -29,6 +32,27 @@ def split_axis(cx: Ctx, node: int, axes: dict) -> str:
     return name
 
 
+COMBINE_MIN = 256  # elements per CTA of a combine kernel, at least (one per thread)
+COMBINE_MAX = 8192  # and at most (a map kernel's tile)
+
+
+def combine_grid(cx: Ctx, axes) -> list:
+    """The combine's own tiles, fixed from the shape: about two CTAs per SM, each adding the
+    slices of COMBINE_MIN..COMBINE_MAX outputs (the last axis contiguous). The GEMM's output
+    tiles would leave it as idle as the unsplit GEMM: at 256 x 524288 x 256 they made 4 CTAs,
+    each reading 64 slices of 128 x 128 float32."""
+    grid = _grid(axes, {}, {})
+    if not axes:
+        return grid
+    total = math.prod(cx.axes[a] for a in axes)
+    per = min(COMBINE_MAX, max(COMBINE_MIN, 1 << max(0, (total // (2 * SMS)).bit_length() - 1)))
+    last = min(1024, padded(cx.axes[axes[-1]]), per)
+    grid[-1] = Tile(axis=axes[-1], block=last, param=FIXED)
+    if len(axes) > 1:
+        grid[-2] = Tile(axis=axes[-2], block=min(padded(cx.axes[axes[-2]]), max(1, per // last)), param=FIXED)
+    return grid
+
+
 def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dict):
     """(sliced kernel, combine kernel, partial buffer) of a split_k GEMM site; adds the slice
     axis to `axes` (the plan's)."""
@@ -38,11 +62,10 @@ def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dic
     sliced = gemm_kernel(cx, c, tiles, [], split=sa)
     partial = cx.names.extra(("partial", mm.id), f"{cx.value(mm.id)}_partial")
     buf = Buffer(name=partial, axes=(sa, *mm.axes), scope="global", dtype="acc", why=SPLIT_WHY)
-    tiled = {t.axis: t.param for t in sliced.grid if t.block > 1}
     kb = KernelBuilder(cx.names.user, f"split_sum_{mm.id}",
                        f"split-K combine: the {axes[sa]} partials of {cx.value(mm.id)} added in order"
                        + (", fused epilogue" if c.epilogue else ""),
-                       _grid(mm.axes, tiled, tiles), Stream(axis=sa, block=1, stages=1), tiles["threads"])
+                       combine_grid(cx, mm.axes), Stream(axis=sa, block=1, stages=1), tiles["threads"])
     acc = kb.buf(cx.value(mm.id), mm.axes, "fragment", "acc", mm.id, key=("value", mm.id))
     part = kb.buf(f"{partial}_frag", mm.axes, "fragment", "acc", key=("partial", mm.id))
     kb.prologue.append(Fill(dst=acc, value="0"))

@@ -121,14 +121,15 @@ class FuseElementwise(Rule):
 DUAL, EPILOGUE = DualGemm(), FuseElementwise()
 
 
-def gemm_sites(cx: Ctx, claimed: set[int]) -> list[GemmSite]:
+def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
     """Every matmul not in `claimed` (attention), grouped by shared peeled LHS (dual_gemm),
-    with the statistics its pullouts need and its epilogue."""
+    with the statistics its pullouts need and its epilogue. Without `peel` every GEMM reads
+    its LHS as the graph computes it (a norm before it is then a region of its own)."""
     groups: dict[tuple, GemmSite] = {}
     for mm in cx.nodes:
         if not isinstance(mm, ir.Matmul) or mm.id in claimed:
             continue
-        base, peels = peel_lhs(cx, mm)
+        base, peels = peel_lhs(cx, mm) if peel else (mm.a, [])
         key = (base, mm.axis_a, tuple(peels), mm.axes)
         first = groups.get(key)
         if first is not None and len(first.matmuls) == 1 and DUAL.pairs(cx, first.matmuls[0], mm.id):
