@@ -38,10 +38,12 @@ MIN_ROW_BLOCKS = 4
 
 def _splits(ctas: int, blocks: int, min_blocks: int) -> int | None:
     """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about 2 * SMS CTAs in
-    all, each slice at least min_blocks long; None: no split. A power of two: the combine
+    all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
+    not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
+    cuBLAS's 0.017 (benchmarks/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
     reduces over the slices with a butterfly, which TileLang builds for powers of two only
     (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and lse = -inf)."""
-    if ctas >= SMS or blocks < 2 * min_blocks:
+    if 2 * ctas > SMS or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
         return None
     want = min(math.ceil(2 * SMS / ctas), blocks // min_blocks, MAX_SPLITS)
     return 1 << (want.bit_length() - 1) if want >= 2 else None
