@@ -117,6 +117,33 @@ def renamed_contraction():
     return g.graph()
 
 
+def split_softmax_row_stats_out():
+    """12: a scaled softmax over a few long rows (split_row), its max also an output, a size-1
+    batch axis; and a second softmax of the same scores (two sites share the input)."""
+    g = DagM("split_row_stats", {"b": 1, "m": 2, "t": 1100})
+    x = g.input("X", ["b", "m", "t"], "f32")
+    z = g.mul(x, g.const("0.75"))
+    mx = g.red("max", z, "t")
+    e = g.exp(g.sub(z, mx))
+    g.output("out", g.div(e, g.red("sum", e, "t")))
+    g.output("mx", mx)
+    g.output("plain", g.softmax(x, "t"))
+    return g.graph()
+
+
+def skinny_norm_gemm_rows_out():
+    """13: RMSNorm into a skinny GEMM with a long contraction (pulled out, or prenorm_split_k),
+    the normalised rows also an output, the weight reused by a second GEMM of the raw rows (two
+    plain split_k sites: their candidate names must still differ)."""
+    g = DagM("skinny_norm_gemm", {"m": 3, "d": 1100, "n": 5})
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
+    h = g.rms_norm(x, "d")
+    g.output("out", g.add(g.matmul(h, w, "d", "d"), g.matmul(x, w, "d", "d")))
+    g.output("rows", h)
+    return g.graph()
+
+
 CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
            4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
-           8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction}
+           8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction,
+           12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out}

@@ -72,6 +72,22 @@ def test_class8_cast_in_fused_epilogue():
     check_all(g, FIXED_TILES, seed=8)
 
 
+def test_split_row_with_its_max_an_output():
+    """A softmax over a few long rows: split_row's merge kernel stores the max output too."""
+    g = sg.split_softmax_row_stats_out()
+    assert {"online_row_split", "online_row_exp2_split"} <= {c.name for c in candidates(g)}
+    check_all(g, FIXED_TILES, seed=12)
+
+
+def test_skinny_norm_gemm_prenorm_split_with_the_rows_an_output():
+    """RMSNorm into a skinny GEMM: pulled out, or prenorm with split_k; the rows are an output,
+    the weight feeds a second (plain, split) GEMM."""
+    g = sg.skinny_norm_gemm_rows_out()
+    names = [c.name for c in candidates(g)]
+    assert any(n.startswith("prenorm") for n in names) and any("split_k" in n for n in names), names
+    check_all(g, FIXED_TILES, seed=13)
+
+
 def test_class11_renamed_contraction_axes():
     g = sg.renamed_contraction()
     plan = derive(g, None)

@@ -110,8 +110,8 @@ def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
 
-    out = [_kv_split(cx, s, opts) for s, opts in zip(sites.flash, flash) if opts]
-    out += [_on_chip(cx, s) + _row_split(cx, s, online_options(s, "online_row")) for s in rows]
+    out = [_split_first(cx, SPLIT_KV, s, opts) for s, opts in zip(sites.flash, flash) if opts]
+    out += [_on_chip(cx, s) + _split_first(cx, SPLIT_ROW, s, online_options(s, "online_row")) for s in rows]
     out += [opts for opts in (_gemm_options(cx, s) for s in sites.gemms) if opts]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
     out = [opts for opts in out if opts]
@@ -147,17 +147,12 @@ def _match(families: list[list[list[Option]]], steps) -> tuple[list[list[Option]
     raise first_error
 
 
-def _kv_split(cx: Ctx, s: FlashSite, opts: list[Option]) -> list[Option]:
-    """A flash site's options, split over t first where its query tiles leave SMs idle."""
-    n = SPLIT_KV.splits(cx, s, K.DEFAULT_TILES)
-    return SPLIT_KV.options(s, n, opts) + opts if n else opts
-
-
-def _row_split(cx: Ctx, s: SoftmaxSite, opts: list[Option]) -> list[Option]:
-    """A streamed softmax row's options, its statistics split over the row first where its row
-    blocks leave SMs idle (a few long rows: a softmax over a vocabulary)."""
-    n = SPLIT_ROW.splits(cx, s, K.DEFAULT_TILES)
-    return SPLIT_ROW.options(s, n, opts) + opts if n else opts
+def _split_first(cx: Ctx, rule, s, opts: list[Option]) -> list[Option]:
+    """A streamed softmax site's options (attention: split_kv; a row alone: split_row), the
+    split ones first where its query tiles or row blocks leave SMs idle (decode; a softmax
+    over a vocabulary)."""
+    n = rule.splits(cx, s, K.DEFAULT_TILES)
+    return rule.options(s, n, opts) + opts if n else opts
 
 
 def _gemm_options(cx: Ctx, s) -> list[Option]:
@@ -218,7 +213,9 @@ def _combos(options: list[list[Option]]) -> list[tuple[str, tuple[Option, ...]]]
     if math.prod(len(o) for o in options) <= MAX_CANDIDATES:
         combos = list(itertools.product(*options))
         names = ["+".join(o.label for o in c if o.label) or "fused" for c in combos]
-        if max(map(len, names)) > MAX_CANDIDATE_NAME:  # many sites: the index of each choice instead
+        # many sites, or labels that do not tell the combinations apart (two plain matmuls, each
+        # split or not, both read "split_k"): the index of each choice instead
+        if max(map(len, names)) > MAX_CANDIDATE_NAME or len(set(names)) < len(names):
             names = ["variant_" + "".join(str(opts.index(o)) for o, opts in zip(c, options) if len(opts) > 1)
                      for c in combos]
         return list(zip(names, combos))

@@ -32,18 +32,18 @@ def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
 MAP_TILE = 8192  # elements per CTA of a map kernel
 
 
-def map_grid(cx: Ctx, axes) -> list:
+def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
     """The tiles of a map kernel, fixed from the shape: the last axis in blocks of up to 1024
-    (long contiguous rows: coalesced loads and stores), the one before it filling MAP_TILE
-    elements, every other axis a batch axis. Measured on an H200 for SiLU over 8192 x 8192 f16
+    (long contiguous rows: coalesced loads and stores) and `elems`, the one before it filling
+    `elems` elements, every other axis a batch axis. Measured on an H200 for SiLU over 8192 x 8192 f16
     at 256 threads (benchmarks/fusion_tiles_probe.py): 8 x 1024 0.0707 ms, 32 x 256 0.0711 ms, 128 x 128 0.0746 ms (the GEMM's
     default tiles, which map kernels used before); elementwise kernels are not searched."""
     grid = [_tile(a, 1, None) for a in axes]
     if axes:
-        last = min(1024, padded(cx.axes[axes[-1]]))
+        last = min(1024, padded(cx.axes[axes[-1]]), elems)
         grid[-1] = _tile(axes[-1], last, FIXED)
         if len(axes) > 1:
-            grid[-2] = _tile(axes[-2], min(padded(cx.axes[axes[-2]]), max(1, MAP_TILE // last)), FIXED)
+            grid[-2] = _tile(axes[-2], min(padded(cx.axes[axes[-2]]), max(1, elems // last)), FIXED)
     return grid
 
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 
-from ..plan import FIXED, Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream, Tile
+from ..plan import Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
 from .context import Ctx
 from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel,
                       softmax_row_kernels)
-from .rules.regions import padded
+from .region_kernels import MAP_TILE, map_grid
 from .rules.split import SMS, value_columns
 from .sites import FlashSite, SoftmaxSite
 
@@ -33,24 +33,16 @@ def split_axis(cx: Ctx, node: int, axes: dict) -> str:
 
 
 COMBINE_MIN = 256  # elements per CTA of a combine kernel, at least (one per thread)
-COMBINE_MAX = 8192  # and at most (a map kernel's tile)
 
 
 def combine_grid(cx: Ctx, axes) -> list:
-    """The combine's own tiles, fixed from the shape: about two CTAs per SM, each adding the
-    slices of COMBINE_MIN..COMBINE_MAX outputs (the last axis contiguous). The GEMM's output
-    tiles would leave it as idle as the unsplit GEMM: at 256 x 524288 x 256 they made 4 CTAs,
-    each reading 64 slices of 128 x 128 float32."""
-    grid = _grid(axes, {}, {})
-    if not axes:
-        return grid
+    """The combine's own tiles: a map kernel's (region_kernels.map_grid) with about two CTAs
+    per SM, each adding the slices of COMBINE_MIN..MAP_TILE outputs. The GEMM's output tiles
+    would leave it as idle as the unsplit GEMM: at 256 x 524288 x 256 they made 4 CTAs, each
+    reading 64 slices of 128 x 128 float32."""
     total = math.prod(cx.axes[a] for a in axes)
-    per = min(COMBINE_MAX, max(COMBINE_MIN, 1 << max(0, (total // (2 * SMS)).bit_length() - 1)))
-    last = min(1024, padded(cx.axes[axes[-1]]), per)
-    grid[-1] = Tile(axis=axes[-1], block=last, param=FIXED)
-    if len(axes) > 1:
-        grid[-2] = Tile(axis=axes[-2], block=min(padded(cx.axes[axes[-2]]), max(1, per // last)), param=FIXED)
-    return grid
+    per = min(MAP_TILE, max(COMBINE_MIN, 1 << max(0, (total // (2 * SMS)).bit_length() - 1)))
+    return map_grid(cx, list(axes), per)
 
 
 def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dict):

@@ -55,7 +55,23 @@ def value_columns(cx: Ctx, s: FlashSite) -> list[str]:
     return [a for a in pv.axes if a in cx.node(pv.b).axes and a not in qk.axes]
 
 
-class SplitK(Rule):
+class _Split(Rule):
+    """What the split rules share: the number of slices is their one decision."""
+
+    def apply(self, choice, step):
+        choice.split = step.params["splits"]
+
+    def at(self, s) -> tuple[int, ...]:
+        """The nodes a split step of site s cites."""
+        raise NotImplementedError
+
+    def options(self, s, splits: int, unsplit: list[Option]) -> list[Option]:
+        """Each unsplit option of s, with the split as its last step (named `<label>_split`)."""
+        step = self.step(list(self.at(s)), splits=splits)
+        return [Option(f"{o.label}_split", (*o.steps, step), s, self.name, self.at(s)) for o in unsplit]
+
+
+class SplitK(_Split):
     name = "split_k"
     theorem = "LeanTile.split_k_eval"
     lean_file = "SplitK.lean"
@@ -85,9 +101,6 @@ class SplitK(Rule):
         step = self.step(s.matmuls, splits=splits)
         return Option("split_k", (step, *tail), s, self.name, tuple(s.matmuls))
 
-    def apply(self, choice, step):
-        choice.split = step.params["splits"]
-
     def formula(self, g, at, params):
         S = sym()
         n = g.node(at[0])
@@ -107,7 +120,7 @@ class SplitK(Rule):
         return S.zero(whole - ((parts[0] + parts[1]) + parts[2]))
 
 
-class SplitKV(Rule):
+class SplitKV(_Split):
     name = "split_kv"
     theorem = "LeanTile.split_kv_eval"
     lean_file = "SplitKV.lean"
@@ -130,12 +143,8 @@ class SplitKV(Rule):
                 ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == row else cx.axes[a]
         return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS)
 
-    def options(self, s: FlashSite, splits: int, unsplit: list[Option]) -> list[Option]:
-        step = self.step([s.qk, s.pv], splits=splits)
-        return [Option(f"{o.label}_split", (*o.steps, step), s, self.name, (s.qk, s.pv)) for o in unsplit]
-
-    def apply(self, choice, step):
-        choice.split = step.params["splits"]
+    def at(self, s: FlashSite) -> tuple[int, ...]:
+        return (s.qk, s.pv)
 
     def formula(self, g, at, params):
         S = sym()
@@ -159,7 +168,7 @@ class SplitKV(Rule):
         return S.zero(sp.simplify(merged - direct))
 
 
-class SplitRow(Rule):
+class SplitRow(_Split):
     name = "split_row"
     theorem = "LeanTile.split_row_stats"
     lean_file = "SplitKV.lean"
@@ -177,12 +186,8 @@ class SplitRow(Rule):
             ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == rows[-1] else cx.axes[a]
         return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_ROW_BLOCKS)
 
-    def options(self, s: SoftmaxSite, splits: int, unsplit: list[Option]) -> list[Option]:
-        step = self.step([s.mx, s.sm], splits=splits)
-        return [Option(f"{o.label}_split", (*o.steps, step), s, self.name, (s.mx, s.sm)) for o in unsplit]
-
-    def apply(self, choice, step):
-        choice.split = step.params["splits"]
+    def at(self, s: SoftmaxSite) -> tuple[int, ...]:
+        return (s.mx, s.sm)
 
     def formula(self, g, at, params):
         S = sym()
