@@ -163,7 +163,7 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     # judged at the tiles the shape gets (_shape_tiles): a skinny GEMM's 64 x 256
     skinny = _rows(cx, cx.node(s.matmuls[0])) <= 64
     n = SPLIT_K.splits(cx, s, {**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny
-                       else K.DEFAULT_TILES)
+                       else K.DEFAULT_TILES, K.DEFAULT_TILES)
     if not n:
         return opts
     tail = (EPILOGUE.step(s.epilogue),) if s.epilogue else ()
