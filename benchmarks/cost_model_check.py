@@ -1,10 +1,11 @@
 """How well the cost model (leantile.cost) ranks what the GPU measured: for every workload of
 the search databases (benchmarks/results/search*.sqlite: candidate x tiles, measured on an
 H200), the Spearman rank correlation between the model's estimate and the measured time, and the
-regret of the model's pick (measured time of the point it ranks first / the best measured).
-CPU only. Prints a table, writes JSON.
+regret of the model's pick (measured time of the point it ranks first / the best measured);
+then the same for the probes' rows (benchmarks/results/issue16-*probe*.json: split_probe.py's
+candidate x tiles per case, also on an H200). CPU only. Prints a table, writes JSON.
 
-    python benchmarks/cost_model_check.py [--out FILE.json] [DB ...]
+    python benchmarks/cost_model_check.py [--out FILE.json] [--probes FILE.json ...] [DB ...]
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _ranks(xs: list[float]) -> list[float]:
@@ -57,11 +59,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dbs", nargs="*", default=[str(p) for p in sorted((ROOT / "benchmarks" / "results").glob("search*.sqlite"))])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "cost-model-check.json"))
+    ap.add_argument("--probes", nargs="*", default=[str(p) for p in sorted((ROOT / "benchmarks" / "results").glob("issue16-*probe*.json"))])
     args = ap.parse_args(argv)
     from leantile.cost import plan_seconds
     from leantile.derive import derive
 
     results = []
+    for wl, db, points in _probe_points(args.probes):
+        _judge(results, db, wl, graph_of(wl), points)
     for db in args.dbs:
         con = sqlite3.connect(db)
         rows = con.execute("select workload, candidate, tiles, time_ms from measurements "
@@ -72,27 +77,49 @@ def main(argv=None) -> int:
             by_wl.setdefault(wl, {})
             by_wl[wl][key] = min(ms, by_wl[wl].get(key, ms))
         for wl, points in sorted(by_wl.items()):
-            g = graph_of(wl)
-            model, measured, names = [], [], []
-            for (cand, tiles), ms in points.items():
-                try:
-                    plan = derive(g, cand, json.loads(tiles))
-                except Exception:
-                    continue
-                model.append(plan_seconds(plan) * 1e3)
-                measured.append(ms)
-                names.append(f"{cand} {tiles}")
-            if len(model) < 3:
-                continue
-            pick = min(range(len(model)), key=model.__getitem__)
-            results.append({"db": Path(db).name, "workload": wl, "points": len(model),
-                            "spearman": round(spearman(model, measured), 3),
-                            "regret": round(measured[pick] / min(measured), 3),
-                            "model_pick": names[pick], "model_pick_ms": measured[pick], "best_ms": min(measured)})
-            r = results[-1]
-            print(f"| {wl} | {r['points']} | {r['spearman']:.2f} | {r['regret']:.2f}x | {r['model_pick']} |", flush=True)
+            _judge(results, Path(db).name, wl, graph_of(wl), points)
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
     return 0
+
+
+def _probe_points(files):
+    """(workload, file name, {(candidate, tiles json): best ms}) per case of the probe JSONs."""
+    by_case: dict[tuple, dict] = {}
+    for f in files:
+        for r in json.loads(Path(f).read_text()):
+            if not r.get("ok") or "gpu_ms" not in r or r.get("candidate") == "unfused":
+                continue
+            from split_probe import CASES
+            arch, sizes = CASES[r["case"]]
+            wl = f"{arch}:{','.join(f'{k}={v}' for k, v in sorted(sizes.items()))}:f16"
+            pts = by_case.setdefault((wl, Path(f).name), {})
+            key = (r["candidate"], json.dumps(r["tiles"], sort_keys=True))
+            pts[key] = min(r["gpu_ms"]["leantile"], pts.get(key, float("inf")))
+    return [(wl, name, pts) for (wl, name), pts in by_case.items()]
+
+
+def _judge(results, db, wl, g, points) -> None:
+    """The model against the measured times of one workload's points (one printed row)."""
+    from leantile.cost import plan_seconds
+    from leantile.derive import derive
+    model, measured, names = [], [], []
+    for (cand, tiles), ms in points.items():
+        try:
+            plan = derive(g, cand, json.loads(tiles))
+        except Exception:
+            continue
+        model.append(plan_seconds(plan) * 1e3)
+        measured.append(ms)
+        names.append(f"{cand} {tiles}")
+    if len(model) < 3:
+        return
+    pick = min(range(len(model)), key=model.__getitem__)
+    results.append({"db": db, "workload": wl, "points": len(model),
+                    "spearman": round(spearman(model, measured), 3),
+                    "regret": round(measured[pick] / min(measured), 3),
+                    "model_pick": names[pick], "model_pick_ms": measured[pick], "best_ms": min(measured)})
+    r = results[-1]
+    print(f"| {wl} | {r['points']} | {r['spearman']:.2f} | {r['regret']:.2f}x | {r['model_pick']} |", flush=True)
 
 
 if __name__ == "__main__":

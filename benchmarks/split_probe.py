@@ -34,6 +34,12 @@ CASES = {
     "rmsnorm_1024x4096x4096": ("rmsnorm", {"m": 1024, "d": 4096, "n": 4096}),
     "rmsnorm_mlp_m2048": ("rmsnorm_mlp", {"m": 2048, "d": 4096, "n": 14336}),
     "gemm_1024x4096x4096": ("matmul", {"m": 1024, "d": 4096, "n": 4096}),
+    # grids of well under a wave at the default tiles (GPT-2's projections, m = 128 prompts)
+    "gemm_gpt2_c_attn_m128": ("matmul", {"m": 128, "d": 768, "n": 2304}),
+    "gemm_gpt2_c_proj_m2048": ("matmul", {"m": 2048, "d": 3072, "n": 768}),
+    "lnlg_gpt2_m128": ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}),
+    "rmsnorm_qkv_m128": ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}),
+    "gemm_m128_4096": ("matmul", {"m": 128, "d": 4096, "n": 4096}),
 }
 
 

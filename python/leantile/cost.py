@@ -27,11 +27,17 @@ from .plan_verify import DTYPE_BYTES, extent, shared_bytes
 
 SMS = 132
 DRAM_BPS = 4.2e12  # device copy, read + write counted
-L2_BPS = 10e12  # what L2 serves to repeated loads (several times DRAM on Hopper)
+# what L2 serves to the SMs in all: 256 x 524288 x 256 split over 256 CTAs moved 1.07 GB through L2
+# in 0.206 ms, over 128 CTAs of 128 x 256 tiles 0.81 GB in 0.153 (issue16-k2-19-probe-2026-11-25.json)
+L2_BPS = 5.5e12
 MMA_FLOPS = 660e12  # dense fp16 tensor cores, as cuBLAS reaches them
 SIMT_FLOPS = 60e12  # fp32 CUDA-core element operations
 LATENCY_S = 1.2e-6  # a global load's round trip, what a pipeline stage hides
 LAUNCH_S = 2.0e-6
+# a block-wide reduction between a GEMM kernel's k steps: layernorm -> GEMM at GPT-2 m = 1 (12 k
+# steps, 3 reductions a step) ran 0.028 ms with the statistics fused and 0.0126 with a row kernel
+# before the GEMM (benchmarks/results/issue16-prenorm-probe-2026-11-25.md)
+REDUCE_SYNC_S = 0.4e-6
 SMEM_PER_SM = 228 * 1024
 MAX_RANKED = 12  # candidates `choose` derives and ranks (derive lists the likeliest first)
 THREADS_PER_SM = 2048
@@ -61,6 +67,21 @@ def _stream_steps(plan: Plan, k: Kernel, tiles) -> int:
         return 1
     blocks = math.ceil(plan.axes[k.stream.axis] / extent(plan, k, k.stream.axis, tiles))
     return math.ceil(blocks / plan.axes[k.stream.split]) if k.stream.split else blocks
+
+
+def _tile_reductions(k: Kernel) -> int:
+    """Reductions in k's stream body over something other than a GEMM's accumulator (or an
+    elementwise map of one)."""
+    from_acc: set[str] = set()
+    count = 0
+    for s in k.body:
+        if isinstance(s, Gemm):
+            from_acc.add(s.acc)
+        elif isinstance(s, Map) and any(a in from_acc for a in s.args):
+            from_acc.add(s.dst)
+        elif isinstance(s, Reduce) and s.src not in from_acc:
+            count += 1
+    return count
 
 
 def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
@@ -108,15 +129,23 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     waves = math.ceil(ctas / slots)
     mma_total, simt_total = mma * ctas, simt * ctas
     ideal = max(dram / DRAM_BPS, total / L2_BPS, mma_total / MMA_FLOPS, simt_total / SIMT_FLOPS)
-    # one CTA: its pipeline keeps `stages` stream tiles in flight per memory round trip, and it
-    # has an SM's share of the tensor cores (fewer CTAs than SMs leave the rest idle)
+    # the busiest SM runs `load` CTAs, `per_sm` at a time: their pipelines overlap (each keeps
+    # `stages` stream tiles in flight per memory round trip), its tensor cores, CUDA cores and
+    # load bandwidth they share. (Counting each co-resident CTA a whole SM's tensor cores ranked
+    # 64 x 128 tiles of GPT-2's c_proj, 192 CTAs, above 128 x 128, 96 CTAs: 0.0266 against 0.0237 ms.)
     stages = k.stream.stages if k.stream else 1
     if k.stream and tiles.get("stages") and k.stream.param:
         stages = tiles["stages"]
-    cta_bw = min(DRAM_BPS / SMS * 2, max(per_step, 1.0) * stages / LATENCY_S)
-    cta_time = max(per_cta / cta_bw, mma / (MMA_FLOPS / SMS), simt / (SIMT_FLOPS / SMS)) * spill
+    load = math.ceil(ctas / SMS)
+    # a reduction in the mainloop of a tensor-core kernel over a loaded tile (fused row
+    # statistics, column sums) is a block-wide barrier on every step: the pipeline drains. (One
+    # over the GEMM's own accumulator, a flash kernel's running max, stays within a warp's rows.)
+    syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
+    serial = steps * syncs * REDUCE_SYNC_S
+    pipeline = (per_cta / (max(per_step, 1.0) * stages / LATENCY_S) + serial) * math.ceil(load / per_sm)
+    shared = load * max(per_cta / (DRAM_BPS / SMS * 2), mma / (MMA_FLOPS / SMS), simt / (SIMT_FLOPS / SMS))
     ideal *= spill
-    seconds = max(ideal, cta_time * waves / per_sm if ctas >= slots else cta_time) + LAUNCH_S
+    seconds = max(ideal, max(pipeline, shared) * spill) + LAUNCH_S
     return KernelCost(k.name, ctas, waves, dram, total, mma_total, simt_total, seconds)
 
 
@@ -125,10 +154,41 @@ def plan_seconds(plan: Plan, tiles: dict | None = None) -> float:
     return sum(kernel_cost(plan, k, tiles).seconds for k in plan.kernels)
 
 
+# Tiles `choose` also ranks where a GEMM's output tiles at the shape's defaults are at most half
+# the SMs (underfilled): smaller tiles for short contractions, wider ones for a split one. On an
+# H200 (benchmarks/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-...): GPT-2's
+# c_attn 128 x 768 x 2304 ran 0.0078 ms at 128 x 128 and 0.0039 at 64 x 64 x 4 stages; its MLP
+# layernorm -> GEMM at m = 128 0.0115 -> 0.0069; 256 x 524288 x 256 split over k 0.206 ms at
+# 128 x 128 x 2 stages and 0.153 at 128 x 256 x 3 (cuBLAS 0.155).
+UNDERFILLED_TILES = (
+    {"block_m": 64, "threads": 128, "block_n": 64, "stages": 4},
+    {"block_m": 64, "threads": 128, "block_n": 128, "stages": 3},
+    {"block_n": 64, "stages": 4},
+    {"block_n": 256, "stages": 3},
+)
+
+
+def output_tiles(plan: Plan, k: Kernel) -> int:
+    """The CTAs of k less its split: the output tiles it computes."""
+    ctas = math.prod(math.ceil(plan.axes[t.axis] / extent(plan, k, t.axis, plan.tiles)) for t in k.grid)
+    return ctas // plan.axes[k.stream.split] if k.stream and k.stream.split else ctas
+
+
+def underfilled(plan: Plan) -> bool:
+    """A plan of GEMMs (no attention) whose largest GEMM has at most half as many output tiles as
+    SMs. (At 96 of 132, GPT-2's c_proj, no other tiles ran faster; at 192, layernorm -> GEMM at
+    GPT-2 m = 2048, 128 x 64 tiles ran 0.042 ms against 0.032 at 128 x 256.)"""
+    gemms = [k for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.body)]
+    if not gemms or any(k.name.startswith("flash") for k in plan.kernels):
+        return False
+    return 2 * max(output_tiles(plan, k) for k in gemms) <= SMS
+
+
 def choose(g, candidates=None) -> tuple[object, float]:
     """(plan, estimated seconds): the cheapest candidate derive offers for g at its default
-    tiles for the shape, by the model. The unfused fallback competes only when nothing else
-    derives (it is the reference, never the product's pick where a fused plan exists)."""
+    tiles for the shape, by the model, and where those leave the GPU underfilled, at the
+    UNDERFILLED_TILES too. The unfused fallback competes only when nothing else derives (it is
+    the reference, never the product's pick where a fused plan exists)."""
     from .derive import candidates as all_candidates
     from .derive import derive
     from .ir import GraphError
@@ -142,9 +202,17 @@ def choose(g, candidates=None) -> tuple[object, float]:
             plan = derive(g, c.name)
         except GraphError:  # does not fit the target at the default tiles
             continue
-        t = plan_seconds(plan)
-        if best is None or t < best[1]:
-            best = (plan, t)
+        plans = [plan]
+        if underfilled(plan):
+            for tiles in UNDERFILLED_TILES:
+                try:
+                    plans.append(derive(g, c.name, tiles=tiles))
+                except GraphError:  # these tiles do not fit this candidate's kernels
+                    pass
+        for p in plans:
+            t = plan_seconds(p)
+            if best is None or t < best[1]:
+                best = (p, t)
     if best is None:
         plan = derive(g)
         best = (plan, plan_seconds(plan))

@@ -264,14 +264,14 @@ def parse_shard(shard: str | None) -> tuple[int, int] | None:
 
 def select(cases=None, shard: str | None = None, limit: int | None = None, tags=None, suite: str = "full") -> list[Case]:
     """The cases of `suite` (quick: tagged quick; rest: the others; full: all) having any of
-    `tags`, then the i-th of every n (`shard` "i/n", round robin, 1-based), then the first `limit`."""
+    `tags` (a tag, or a case's own name), then the i-th of every n (`shard` "i/n", round robin, 1-based), then the first `limit`."""
     if suite not in SELECTIONS:
         raise ir.GraphError([f"--suite {suite!r:.40}: expected one of {', '.join(SELECTIONS)}"])
     out = list(CASES if cases is None else cases)
     if suite != "full":
         out = [c for c in out if ("quick" in c.tags) == (suite == "quick")]
     if tags:
-        out = [c for c in out if set(tags) & set(c.tags)]
+        out = [c for c in out if set(tags) & {c.name, *c.tags}]
     sh = parse_shard(shard)
     if sh is not None:
         out = out[sh[0] - 1::sh[1]]

@@ -64,3 +64,32 @@ def test_choose_never_ships_the_unfused_reference_where_a_fused_plan_derives(arc
     assert plan.candidate in names
     if len(names) > 1:
         assert plan.candidate not in ("unfused",)
+
+
+# (arch, sizes, tiles choose must pick): the fastest of the probed tiles on an H200
+# (benchmarks/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-2026-11-25.json)
+MEASURED_BEST = [
+    ("matmul", {"m": 128, "d": 768, "n": 2304}, {"block_m": 64, "block_n": 64, "stages": 4}),  # 0.0039 vs 0.0078 ms
+    ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
+    ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
+    ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
+    # a wave or more of output tiles keeps the shape's tiles: GPT-2's c_proj (96 CTAs: every
+    # smaller tile ran slower) and its MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64 0.042)
+    ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 128, "block_n": 128, "stages": 2}),
+    ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072}, {"block_m": 128, "block_n": 256, "stages": 4}),
+]
+
+
+@pytest.mark.parametrize("arch,sizes,want", MEASURED_BEST)
+def test_choose_ranks_other_tiles_where_the_shape_tiles_leave_sms_idle(arch, sizes, want):
+    plan, _ = choose(architectures.build(arch, **sizes))
+    assert {k: plan.tiles[k] for k in want} == want, (plan.candidate, plan.tiles)
+
+
+def test_a_reduction_between_k_steps_costs_the_fused_statistics_their_measured_lead():
+    """layernorm -> GEMM at GPT-2 m = 1: a row kernel before the GEMM (prenorm) ran 0.0126 ms,
+    the statistics fused into the GEMM (three block-wide reductions a k step) 0.028; so at the
+    64 x 64 tiles choose ranks for this shape too."""
+    g = architectures.build("layernorm_linear_gelu", m=1, d=768, n=3072)
+    for tiles in (None, {"block_m": 64, "threads": 128, "block_n": 64, "stages": 4}):
+        assert _ms(g, "prenorm", tiles) < _ms(g, "stats_fused+colsum_streamed", tiles), tiles

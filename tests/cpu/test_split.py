@@ -177,3 +177,22 @@ def test_split_kernels_lower_for_sm_90():
             for name, f in mod.build_kernel(**{k: v for k, v in tiles.items() if k in mod.TILE_PARAMS}).items():
                 cu = lower_to_cuda(f, arch="sm_90")
                 assert "__global__" in cu and f"{name}_kernel" in cu
+
+
+def test_the_split_k_combine_adds_several_slices_a_step(monkeypatch):
+    """The combine loads a block of slices per step (their loads in flight together) and stays
+    exact when the slices take several steps (a fragment smaller than the slices)."""
+    from leantile.derive import split_kernels as SK
+    assert SK.combine_block(64, 256) == 32  # 8192 partials a CTA: 32 slices of 256
+    assert SK.combine_block(4, 256) == 4
+    assert SK.combine_block(6, 256) == 2 and SK.combine_block(7, 256) == 1  # a power of two dividing them
+    assert SK.combine_block(16, SK.COMBINE_FRAGMENT) == 1
+    g = architectures.build("matmul", m=5, d=3000, n=7)
+    plan = derive(g, "split_k")
+    splits = plan.axes[plan.kernels[0].stream.split]
+    assert plan.kernels[1].stream.block == splits  # few outputs: every slice in one step
+    per_cta = math.prod(t.block for t in plan.kernels[1].grid)
+    monkeypatch.setattr(SK, "COMBINE_FRAGMENT", 2 * per_cta)  # room for two slices a step
+    plan = derive(g, "split_k")
+    assert plan.kernels[1].stream.block == 2 < splits
+    check(g, plan, 1, F64)

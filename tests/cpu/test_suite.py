@@ -206,3 +206,9 @@ def test_suite_without_a_gpu_says_so_at_once(capsys):
     assert main(["bench", "--suite", "quick"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "GPU" in err[0] and time.time() - t0 < 10
+
+
+def test_a_case_is_selected_by_its_name_as_by_a_tag():
+    picked = suite.select(tags=["matmul_k524288", "layernorm_linear_gelu_gpt2_m1"])
+    assert sorted(c.name for c in picked) == ["layernorm_linear_gelu_gpt2_m1", "matmul_k524288"]
+    assert suite.select(tags=["no_such_case_or_tag"]) == []

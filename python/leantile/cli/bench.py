@@ -68,7 +68,7 @@ def register(sub) -> None:
     s.add_argument("--shard", default=None, metavar="I/N", help="--suite: every N-th case from the I-th (1-based)")
     s.add_argument("--limit", type=int, default=None, metavar="N", help="--suite: the first N cases of the selection")
     s.add_argument("--tag", nargs="*", default=None, metavar="TAG",
-                   help="--suite: only cases with one of these tags (decode skinny large published quick ...)")
+                   help="--suite: only cases with one of these tags (decode skinny large published quick ...) or names")
     s.add_argument("--time-budget", type=float, default=None, metavar="S",
                    help="--suite: start no case after S seconds (the rest are listed as not run)")
     s.add_argument("--no-precompile", action="store_true",
