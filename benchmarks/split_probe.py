@@ -6,6 +6,7 @@ offers are timed in the same process against torch eager, torch.compile and the 
 
     python benchmarks/split_probe.py [--out DIR] [--only NAME ...] [--configs k=v,k=v ...]
                                      [--split-only] [--candidates NAME ...] [--tag TAG]
+                                     [--max-splits N ...]
 
 --only keeps the cases whose name starts with one of the NAMEs; --candidates the candidates
 named (all where not given). Each --configs entry is one tile configuration (empty: the plan's
@@ -51,12 +52,29 @@ def main(argv=None) -> int:
     ap.add_argument("--split-only", action="store_true", help="only the split candidates (and a lone matmul's)")
     ap.add_argument("--candidates", nargs="*", help="only these candidates")
     ap.add_argument("--tag", default="", help="the JSON file's suffix")
+    ap.add_argument("--max-splits", nargs="*", type=int, default=[None],
+                    help="run every case again with at most each of these slices (split rules' MAX_SPLITS)")
     args = ap.parse_args(argv)
+    from leantile.derive.rules import split as split_rules
+    if args.max_splits != [None]:
+        default = split_rules.MAX_SPLITS
+        for cap in args.max_splits:
+            split_rules.MAX_SPLITS = cap or default
+            _run(args, configs_of(args), f"{args.tag}-max{cap}")
+        return 0
+    return _run(args, configs_of(args), args.tag)
+
+
+def configs_of(args) -> list[dict]:
+    return [{k: int(v) for k, v in (t.split("=") for t in c.split(",") if t)} for c in args.configs]
+
+
+def _run(args, configs, tag) -> int:
     from leantile import architectures
     from leantile.bench import run_one
     from leantile.derive import candidates
+    from leantile.derive.rules import split as split_rules
 
-    configs = [{k: int(v) for k, v in (t.split("=") for t in c.split(",") if t)} for c in args.configs]
     rows = []
     for name, (arch, sizes) in CASES.items():
         if args.only and not any(name.startswith(o) for o in args.only):
@@ -78,10 +96,11 @@ def main(argv=None) -> int:
                 row = {"arch": arch, "candidate": c.name, "error": f"{type(e).__name__}: {e}",
                        "trace": traceback.format_exc()[-2000:]}
             row["case"], row["config"] = name, tiles
+            row["max_splits"] = split_rules.MAX_SPLITS
             rows.append(row)
             out = Path(args.out)  # after every row: a run cut off at its time limit keeps what it measured
             out.mkdir(parents=True, exist_ok=True)
-            (out / f"split-probe{'-' + args.tag if args.tag else ''}.json").write_text(json.dumps(rows, indent=1) + "\n")
+            (out / f"split-probe{'-' + tag if tag else ''}.json").write_text(json.dumps(rows, indent=1) + "\n")
             _line(row)
     return 0
 

@@ -1,4 +1,4 @@
-"""Hand-built graphs of the 11 soundness classes of issue 13 (one small graph each), shared by
+"""Hand-built graphs of the soundness classes of issue 13 (one small graph each), shared by
 tests/cpu/test_soundness.py and the hypothesis strategies."""
 from __future__ import annotations
 
@@ -143,7 +143,19 @@ def skinny_norm_gemm_rows_out():
     return g.graph()
 
 
+def split_gemm_two_waves_out():
+    """14: a GEMM of more than 64 rows split over a long contraction (split_k: one wave of
+    slices, split_k_x2: two), its raw product also an output beside the biased GELU epilogue,
+    slices that do not divide the contraction."""
+    g = DagM("split_gemm_two_waves", {"m": 130, "d": 8200, "n": 600})
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
+    y = g.matmul(x, w, "d", "d")
+    g.output("out", g.gelu_tanh(g.add(y, g.input("b", ["n"], "f32"))))
+    g.output("y", y)
+    return g.graph()
+
+
 CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
            4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
            8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction,
-           12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out}
+           12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out, 14: split_gemm_two_waves_out}

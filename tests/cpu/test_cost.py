@@ -73,6 +73,12 @@ MEASURED_BEST = [
     ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
     ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
+    # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193
+    # (benchmarks/results/issue16-m128-max4-probe-2026-11-25.json, issue16-m128-probe-...)
+    ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 128, "block_n": 128, "stages": 4}),
+    # where a split is offered, unsplit candidates keep their tiles: rmsnorm 1 x 4096 x 6144 ran
+    # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md)
+    ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 256, "stages": 3}),
     # a wave or more of output tiles keeps the shape's tiles: GPT-2's c_proj (96 CTAs: every
     # smaller tile ran slower) and its MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64 0.042)
     ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 128, "block_n": 128, "stages": 2}),

@@ -88,6 +88,17 @@ def test_skinny_norm_gemm_prenorm_split_with_the_rows_an_output():
     check_all(g, FIXED_TILES, seed=13)
 
 
+def test_split_gemm_in_one_or_two_waves_with_the_product_an_output():
+    """A GEMM of 130 rows split over k in one wave of slices or two: both candidates offered and
+    exact, the raw product stored by the combine beside the epilogue's output."""
+    g = sg.split_gemm_two_waves_out()
+    names = [c.name for c in candidates(g)]
+    assert {"split_k", "split_k_x2"} <= set(names), names
+    # tiles of a realistic size (the interpreter runs tile by tile: 130 x 8200 x 600 at 1-3 element
+    # blocks would take hours); block_k 40 leaves the slices uneven
+    check_all(g, (None, {"block_m": 64, "block_n": 128, "block_k": 40}), seed=14)
+
+
 def test_class11_renamed_contraction_axes():
     g = sg.renamed_contraction()
     plan = derive(g, None)

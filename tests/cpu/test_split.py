@@ -179,20 +179,21 @@ def test_split_kernels_lower_for_sm_90():
                 assert "__global__" in cu and f"{name}_kernel" in cu
 
 
-def test_the_split_k_combine_adds_several_slices_a_step(monkeypatch):
-    """The combine loads a block of slices per step (their loads in flight together) and stays
-    exact when the slices take several steps (a fragment smaller than the slices)."""
-    from leantile.derive import split_kernels as SK
-    assert SK.combine_block(64, 256) == 32  # 8192 partials a CTA: 32 slices of 256
-    assert SK.combine_block(4, 256) == 4
-    assert SK.combine_block(6, 256) == 2 and SK.combine_block(7, 256) == 1  # a power of two dividing them
-    assert SK.combine_block(16, SK.COMBINE_FRAGMENT) == 1
-    g = architectures.build("matmul", m=5, d=3000, n=7)
-    plan = derive(g, "split_k")
-    splits = plan.axes[plan.kernels[0].stream.split]
-    assert plan.kernels[1].stream.block == splits  # few outputs: every slice in one step
-    per_cta = math.prod(t.block for t in plan.kernels[1].grid)
-    monkeypatch.setattr(SK, "COMBINE_FRAGMENT", 2 * per_cta)  # room for two slices a step
-    plan = derive(g, "split_k")
-    assert plan.kernels[1].stream.block == 2 < splits
-    check(g, plan, 1, F64)
+def _slices(plan) -> list[int]:
+    return [plan.axes[k.stream.split] for k in plan.kernels if k.stream and k.stream.split]
+
+
+def test_split_k_fills_one_wave_and_offers_two_where_the_rows_are_many():
+    """As many slices as fill one wave of CTAs at the shape's tiles, 4 stages deep; where the rows
+    take 128-row tiles twice as many are a candidate too (the cost model weighs the partial sums:
+    two waves won at K = 2^19, one at 128 x 4096 x 4096)."""
+    o = architectures.build("matmul", m=128, d=4096, n=4096)  # 32 output tiles of 128 x 128
+    assert [c.name for c in candidates(o)][:2] == ["split_k", "split_k_x2"]
+    one, two = derive(o, "split_k"), derive(o, "split_k_x2")
+    assert _slices(one) == [4] and _slices(two) == [8]
+    assert one.tiles["stages"] == 4
+    odd = architectures.build("matmul", m=130, d=20001, n=300)  # 6 tiles: 16 or 32 uneven slices
+    check(odd, derive(odd, "split_k_x2"), 0, F64)
+    skinny = architectures.build("matmul", m=16, d=4096, n=14336)  # 56 tiles of 64 x 256
+    assert "split_k_x2" not in [c.name for c in candidates(skinny)]
+    assert _slices(derive(skinny, "split_k")) == [2]

@@ -162,12 +162,16 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     opts = gemm_options(s) if fused else []
     # judged at the tiles the shape gets (_shape_tiles): a skinny GEMM's 64 x 256
     skinny = _rows(cx, cx.node(s.matmuls[0])) <= 64
-    n = SPLIT_K.splits(cx, s, {**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny
-                       else K.DEFAULT_TILES, K.DEFAULT_TILES)
+    tiles = {**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES
+    n = SPLIT_K.splits(cx, s, tiles)
     if not n:
         return opts
     tail = (EPILOGUE.step(s.epilogue),) if s.epilogue else ()
-    return [SPLIT_K.option(cx, s, n, tail)] + (opts or [Option("", (), s, SPLIT_K.name, tuple(s.matmuls))])
+    split = [SPLIT_K.option(cx, s, n, tail)]
+    more = None if skinny else SPLIT_K.more(cx, s, n, tiles)  # skinny: one wave measured best
+    if more:
+        split.append(SPLIT_K.option(cx, s, more, tail, "split_k_x2"))
+    return split + (opts or [Option("", (), s, SPLIT_K.name, tuple(s.matmuls))])
 
 
 def _on_chip(cx: Ctx, s: SoftmaxSite) -> list[Option]:
@@ -330,7 +334,8 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
 def _shape_tiles(cx: Ctx, picked: list) -> dict:
     """Default tiles for the shape, where the plain defaults waste the GPU: a GEMM or attention
     whose rows (m, t_q) all fit 64 takes 64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM
-    also 256 columns and 3 stages), a large GEMM 128 x 256 tiles (LARGE_GEMM_TILES)."""
+    also 256 columns and 3 stages), a large GEMM 128 x 256 tiles (LARGE_GEMM_TILES), a GEMM
+    split over k 4 stages (SPLIT_GEMM_TILES)."""
     rows = [_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
     if rows and max(rows) <= 64:
         # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
@@ -338,7 +343,12 @@ def _shape_tiles(cx: Ctx, picked: list) -> dict:
         # against torch.compile's 0.062), keep the default columns
         narrow = any(isinstance(c.site, FlashSite) or getattr(c, "dual", False) for c in picked)
         return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES)}
-    return dict(K.LARGE_GEMM_TILES) if _large_gemm(cx) else {}
+    if _large_gemm(cx):
+        return dict(K.LARGE_GEMM_TILES)
+    # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
+    # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
+    # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
+    return dict(K.SPLIT_GEMM_TILES) if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else {}
 
 
 def _rows(cx: Ctx, mm: ir.Matmul) -> int:

@@ -1,8 +1,7 @@
 """The kernels of the split rules (rules/split.py): the sliced kernel is the GEMM or flash
 kernel with its stream split over a batch axis of slices (kernels.gemm_kernel and
 kernels.flash_kernel with `split`); the combine kernels here add or merge the slices in slice
-order fixed by the plan (deterministic: no atomics), then do what the unsplit kernel's epilogue
-did.
+order (deterministic: no atomics), then do what the unsplit kernel's epilogue did.
 
     split_k:  P[s, m, n] (float32)          -> C = sum_s P[s] (in order), epilogue, store
     split_kv: O_s[.., t_q, d, s] = o_s / l_s,  -> O = sum_s w_s O_s / sum_s w_s,
@@ -46,22 +45,6 @@ def combine_grid(cx: Ctx, axes) -> list:
     return map_grid(cx, list(axes), per)
 
 
-COMBINE_FRAGMENT = 8192  # float32 partials a combine CTA holds per step (32 registers a thread at 256)
-
-
-def combine_block(splits: int, per_cta: int) -> int:
-    """Slices a combine CTA loads per step: as many as its fragment holds, so their loads are in
-    flight together. One slice a step made the combine a chain of dependent loads: at 256 x
-    524288 x 256 (64 slices) it took about a third of the GPU time. A divisor of the slice
-    count, so no step is partial, and a power of two (TileLang reduces across threads with a
-    butterfly, built for powers of two only)."""
-    cap = max(1, min(splits, COMBINE_FRAGMENT // max(1, per_cta)))
-    block = 1
-    while block * 2 <= cap and splits % (block * 2) == 0:
-        block *= 2
-    return block
-
-
 def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dict):
     """(sliced kernel, combine kernel, partial buffer) of a split_k GEMM site; adds the slice
     axis to `axes` (the plan's)."""
@@ -71,16 +54,14 @@ def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dic
     sliced = gemm_kernel(cx, c, tiles, [], split=sa)
     partial = cx.names.extra(("partial", mm.id), f"{cx.value(mm.id)}_partial")
     buf = Buffer(name=partial, axes=(sa, *mm.axes), scope="global", dtype="acc", why=SPLIT_WHY)
-    grid = combine_grid(cx, mm.axes)
-    block = combine_block(c.split, math.prod(t.block or cx.axes[t.axis] for t in grid))
     kb = KernelBuilder(cx.names.user, f"split_sum_{mm.id}",
-                       f"split-K combine: the {axes[sa]} partials of {cx.value(mm.id)} added "
-                       f"{block} slices a step" + (", fused epilogue" if c.epilogue else ""),
-                       grid, Stream(axis=sa, block=block, stages=1), tiles["threads"])
+                       f"split-K combine: the {axes[sa]} partials of {cx.value(mm.id)} added in order"
+                       + (", fused epilogue" if c.epilogue else ""),
+                       combine_grid(cx, mm.axes), Stream(axis=sa, block=1, stages=1), tiles["threads"])
     acc = kb.buf(cx.value(mm.id), mm.axes, "fragment", "acc", mm.id, key=("value", mm.id))
-    part = kb.buf(f"{partial}_frag", (sa, *mm.axes), "fragment", "acc", key=("partial", mm.id))
+    part = kb.buf(f"{partial}_frag", mm.axes, "fragment", "acc", key=("partial", mm.id))
     kb.prologue.append(Fill(dst=acc, value="0"))
-    kb.body += [Load(src=partial, dst=part), Reduce(dst=acc, src=part, kind="sum", axis=sa, accumulate=True)]
+    kb.body += [Load(src=partial, dst=part), Map(dst=acc, fn="add", args=(acc, part))]
     have = {mm.id: acc}
     for i in c.epilogue:  # fuse_elementwise, as gemm_kernel's epilogue
         n = cx.node(i)

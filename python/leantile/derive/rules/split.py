@@ -36,18 +36,17 @@ MIN_KV_BLOCKS = 2
 MIN_ROW_BLOCKS = 4
 
 
-def _splits(ctas: int, blocks: int, min_blocks: int, count_ctas: int | None = None) -> int | None:
-    """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about 2 * SMS CTAs in
-    all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
+def _splits(ctas: int, blocks: int, min_blocks: int, count_ctas: int | None = None, waves: int = 2) -> int | None:
+    """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about `waves` * SMS CTAs
+    in all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
     not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
     cuBLAS's 0.017 (benchmarks/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
     reduces over the slices with a butterfly, which TileLang builds for powers of two only
     (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and lse = -inf).
-    `count_ctas` (default `ctas`) is the grid the number of slices is counted from (split_k: at
-    the default tiles, see SplitK.splits)."""
+    `count_ctas` (default `ctas`) is the grid the number of slices is counted from."""
     if 2 * ctas > SMS or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
         return None
-    want = min(math.ceil(2 * SMS / (count_ctas or ctas)), blocks // min_blocks, MAX_SPLITS)
+    want = min(math.ceil(waves * SMS / (count_ctas or ctas)), blocks // min_blocks, MAX_SPLITS)
     return 1 << (want.bit_length() - 1) if want >= 2 else None
 
 
@@ -84,12 +83,14 @@ class SplitK(_Split):
                  "slice's k (the last slice may be partial)")
     params = {"splits": "the number of slices of the contraction axis"}
 
-    def splits(self, cx: Ctx, s: GemmSite, tiles: dict, count_tiles: dict | None = None) -> int | None:
-        """Slices for a plain GEMM site (one matmul, no pulled-out statistics), or None: whether
-        to split is judged at `tiles` (the shape's: a skinny GEMM's 64 x 256), how many slices
-        at `count_tiles` (default `tiles`). Counted at the skinny tiles, m = 16 x 4096 x 14336
-        took 4 slices and ran 0.0384 ms; counted at the default 128 x 128, 2 slices, 0.0326 ms
-        (H200, benchmarks/results/suite-skinny-2026-11-25-review.md)."""
+    def splits(self, cx: Ctx, s: GemmSite, tiles: dict) -> int | None:
+        """Slices for a plain GEMM site (one matmul, no pulled-out statistics), or None: judged
+        at `tiles` (the shape's: a skinny GEMM's 64 x 256), as many as fill one wave of CTAs
+        there. On an H200 one wave won wherever it was measured: m = 16 x 4096 x 14336 ran 2
+        slices (112 CTAs) in 0.0326 ms and 4 in 0.0384 (benchmarks/results/suite-skinny-2026-11-25-*.md);
+        128 x 4096 x 4096 at 128 x 128 x 4 stages 4 slices (128 CTAs) 0.0141 ms, 8 0.0212
+        (cuBLAS 0.013); rmsnorm 128 x 4096 x 6144 2 slices (96 CTAs) 0.0250 ms, 4 0.0297
+        (issue16-m128-max*-probe-2026-11-25.json)."""
         if len(s.matmuls) != 1 or s.peels:
             return None
         mm = cx.node(s.matmuls[0])
@@ -103,12 +104,20 @@ class SplitK(_Split):
             for a in mm.axes:
                 out *= math.ceil(cx.axes[a] / (t["block_m"] if a == m_axis else t["block_n"] if a == n_axis else 1))
             return out
-        return _splits(ctas(tiles), math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS,
-                       ctas(count_tiles or tiles))
+        return _splits(ctas(tiles), math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS, waves=1)
 
-    def option(self, cx: Ctx, s: GemmSite, splits: int, tail: tuple) -> Option:
+    def option(self, cx: Ctx, s: GemmSite, splits: int, tail: tuple, label: str = "split_k") -> Option:
         step = self.step(s.matmuls, splits=splits)
-        return Option("split_k", (step, *tail), s, self.name, tuple(s.matmuls))
+        return Option(label, (step, *tail), s, self.name, tuple(s.matmuls))
+
+    def more(self, cx: Ctx, s: GemmSite, splits: int, tiles: dict) -> int | None:
+        """Twice `splits` (two waves of CTAs) where the contraction is long enough, or None: the
+        cost model weighs the partial sums against the parallelism. At 256 x 524288 x 256 (4 MB
+        of partials against 537 MB of operands) two waves at 128 x 256 tiles ran 0.146 ms
+        (1.05x cuBLAS); at 128 x 4096 x 4096 (the partials half the weight's bytes) one wave
+        0.0141 ms, two 0.0193."""
+        blocks = math.ceil(cx.axes[s.axis] / tiles["block_k"])
+        return 2 * splits if 2 * splits <= min(blocks // MIN_K_BLOCKS, MAX_SPLITS) else None
 
     def formula(self, g, at, params):
         S = sym()
