@@ -153,6 +153,20 @@ def test_split_k_random_shapes(m, n, d, seed, epilogue):
 
 
 @settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
+@given(m=st.integers(65, 140), n=st.integers(385, 1100), d=st.integers(9000, 20000), seed=st.integers(0, 2**16),
+       epilogue=st.booleans())
+def test_split_k_of_many_rows_random_shapes(m, n, d, seed, epilogue):
+    """GEMMs of more than 64 rows (128-row tiles): every split candidate derive offers, one wave
+    of slices or two (split_k_x2, where the contraction is long enough: about 4 draws in 10 of
+    these ranges), equals the graph."""
+    g = _gemm_epilogue({"m": m, "d": d, "n": n}) if epilogue else architectures.build("matmul", m=m, d=d, n=n)
+    split = [c.name for c in candidates(g) if c.name.startswith("split_k")]
+    assert split[:1] == ["split_k"], split
+    for name in split:
+        check(g, derive(g, name), seed, F64)
+
+
+@settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
 @given(h=st.integers(1, 4), t_q=st.integers(1, 4), t_kv=st.integers(513, 2000), d_h=st.sampled_from([1, 3, 8, 16]),
        seed=st.integers(0, 2**16))
 def test_split_kv_random_shapes(h, t_q, t_kv, d_h, seed):
