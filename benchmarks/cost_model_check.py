@@ -84,12 +84,12 @@ def main(argv=None) -> int:
 
 def _probe_points(files):
     """(workload, file name, {(candidate, tiles json): best ms}) per case of the probe JSONs."""
+    from split_probe import CASES
     by_case: dict[tuple, dict] = {}
     for f in files:
         for r in json.loads(Path(f).read_text()):
             if not r.get("ok") or "gpu_ms" not in r or r.get("candidate") == "unfused":
                 continue
-            from split_probe import CASES
             arch, sizes = CASES[r["case"]]
             wl = f"{arch}:{','.join(f'{k}={v}' for k, v in sorted(sizes.items()))}:f16"
             pts = by_case.setdefault((wl, Path(f).name), {})

@@ -36,17 +36,16 @@ MIN_KV_BLOCKS = 2
 MIN_ROW_BLOCKS = 4
 
 
-def _splits(ctas: int, blocks: int, min_blocks: int, count_ctas: int | None = None, waves: int = 2) -> int | None:
+def _splits(ctas: int, blocks: int, min_blocks: int, waves: int = 2) -> int | None:
     """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about `waves` * SMS CTAs
     in all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
     not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
     cuBLAS's 0.017 (benchmarks/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
     reduces over the slices with a butterfly, which TileLang builds for powers of two only
-    (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and lse = -inf).
-    `count_ctas` (default `ctas`) is the grid the number of slices is counted from."""
+    (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and lse = -inf)."""
     if 2 * ctas > SMS or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
         return None
-    want = min(math.ceil(waves * SMS / (count_ctas or ctas)), blocks // min_blocks, MAX_SPLITS)
+    want = min(math.ceil(waves * SMS / ctas), blocks // min_blocks, MAX_SPLITS)
     return 1 << (want.bit_length() - 1) if want >= 2 else None
 
 
@@ -98,13 +97,11 @@ class SplitK(_Split):
         m_axis = next((a for a in reversed(base.axes) if a != s.axis and a in mm.axes
                        and a not in cx.node(mm.b).axes), None)
         n_axis = next((a for a in reversed(mm.axes) if a not in base.axes), None)
-
-        def ctas(t):
-            out = 1
-            for a in mm.axes:
-                out *= math.ceil(cx.axes[a] / (t["block_m"] if a == m_axis else t["block_n"] if a == n_axis else 1))
-            return out
-        return _splits(ctas(tiles), math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS, waves=1)
+        ctas = 1
+        for a in mm.axes:
+            block = tiles["block_m"] if a == m_axis else tiles["block_n"] if a == n_axis else 1
+            ctas *= math.ceil(cx.axes[a] / block)
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS, waves=1)
 
     def option(self, cx: Ctx, s: GemmSite, splits: int, tail: tuple, label: str = "split_k") -> Option:
         step = self.step(s.matmuls, splits=splits)
