@@ -150,7 +150,10 @@ def structured_graphs(draw):
 # decode attention (no query axis), scaled softmax with its statistics as outputs, a norm
 # (layer, rms, centred on a constant) into one or two GEMMs with the weight reused, casts in
 # epilogues, constants as outputs, renamed and clashing contraction axes, dependent GEMMs.
-ALL_CLASSES = frozenset(range(1, 12))
+# Class 15 (issue 17): attention scores under a mask or bias (causal at any offset, a sliding
+# window, per-head lengths, a keep-mask input, an additive bias), masked with -inf or a finite
+# value, the scale before or after the mask, rows that are wholly masked included.
+ALL_CLASSES = frozenset([*range(1, 12), 15])
 
 
 def _maybe(draw, cls, allow):
@@ -159,7 +162,7 @@ def _maybe(draw, cls, allow):
 
 
 @st.composite
-def _user_attention(draw, allow):
+def _user_attention(draw, allow, always: frozenset = frozenset()):
     built = set()
     decode = _maybe(draw, 6, allow)
     axes = {"h": draw(st.integers(1, 2)), "t_q": draw(st.integers(1, 5)), "t_kv": draw(st.integers(1, 9)),
@@ -178,10 +181,56 @@ def _user_attention(draw, allow):
     built |= {5} if computed else set()
     built |= {6} if decode else set()
     s = g.matmul(q, k, "d_h", "d_h")
-    if draw(st.booleans()):
+    scale_first = draw(st.booleans())
+    if scale_first and draw(st.booleans()):
         s = g.div(s, g.sqrt(g.size_const("d_h")))
+    if 15 in always or _maybe(draw, 15, allow):
+        s = draw(masked_scores(g, s, decode))
+        built.add(15)
+        if not scale_first and draw(st.booleans()):
+            s = g.mul(s, g.const("0.25"))  # after the mask: -inf * c stays -inf
     g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
     return g.graph(), frozenset(built)
+
+
+MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal")
+
+
+@st.composite
+def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
+    """The scores s[h, t_q, t_kv] under a mask or bias as users write them: keep = a comparison of
+    positions (iota) or of an input, then select(keep, s, fill) with fill -inf (or a finite
+    -30000: masked keys then still count, the graph says so), or s + bias. A causal offset or a
+    window may mask whole rows."""
+    kind = draw(st.sampled_from([k for k in kinds if not (decode and "causal" in k and k != "bias_and_causal")]))
+    fill = g.const(draw(st.sampled_from(["-inf", "-inf", "-30000"])))
+    kv = g.iota("t_kv")
+    q = g.iota("t_q") if not decode else None
+
+    def causal(off: int):
+        return g.le(kv, g.add(q, g.const(str(off)))) if off else g.le(kv, q)
+    if kind == "causal":
+        keep = causal(draw(st.integers(-3, 4)))
+    elif kind == "causal_sized":  # bottom-right aligned: key j <= query i + (t_kv - t_q)
+        keep = g.le(kv, g.add(q, g.sub(g.size_const("t_kv"), g.size_const("t_q"))))
+    elif kind == "window":  # i - w < j <= i, written as a product of two comparisons or nested
+        w = g.const(str(draw(st.integers(1, 4))))
+        lo = g.gt(kv, g.sub(q if q is not None else g.const("2"), w))
+        hi = causal(0) if q is not None else g.le(kv, g.const("5"))
+        if draw(st.booleans()):
+            keep = g.mul(lo, hi)
+        else:
+            return g.select(lo, g.select(hi, s, fill), fill)
+    elif kind == "lengths":  # per-head valid key count (padding), an input
+        keep = g.lt(kv, g.mul(g.input("L", ["h"], "f32"), g.size_const("t_kv")))  # L ~ N(0, 1): some heads have none
+    elif kind == "keep_input":
+        keep = g.gt(g.input("M", ["t_q", "t_kv"] if not decode else ["t_kv"], "f32"), g.const("0.3"))
+    elif kind == "bias":
+        return g.add(s, g.input("B", ["h", "t_q", "t_kv"] if not decode else ["h", "t_kv"], "f32"))
+    else:  # an ALiBi-like bias -slope * (i - j) and a causal mask
+        s = g.sub(s, g.mul(g.const("0.5"), g.sub(q if q is not None else g.const("4"), kv)))
+        keep = causal(0) if q is not None else g.le(kv, g.const("4"))
+    return g.select(keep, s, fill)
 
 
 @st.composite
@@ -282,6 +331,12 @@ def user_graphs(draw, allow=ALL_CLASSES):
     """(graph, issue-13 classes it contains), building only the classes in `allow`."""
     maker = draw(st.sampled_from([_user_attention, _user_softmax, _user_norm_gemm, _user_gemm]))
     return draw(maker(frozenset(allow)))
+
+
+def masked_attention_graphs():
+    """(graph, classes): attention whose scores always pass a mask or bias (class 15), Q/K/V
+    possibly computed, decode or not."""
+    return _user_attention(ALL_CLASSES, always=frozenset({15}))
 
 
 @st.composite

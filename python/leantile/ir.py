@@ -61,6 +61,10 @@ def json_int(**bounds):
 
 NodeId = json_int(ge=0)
 DECIMAL = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+# the one non-finite constant: the value a mask writes where a score must not count (exp(-inf) = 0,
+# torch's masked_fill(~keep, -inf)); +inf and NaN have no use in a graph and stay refused
+NEG_INF = "-inf"
+CONST_VALUE = r"^([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|-inf)$"
 
 
 class GraphError(ValueError):
@@ -89,14 +93,17 @@ class Input(_Node):
 
 class Const(_Node):
     op: Literal["const"]
-    # a decimal literal, e.g. "1e-05"; the pattern is checked by _finite_decimal (clearer message)
-    value: Annotated[StrictStr, Field(max_length=64, json_schema_extra={"pattern": DECIMAL})]
+    # a decimal literal, e.g. "1e-05", or "-inf" (a mask value); the pattern is checked by
+    # _finite_decimal (clearer message)
+    value: Annotated[StrictStr, Field(max_length=64, json_schema_extra={"pattern": CONST_VALUE})]
 
     @field_validator("value")
     @classmethod
     def _finite_decimal(cls, v: str) -> str:
+        if v == NEG_INF:
+            return v
         if not re.fullmatch(DECIMAL, v):
-            raise ValueError(f"const value {shown(v)} is not a decimal number")
+            raise ValueError(f"const value {shown(v)} is not a decimal number (nor \"-inf\", the mask value)")
         x = float(v)
         if not math.isfinite(x):
             raise ValueError(f"const value {v!r} is not finite")

@@ -99,9 +99,15 @@ def test_unknown_dtype():
 def test_nonfinite_const():
     d = doc(); d["nodes"][6]["value"] = "1e999"
     assert any("node 6 (const)" in p and "not finite" in p for p in problems(d))
-    for v in ("inf", "nan", "1_000", " 1", "0x10", "1e5\n"):  # float() takes them; the schema does not
+    for v in ("inf", "+inf", "-Infinity", "nan", "1_000", " 1", "0x10", "1e5\n"):  # float() takes them; the schema does not
         d["nodes"][6]["value"] = v
         assert any("node 6 (const)" in p and "not a decimal" in p for p in problems(d)), v
+
+
+def test_neg_inf_const_is_the_mask_value():
+    """-inf, spelled exactly so, is the one non-finite constant (masked_fill(~keep, -inf))."""
+    d = doc(); d["nodes"][6]["value"] = "-inf"
+    assert ir.parse(d).nodes[6].number == float("-inf")
 
 
 def test_dangling_output():

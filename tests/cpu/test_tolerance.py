@@ -62,3 +62,18 @@ def test_non_finite_and_zero_references():
     noisy_same = ref.clone()
     noisy_same[0] = float("inf")  # a reference that overflows in the low dtype forgives nothing
     assert rel_err(ref * 1.01, ref, noisy_same) == pytest.approx(0.01, rel=1e-6)
+
+
+def test_nan_agrees_only_where_the_reference_has_nan():
+    """A fully masked softmax row is NaN in the graph (0 / 0): a kernel with NaN exactly there
+    is right, with NaN elsewhere or a number there is wrong; the rest is measured as usual."""
+    ref = torch.randn(4, 6, dtype=torch.float64)
+    ref[1] = float("nan")
+    out = ref.clone().float()
+    assert rel_err(out, ref) < 1e-6
+    wrong = out.clone(); wrong[1] = 0.0  # a finite row where the graph says NaN
+    assert rel_err(wrong, ref) == float("inf")
+    extra = out.clone(); extra[2, 3] = float("nan")
+    assert rel_err(extra, ref) == float("inf")
+    off = out.clone(); off[0] += 1.0  # the finite part is still checked
+    assert rel_err(off, ref) > TOLERANCE[torch.float32]

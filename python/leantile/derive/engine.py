@@ -416,12 +416,12 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
         if isinstance(s, FlashSite) and c.split:
             qk, pv = cx.node(s.qk), cx.node(s.pv)
             sliced, merge, bufs = split_flash(cx, c, tiles, axes)
-            add(sliced, [qk.a, qk.b, pv.b], [b.name for b in bufs])
+            add(sliced, [qk.a, qk.b, pv.b, *s.leaves], [b.name for b in bufs])
             add(merge, [b.name for b in bufs], [s.pv])
             extra_globals += bufs
         elif isinstance(s, FlashSite):
             qk, pv = cx.node(s.qk), cx.node(s.pv)
-            add(K.flash_kernel(cx, s, c.exp2, tiles), [qk.a, qk.b, pv.b], [s.pv])
+            add(K.flash_kernel(cx, s, c.exp2, tiles), [qk.a, qk.b, pv.b, *s.leaves], [s.pv])
         elif isinstance(s, SoftmaxSite) and c.split:
             sliced, merge, norm, bufs = split_row(cx, c, tiles, axes)
             add(sliced, [s.src], [b.name for b in bufs])

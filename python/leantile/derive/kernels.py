@@ -175,6 +175,32 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
     return body, m, l, alpha
 
 
+def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
+    """The score function (a mask, a bias) on each block of scores S, in registers, ending in
+    S itself. Every intermediate has the scores' tile shape, so that the emitter evaluates the
+    whole function in one loop over the tile (a smaller one would be a loop, and a layout, of
+    its own); a leaf is loaded per block where it runs along the streamed axis, else once."""
+    have = {s.qk: S}
+    body: list = []
+    for i in s.leaves:
+        n = g.node(i)
+        dst = kb.buf(f"{g.value(i)}_frag", n.axes, "fragment", "acc", i, key=("frag", i))
+        (body if s.axis in n.axes else kb.prologue).append(Load(src=g.value(i), dst=dst))
+        have[i] = dst
+    tile = g.node(s.qk).axes
+    for i in s.score:
+        n = g.node(i)
+        dst = S if i == s.softmax.src else kb.buf(g.value(i), tile, "fragment", "acc", i, key=("value", i))
+        if isinstance(n, ir.Iota):
+            body.append(Iota(dst=dst, axis=n.axis))
+        else:
+            args = tuple(g.literal(a) or have[a] for a in n.args())
+            body.append(Map(dst=dst, fn="cast", args=args, dtype=n.dtype) if isinstance(n, ir.Cast)
+                        else Map(dst=dst, fn=n.op, args=args))
+        have[i] = dst
+    return body
+
+
 def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | None = None) -> Kernel:
     """Online-softmax attention; with `split` (split_kv: a batch axis of slices), one slice of
     t per CTA, storing its o / l and log-sum-exp (derive.split_kernels merges the slices)."""
@@ -184,6 +210,8 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
     t = s.axis
     row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
     scaled = f" (scale {sm.scale:.6g} folded into the exponent)" if sm.scale_node is not None else ""
+    if s.score:
+        scaled += f" (score function of {len(s.score)} ops on each tile)"
     kb = KernelBuilder(g.names.user, f"flash_{pv.id}",
                        f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
                        ([_tile(split, 1, None)] if split else []) + _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
@@ -202,6 +230,7 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
     kb.prologue.append(Fill(dst=o, value="0"))
     kb.body = [Load(src=g.value(k.id), dst=Ks),
                Gemm(a=Qs, b=Ks, acc=S, axis_a=qk.axis_a, axis_b=qk.axis_b, clear=True),
+               *_score_statements(g, kb, s, S),
                *update,
                Map(dst=o, fn="mul", args=(o, alpha)),
                Map(dst=Ph, fn="copy", args=(P,)),

@@ -32,10 +32,14 @@ class SoftmaxSite:
 
 @dataclass(frozen=True)
 class FlashSite:
-    """O = matmul(softmax_t(matmul(Q, K) [* c]), V) over t."""
+    """O = matmul(softmax_t(z), V) over t, z = matmul(Q, K) [* c], or z = f(matmul(Q, K), ...)
+    for an elementwise score function f (a mask, a bias, a scale: `score`, computed on each
+    tile of scores in registers; `leaves` are the tensors it reads from device memory)."""
     qk: int
     softmax: SoftmaxSite
     pv: int
+    score: tuple[int, ...] = ()  # elementwise nodes between the scores and the softmax, ascending
+    leaves: tuple[int, ...] = ()  # their operands computed elsewhere (inputs, other kernels' values)
 
     @property
     def axis(self) -> str:
@@ -43,7 +47,7 @@ class FlashSite:
 
     @property
     def nodes(self) -> tuple[int, ...]:
-        return (self.qk, *self.softmax.nodes, self.pv)
+        return (self.qk, *self.score, *self.softmax.nodes, self.pv)
 
 
 @dataclass(frozen=True)

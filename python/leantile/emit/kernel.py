@@ -159,11 +159,11 @@ class _KernelWriter:
         loaded: dict[str, str] = {}  # on-chip buffer -> the global tile it holds unchanged
         while i < len(stmts):
             s = stmts[i]
-            if isinstance(s, Map):
+            if isinstance(s, (Map, Iota)):  # one loop over the tile for a run of maps of its shape
                 group = [s]
                 while i + len(group) < len(stmts):
                     nxt = stmts[i + len(group)]
-                    if isinstance(nxt, Map) and self.local[nxt.dst].axes == self.local[s.dst].axes:
+                    if isinstance(nxt, (Map, Iota)) and self.local[nxt.dst].axes == self.local[s.dst].axes:
                         group.append(nxt)
                     else:
                         break
@@ -223,14 +223,12 @@ class _KernelWriter:
         else:
             self.emit(f"T.fill({self.lname[s.dst]}, {v})", depth)
 
-    def do_iota(self, s: Iota, depth: int):
+    def iota_line(self, s: Iota, loop: dict[str, str]) -> str:
         b = self.local[s.dst]
-        loop = self.loop_header(b.axes, depth)
         start = self.start(s.axis)
         pos = loop[s.axis] if s.axis in b.axes else "0"  # not on chip: a batch axis, the grid's position
         pos = f"{start} + {pos}" if start else pos
-        self.emit(f"{self.ref(s.dst, b.axes, loop)} = T.cast({pos}, {self.dtype_expr(b)})  # iota over {s.axis}",
-                  depth + 1)
+        return f"{self.ref(s.dst, b.axes, loop)} = T.cast({pos}, {self.dtype_expr(b)})  # iota over {s.axis}"
 
     def do_mask(self, s: Mask, depth: int):
         b = self.local[s.dst]
@@ -244,14 +242,14 @@ class _KernelWriter:
         self.emit(f"{ref} = T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {ref}, "
                   f"{self.literal(s.value, self.dtype_expr(b))})", depth + 2)
 
-    def maps(self, group: list[Map], depth: int):
+    def maps(self, group: list[Map | Iota], depth: int):
         axes = self.local[group[0].dst].axes
         # Layout families: fragments derived from a GEMM accumulator ("G") have the GEMM's
         # register layout; row/column vectors reduced from other tiles ("R") have the
         # layout of that reduction. A loop mixing them makes layout inference fail ("no
         # available layout found"), so R operands go through a shared-memory mirror there.
         dsts = {s.dst for s in group}
-        names = dsts | {a for s in group for a in s.args if not a.startswith("#")}
+        names = dsts | {a for s in group for a in _args(s) if not a.startswith("#")}
         mirror: dict[str, str] = {}
         if self.has_gemm and any(self.fam.get(n) == "G" for n in names):
             for n in sorted(names - dsts):
@@ -267,10 +265,13 @@ class _KernelWriter:
                 self.fam[d] = "G"
         else:
             for s in group:
-                if any(self.fam.get(a) == "R" for a in s.args):
+                if any(self.fam.get(a) == "R" for a in _args(s)):
                     self.fam[s.dst] = "R"
         loop = self.loop_header(axes, depth)
         for s in group:
+            if isinstance(s, Iota):
+                self.emit(self.iota_line(s, loop), depth + 1)
+                continue
             dst = self.local[s.dst]
             dt = self.tl_dtype(dst)
             vals = []
@@ -557,3 +558,7 @@ class _KernelWriter:
         out.append("")
         out.append(f"    return {_ident(k.name)}")
         return out
+
+
+def _args(s: Map | Iota) -> tuple[str, ...]:
+    return s.args if isinstance(s, Map) else ()

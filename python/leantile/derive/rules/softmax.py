@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ... import ir
 from ..context import Ctx
-from ..sites import FlashSite, SoftmaxSite
+from ..sites import ELEMENTWISE, FlashSite, SoftmaxSite, depends_on
 from .base import Option, Rule, sym
 
 
@@ -98,13 +98,20 @@ class OnlineSoftmax(Rule):
         us = cx.users
         out = []
         for s in softmaxes:
-            qk, t = cx.node(s.src), s.axis
+            t = s.axis
             pvs = us[s.div]
-            if len(pvs) != 1 or not isinstance(qk, ir.Matmul):
+            if len(pvs) != 1:
                 continue
             pv = cx.node(pvs[0])
             if not (isinstance(pv, ir.Matmul) and pv.a == s.div and pv.axis_a == t):
                 continue
+            found = _score_function(cx, s.src, t)
+            if found is None:
+                continue
+            if isinstance(found, str):
+                self.refuse(cx, [s.src, s.div, pv.id], f"flash attention: {found}; the softmax row is streamed on its own")
+                continue
+            qk, score, leaves = cx.node(found[0]), found[1], found[2]
             q, k = cx.node(qk.a), cx.node(qk.b)
             if t in q.axes or t not in k.axes:  # the streamed axis must come from K (one softmax row per query)
                 self.refuse(cx, [qk.id, s.div, pv.id], f"flash attention: the softmax axis {t!r} is not "
@@ -114,7 +121,7 @@ class OnlineSoftmax(Rule):
                 self.refuse(cx, [qk.id, s.div, pv.id], "flash attention: Q has no query axis to tile "
                             "(decode, one query): the softmax row is streamed on its own")
                 continue
-            out.append(FlashSite(qk.id, s, pv.id))
+            out.append(FlashSite(qk.id, s, pv.id, score, leaves))
         return out
 
     def formula(self, g, at, params):
@@ -217,6 +224,62 @@ def _scaled(cx: Ctx, z) -> tuple[int, int | None, float] | None:
         if c is not None and c > 0:
             return z.a, z.id, (c if z.op == "mul" else 1.0 / c)
     return None
+
+
+def _score_function(cx: Ctx, z: int, t: str) -> tuple[int, tuple[int, ...], tuple[int, ...]] | str | None:
+    """The scores' matmul under the softmax input z, with the elementwise nodes between them (a
+    mask, a bias, a scale): (matmul, score nodes, leaves they load), a refusal, or None where z
+    does not come from a matmul over t's keys. The score function is every elementwise node
+    z depends on whose users are all inside it: those a kernel elsewhere also reads, and
+    everything not elementwise, are leaves, loaded from device memory. The scores' matmul must
+    be a leaf read by nothing else, no other leaf may depend on it (it exists only in the flash
+    kernel's registers), and nothing may have an axis the scores lack."""
+    n = cx.node(z)
+    if isinstance(n, ir.Matmul):
+        return (z, (), ()) if t in n.axes else None
+    if not isinstance(n, ELEMENTWISE):
+        return None
+    region, stack = {z}, [z]
+    while stack:  # the elementwise closure under z
+        for a in cx.node(stack.pop()).args():
+            if a not in region and isinstance(cx.node(a), ELEMENTWISE) and cx.literal(a) is None:
+                region.add(a)
+                stack.append(a)
+    closure = set(region)
+    changed = True
+    while changed:  # a node read outside the function is computed elsewhere: a leaf (and so,
+        changed = False  # then, whatever only it read); users come after a node: go downwards
+        for i in sorted(region - {z}, reverse=True):
+            if any(u not in region for u in cx.users[i]):
+                region.discard(i)
+                changed = True
+    leaves = sorted({a for i in region for a in cx.node(i).args()
+                     if a not in region and cx.literal(a) is None})
+    qks = [a for a in leaves if isinstance(cx.node(a), ir.Matmul) and t in cx.node(a).axes]
+    if not qks:
+        pruned = sorted(closure - region)
+        under = [a for i in closure for a in cx.node(i).args() if a not in closure and isinstance(cx.node(a), ir.Matmul)
+                 and t in cx.node(a).axes]
+        if not under or not pruned:
+            return None
+        p = pruned[-1]
+        return (f"node {p} ({cx.node(p).op}) between the scores (node {under[0]}) and the softmax is also read "
+                "outside the score function")
+    if len(qks) != 1:
+        return f"the scores under node {z} come from {len(qks)} matmuls over {t!r}"
+    qk = qks[0]
+    axes = set(cx.node(qk).axes)
+    if set(cx.node(z).axes) != axes:
+        return f"node {z} ({cx.node(z).op}) has axes {list(cx.node(z).axes)}, the scores {sorted(axes)}"
+    if any(u not in region for u in cx.users[qk]):
+        return f"the scores (node {qk}) are also read outside the score function"
+    for i in (*sorted(region), *leaves):
+        if not set(cx.node(i).axes) <= axes:
+            return f"node {i} ({cx.node(i).op}) has an axis the scores lack ({list(cx.node(i).axes)})"
+    for a in leaves:
+        if a != qk and depends_on(cx, a, qk):
+            return f"node {a} ({cx.node(a).op}) depends on the scores and is read outside the score function"
+    return qk, tuple(sorted(region)), tuple(a for a in leaves if a != qk)
 
 
 def online_options(s: FlashSite | SoftmaxSite, label: str) -> list[Option]:

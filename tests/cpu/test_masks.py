@@ -1,0 +1,119 @@
+"""Issue 17: attention under masks and biases. The flash rule takes the elementwise score
+function between Q K^T and the softmax (causal at any offset, sliding windows, lengths, keep
+masks, additive biases) into its kernel, and every candidate still equals the independent
+float64 evaluator, wholly masked rows (NaN in the graph, 0 / 0) included."""
+import torch
+from hypothesis import event, given, strategies as st
+
+import evaluator as ev
+from leantile import interp
+from leantile.dag import DagM
+from leantile.derive import candidates, derive
+from leantile.derive.engine import refusals
+from leantile.tolerance import TOLERANCE
+from strategies import masked_attention_graphs
+
+TOL = TOLERANCE[torch.float64]
+TILES = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 8]), "block_n": st.sampled_from([1, 2, 3, 5])})
+
+
+def attention(mask, tq=5, tkv=7, d=3, h=2, outputs=()):
+    """softmax(mask(Q K^T / sqrt d)) V with mask(g, s, q_pos, kv_pos) -> scores."""
+    g = DagM("masked", {"h": h, "t_q": tq, "t_kv": tkv, "d_h": d})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    s = g.div(g.matmul(q, k, "d_h", "d_h"), g.sqrt(g.size_const("d_h")))
+    z = mask(g, s, g.iota("t_q"), g.iota("t_kv"))
+    g.output("out", g.matmul(g.softmax(z, "t_kv"), v, "t_kv", "t_kv"))
+    for name in outputs:
+        g.output(name, z)
+    return g.graph()
+
+
+def causal(off):
+    return lambda g, s, i, j: g.select(g.le(j, g.add(i, g.const(str(off)))), s, g.const("-inf"))
+
+
+def check(g, tiles=(None, {"block_m": 2, "block_n": 3}, {"block_m": 1, "block_n": 1}), seed=0):
+    inputs = ev.random_inputs(g, seed)
+    ref = ev.evaluate(g, inputs)
+    for c in candidates(g):
+        for t in tiles:
+            out = interp.run(derive(g, c.name, t), inputs, dtype=torch.float64)
+            for name, r in ref.items():
+                err = ev.rel_err(out[name], r)
+                assert err <= TOL, f"{c.name} {t}: {name} relative error {err:.3g}"
+    return ref
+
+
+def flash_kernels(g, name=None):
+    """The flash kernels of candidate `name` (default: every candidate's)."""
+    names = [name] if name else [c.name for c in candidates(g)]
+    return [k for n in names for k in derive(g, n).kernels if k.name.startswith("flash")]
+
+
+def test_causal_is_one_flash_kernel():
+    """The mask is computed in the flash kernel's registers: one kernel, no [t_q, t_kv] tensor."""
+    g = attention(causal(0), tq=9, tkv=9)
+    plan = derive(g, "online_exp2")
+    assert [k.name for k in plan.kernels] == [flash_kernels(g, "online_exp2")[0].name]
+    assert {b.name for b in plan.globals} == {"Q", "K", "V", plan.outputs["out"]}
+    check(g)
+
+
+def test_causal_at_any_offset_with_wholly_masked_rows():
+    """t_q > t_kv with a negative offset: the first rows keep no key (NaN, as in the graph)."""
+    for tq, tkv, off in ((7, 4, -3), (4, 9, 5), (3, 3, -1), (1, 6, 0), (6, 1, 0)):
+        g = attention(causal(off), tq=tq, tkv=tkv)
+        assert flash_kernels(g)
+        ref = check(g)
+        if off < 0:  # query 0 keeps no key
+            assert torch.isnan(ref["out"][:, 0]).all()
+
+
+def test_bias_and_keep_inputs_are_loaded_per_block():
+    def bias(g, s, i, j):
+        keep = g.gt(g.input("M", ["t_q", "t_kv"], "f32"), g.const("0"))
+        return g.select(keep, g.add(s, g.input("B", ["h", "t_q", "t_kv"], "f32")), g.const("-inf"))
+    g = attention(bias)
+    k = flash_kernels(g, "online_exp2")[0]
+    loads = {s.src for s in k.body if s.op == "load"}
+    assert {"M", "B"} <= loads
+    check(g)
+
+
+def test_finite_fill_keeps_masked_keys_counting():
+    """select(keep, s, -30000): a wholly masked row averages every value, as the graph says."""
+    g = attention(lambda g, s, i, j: g.select(g.le(j, g.sub(i, g.const("2"))), s, g.const("-30000")), tq=4, tkv=6)
+    ref = check(g)
+    assert torch.isfinite(ref["out"]).all()
+
+
+def test_masked_scores_as_an_output_are_written_whole():
+    """The masked scores are also an output: flash still runs the attention, and the scores are
+    computed and stored in full by kernels of their own (check: every value equals the graph's)."""
+    g = attention(causal(0), outputs=("masked_scores",))
+    plan = derive(g, "online_exp2")
+    assert flash_kernels(g) and plan.outputs["masked_scores"] not in {b.name for b in plan.globals if b.node is None}
+    check(g)
+
+
+def test_score_function_reading_the_scores_elsewhere_is_refused():
+    """A bias computed from the scores themselves and also read by another output: the scores
+    would have to exist outside the flash kernel; refused with the node named."""
+    def leak(g, s, i, j):
+        t = g.exp(g.neg(s))
+        g.output("side", g.mul(t, g.const("2")))  # t has a reader outside the score function
+        return g.add(s, t)
+    g = attention(leak)
+    assert not flash_kernels(g)
+    assert any("flash attention: node" in line and "also read outside" in line for line in refusals(g))
+    check(g)
+
+
+@given(masked_attention_graphs(), TILES, st.integers(0, 2**31 - 1))
+def test_masked_attention_graphs_equal_evaluator(gc, tiles, seed):
+    """Random masks, fills, offsets, decode or not, computed operands: every candidate, default
+    and random tiles (blocks of 1, blocks that do not divide the axes)."""
+    g, _ = gc
+    event(f"flash kernel: {bool(flash_kernels(g))}")
+    check(g, (None, tiles), seed)
