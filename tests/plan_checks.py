@@ -15,6 +15,8 @@ def check(g, plan, seed, dtype, scale=1.0):
     out = interp.run(plan, {k: v.to(dtype) for k, v in inputs.items()}, dtype=dtype)
     for name in g.outputs:
         assert out[name].dtype == dtype
-        assert torch.isfinite(out[name]).all(), f"{plan.candidate}: non-finite output (unwritten tile?)"
+        # finite wherever the graph is (a wholly masked softmax row is NaN in both: rel_err checks it)
+        assert (torch.isfinite(out[name]) | ~torch.isfinite(ref[name])).all(), \
+            f"{plan.candidate}: non-finite output (unwritten tile?)"
         err = rel_err(out[name], ref[name], None if same is None else same[name])
         assert err <= tolerance(dtype), f"{g.name}/{plan.candidate}: relative error {err:.3g} in {dtype}"

@@ -4,12 +4,13 @@ import LeanTile.Architectures.Matmul
 import LeanTile.Architectures.Rmsnorm
 import LeanTile.Architectures.RmsnormMlp
 import LeanTile.Architectures.LayernormLinearGelu
+import LeanTile.Architectures.CausalAttention
 import LeanTile.Architectures.Geglu
 import LeanTile.Architectures.AttentionScaled
 import LeanTile.Architectures.SoftmaxRow
 
 /-!
-# LeanTile.Architectures — the six built-ins and the user architectures
+# LeanTile.Architectures — the built-ins and the user architectures
 
 Each architecture is a `DagM` program in its own file under `Architectures/`.
 To add one (docs/tutorial.md walks through it): write `Architectures/Foo.lean` in the same
@@ -31,7 +32,8 @@ def builtins : List (String × Except String Graph) :=
   , ("matmul", matmulGraph)
   , ("rmsnorm", rmsnormGraph)
   , ("rmsnorm_mlp", rmsnormMlpGraph)
-  , ("layernorm_linear_gelu", layernormLinearGeluGraph) ]
+  , ("layernorm_linear_gelu", layernormLinearGeluGraph)
+  , ("causal_attention", causalAttentionGraph) ]
 
 /-- Architectures added the way a user adds one (not built into the Python package). -/
 def userArchitectures : List (String × Except String Graph) :=
@@ -52,6 +54,7 @@ def architectureFiles : List (String × String) :=
   , ("rmsnorm", "lean/LeanTile/Architectures/Rmsnorm.lean")
   , ("rmsnorm_mlp", "lean/LeanTile/Architectures/RmsnormMlp.lean")
   , ("layernorm_linear_gelu", "lean/LeanTile/Architectures/LayernormLinearGelu.lean")
+  , ("causal_attention", "lean/LeanTile/Architectures/CausalAttention.lean")
   , ("geglu", "lean/LeanTile/Architectures/Geglu.lean")
   , ("attention_scaled", "lean/LeanTile/Architectures/AttentionScaled.lean")
   , ("softmax_row", "lean/LeanTile/Architectures/SoftmaxRow.lean") ]

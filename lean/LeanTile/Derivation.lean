@@ -47,7 +47,8 @@ def ruleTheorems : List (String × String) :=
   , ("online_sum", "LeanTile.online_softmax_fold")
   , ("split_k", "LeanTile.split_k_eval")
   , ("split_kv", "LeanTile.split_kv_eval")
-  , ("split_row", "LeanTile.split_row_stats") ]
+  , ("split_row", "LeanTile.split_row_stats")
+  , ("skip_masked_tiles", "LeanTile.fold_skip_masked") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.
@@ -89,6 +90,12 @@ def softmaxRowDerivation : List Step :=
   , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [3], params := [] }
   , { rule := "split_row", thm := "LeanTile.split_row_stats", sites := [1, 4], params := [("splits", .nat 8)] } ]
 
+def causalAttentionDerivation : List Step :=
+  [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [16, 17], params := [] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [3, 4, 5, 9, 10, 12, 15, 16, 17, 18, 19, 20, 21], params := [("axis", .str "t_kv")] }
+  , { rule := "skip_masked_tiles", thm := "LeanTile.fold_skip_masked", sites := [10, 12], params := [("bounds", .str "t_kv <= t_q + 0")] }
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [18], params := [] } ]
+
 /-- The derivation exported with architecture `name` (`[]` for an unknown name). -/
 def derivationOf (name : String) : List Step :=
   match name with
@@ -98,6 +105,7 @@ def derivationOf (name : String) : List Step :=
   | "rmsnorm" => rmsnormDerivation
   | "rmsnorm_mlp" => rmsnormMlpDerivation
   | "layernorm_linear_gelu" => layernormLinearGeluDerivation
+  | "causal_attention" => causalAttentionDerivation
   | "geglu" => gegluDerivation
   | "attention_scaled" => attentionScaledDerivation
   | "softmax_row" => softmaxRowDerivation

@@ -13,6 +13,7 @@ import LeanTile.Rules.FuseReduction
 import LeanTile.Rules.GainFold
 import LeanTile.Rules.SplitK
 import LeanTile.Rules.SplitKV
+import LeanTile.Rules.MaskSkip
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
@@ -32,6 +33,7 @@ import LeanTile.Rules.SplitKV
 | split_k | `LeanTile.split_k_eval` (from `LeanTile.sum_split_range`) | Rules/SplitK.lean |
 | split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`) | Rules/SplitKV.lean |
 | split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
+| skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`) | Rules/MaskSkip.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

@@ -10,7 +10,8 @@ import math
 import torch
 
 from . import ir, ops, reference
-from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, running_maxes
+from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, key_block_range,
+                   running_maxes)
 
 TORCH = reference.TORCH_DTYPES
 
@@ -104,11 +105,15 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
 def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile) -> range:
     """The stream blocks this tile runs: all of them, or its slice of a split stream."""
     nblk = math.ceil(plan.axes[k.stream.axis] / k.stream.block)
+    first, stop = 0, nblk
+    for b in k.stream.skip[:1]:  # the tile's rows: the bounds' row axis (one for all)
+        tiled = next(t for t in k.grid if t.axis == b.row)
+        first, stop = key_block_range(k.stream.skip, tile.start[b.row], tiled.block, k.stream.block, nblk)
     if k.stream.split is None:
-        return range(nblk)
+        return range(first, stop)
     per = math.ceil(nblk / plan.axes[k.stream.split])
     s = tile.start[k.stream.split]
-    return range(min(s * per, nblk), min((s + 1) * per, nblk))
+    return range(max(min(s * per, nblk), first), max(min((s + 1) * per, nblk, stop), first))
 
 
 class _Env:

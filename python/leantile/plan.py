@@ -48,6 +48,34 @@ class Tile(_M):
     param: Optional[str] = None  # the tile parameter the block came from (block_m, ...)
 
 
+class KeyBound(_M):
+    """A bound a mask puts on the keys a query row keeps (derive.rules.masks): side "hi", key <=
+    coef * row + offset; side "lo", key >= coef * row + offset, with row the query's position
+    along `row` (coef 0: the same bound for every row). A block of keys that no row of the
+    CTA's tile may keep holds only masked (-inf) scores: skipping it leaves the online-softmax
+    state unchanged (LeanTile.fold_skip_masked)."""
+    side: Literal["lo", "hi"]
+    row: str
+    coef: Literal[-1, 0, 1]
+    offset: int
+
+
+def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,
+                    blocks: int) -> tuple[int, int]:
+    """[first, stop) of the key blocks a tile of rows [row_start, row_start + row_block) may
+    keep under bounds b (the interpreter's arithmetic; the emitter spells the same)."""
+    first, stop = 0, blocks
+    for kb in b:
+        lo_row, hi_row = row_start, row_start + row_block - 1
+        if kb.side == "hi":  # the largest key any row keeps
+            key = kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
+            stop = min(stop, (max(key + 1, 0) + key_block - 1) // key_block)
+        else:  # the smallest
+            key = kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)
+            first = max(first, max(key, 0) // key_block)
+    return first, max(stop, first)
+
+
 class Stream(_M):
     axis: str
     block: int = Field(ge=1)
@@ -60,6 +88,10 @@ class Stream(_M):
     # from the block the kernel runs with, so any block covers the axis once; a slice past the
     # end is empty (its body never runs).
     split: Optional[str] = None
+    # skip_masked_tiles: the body runs only for the blocks some row of the CTA's tile may keep
+    # (key_block_range); the others' scores are all masked. With a split, the slice's blocks
+    # among those.
+    skip: tuple[KeyBound, ...] = ()
 
 
 class State(_M):

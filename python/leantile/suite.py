@@ -176,6 +176,12 @@ def _cases() -> list[Case]:
     attn("attention", "llama3_8b", 1, 32768, dtype="bf16")
     attn("attention", "llama3_8b", 2048, 2048, dtype="bf16")
     attn("attention", "gpt2", 512, 512, dtype="bf16")
+    # causal (bottom-right aligned): prefill, chunked prefill against a longer cache (t_q < t_kv), bf16
+    for t in (512, 2048):
+        attn("causal_attention", "llama3_8b", t, t)
+    attn("causal_attention", "llama3_8b", 8192, 8192, "large")
+    attn("causal_attention", "llama3_8b", 512, 4096, note="_chunk512")
+    attn("causal_attention", "gpt2", 1024, 1024, dtype="bf16")
     attn("attention_scaled", "llama3_8b", 2048, 2048)
     attn("attention_scaled", "llama3_8b", 8192, 8192, "large")
     attn("attention_scaled", "gpt2", 512, 512, dtype="bf16")
@@ -201,6 +207,7 @@ QUICK = (  # ~25 cases: every architecture, f16 and bf16, decode, skinny, large,
     "rmsnorm_llama3_8b_qkv_m2048_bf16", "rmsnorm_mlp_llama3_8b_m128", "rmsnorm_mlp_llama3_8b_m2048_bf16",
     "layernorm_linear_gelu_4096x4096x16384", "layernorm_linear_gelu_gpt2_m1", "layernorm_linear_gelu_gpt2_m2048_bf16",
     "softmax_row_llama3_vocab_m16", "softmax_row_llama3_vocab_m2048_bf16", "rmsnorm_published",
+    "causal_attention_llama3_8b_prefill_t2048", "causal_attention_published",
 )
 CASES: list[Case] = [Case(c.name, c.arch, c.sizes, c.dtype, c.model, c.tags + (("quick",) if c.name in QUICK else ()))
                      for c in _cases()]

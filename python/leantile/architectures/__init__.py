@@ -3,7 +3,7 @@ from importlib import import_module
 
 from ..ir import GraphError
 
-NAMES = ("attention", "swiglu", "matmul", "rmsnorm", "rmsnorm_mlp", "layernorm_linear_gelu")
+NAMES = ("attention", "swiglu", "matmul", "rmsnorm", "rmsnorm_mlp", "layernorm_linear_gelu", "causal_attention")
 
 
 def module(name: str):

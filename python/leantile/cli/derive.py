@@ -38,6 +38,9 @@ def plan_text(plan) -> str:
         if grid is None:
             grid = " x ".join(f"{t.axis}/{t.block}" for t in k.grid) or "1"
             stream = f"  stream {k.stream.axis} by {k.stream.block} ({k.stream.stages} stages)" if k.stream else ""
+            if k.stream and k.stream.skip:
+                from ..derive.rules.masks import describe
+                stream += f", only key blocks with {describe(k.stream.skip, k.stream.axis)}"
             grid = grids[key] = f"    grid {grid}{stream}"
         lines.append(f"  kernel {k.name}: {k.role}")
         lines.append(grid)

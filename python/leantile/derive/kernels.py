@@ -201,14 +201,16 @@ def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
     return body
 
 
-def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | None = None) -> Kernel:
+def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | None = None,
+                 skip: bool = False) -> Kernel:
     """Online-softmax attention; with `split` (split_kv: a batch axis of slices), one slice of
-    t per CTA, storing its o / l and log-sum-exp (derive.split_kernels merges the slices)."""
+    t per CTA, storing its o / l and log-sum-exp (derive.split_kernels merges the slices); with
+    `skip` (skip_masked_tiles), only the key blocks the site's mask bounds may keep."""
     sm = s.softmax
     qk, pv = g.node(s.qk), g.node(s.pv)
     q, k, v = g.node(qk.a), g.node(qk.b), g.node(pv.b)
     t = s.axis
-    row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis we tile
+    row = s.row
     scaled = f" (scale {sm.scale:.6g} folded into the exponent)" if sm.scale_node is not None else ""
     if s.score:
         scaled += f" (score function of {len(s.score)} ops on each tile)"
@@ -216,6 +218,9 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                        f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
                        ([_tile(split, 1, None)] if split else []) + _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
                        _split(_stream(t, "block_n", tiles, [pv.axis_b]), split), tiles["threads"])
+    if skip:
+        kb.stream = kb.stream.model_copy(update={"skip": s.bounds})
+        kb.role += ", masked key blocks skipped"
     dq = g.dtype_of(q.id)
     Qs = kb.buf(f"{g.value(q.id)}_shared", q.axes, "shared", dq, q.id, key=("tile", q.id))
     Ks = kb.buf(f"{g.value(k.id)}_shared", k.axes, "shared", g.dtype_of(k.id), k.id, key=("tile", k.id))
@@ -325,6 +330,7 @@ class OnlineChoice:
     site: FlashSite | SoftmaxSite
     exp2: bool = False
     split: int = 0  # split_kv: slices of the key axis (0: one CTA runs all of t)
+    skip: bool = False  # skip_masked_tiles: stream only the key blocks the mask may keep
 
 
 def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):

@@ -40,6 +40,9 @@ class FlashSite:
     pv: int
     score: tuple[int, ...] = ()  # elementwise nodes between the scores and the softmax, ascending
     leaves: tuple[int, ...] = ()  # their operands computed elsewhere (inputs, other kernels' values)
+    row: str = ""  # the query axis the kernel tiles
+    skip_at: tuple[int, ...] = ()  # skip_masked_tiles: the mask's select and comparison nodes
+    bounds: tuple = ()  # and the key bounds they give (plan.KeyBound)
 
     @property
     def axis(self) -> str:

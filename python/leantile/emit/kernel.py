@@ -81,6 +81,20 @@ class _KernelWriter:
             return f"{self.grid_var[axis]} * {self.extent(axis)}" if self.block[axis] > 1 else self.grid_var[axis]
         return None
 
+    def key_range(self, st, nblk: str) -> tuple[str, str]:
+        """(first, stop) key blocks under st.skip, as plan.key_block_range computes them."""
+        first, stop, ext = "0", nblk, self.extent(st.axis)
+        for b in st.skip:
+            lo_row = self.start(b.row) or "0"
+            hi_row = f"({lo_row} + {self.extent(b.row)} - 1)"
+            row = {1: (hi_row if b.side == "hi" else lo_row), -1: f"-{lo_row if b.side == 'hi' else hi_row}", 0: "0"}
+            key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
+            if b.side == "hi":
+                stop = f"T.min({stop}, (T.max({key} + 1, 0) + {ext} - 1) // {ext})"
+            else:
+                first = f"T.max({first}, T.max({key}, 0) // {ext})"
+        return first, stop
+
     def can_be_partial(self, axis: str) -> bool:
         return axis in self.block and self.block[axis] > 1
 
@@ -489,7 +503,20 @@ class _KernelWriter:
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
             nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
-            if st.split:  # this CTA's slice of the stream (plan.Stream.split)
+            if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
+                first, stop = self.key_range(st, nblk)
+                if st.split:
+                    ext, n = self.extent(st.axis), _size(st.split)
+                    per = self.fresh("split_per")
+                    self.pre.append(f"{per} = (({_size(st.axis)} + {ext} - 1) // {ext} + {n} - 1) // {n}  "
+                                    f"# {st.axis} blocks per slice")
+                    s0 = f"{self.grid_var[st.split]} * {per}"
+                    first, stop = f"T.max({s0}, {first})", f"T.min({s0} + {per}, {stop})"
+                kv_first = self.fresh("kv_first")
+                self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
+                self.kvar = f"({kv_first} + ks)"
+                self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
+            elif st.split:  # this CTA's slice of the stream (plan.Stream.split)
                 # blocks per slice, computed in Python from the block the factory is given: a
                 # division in the loop bound by a slice count that is no power of two is refused
                 # by TileLang's loop analysis

@@ -8,10 +8,13 @@ row from being streamed is a refusal naming the node at fault.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ... import ir
 from ..context import Ctx
 from ..sites import ELEMENTWISE, FlashSite, SoftmaxSite, depends_on
 from .base import Option, Rule, sym
+from .masks import SKIP, describe
 
 
 class SoftmaxShift(Rule):
@@ -121,7 +124,10 @@ class OnlineSoftmax(Rule):
                 self.refuse(cx, [qk.id, s.div, pv.id], "flash attention: Q has no query axis to tile "
                             "(decode, one query): the softmax row is streamed on its own")
                 continue
-            out.append(FlashSite(qk.id, s, pv.id, score, leaves))
+            row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis tiled
+            site = FlashSite(qk.id, s, pv.id, score, leaves, row)
+            skip = SKIP.match(cx, site, row)
+            out.append(dataclasses.replace(site, skip_at=skip[0], bounds=skip[1]) if skip else site)
         return out
 
     def formula(self, g, at, params):
@@ -286,5 +292,7 @@ def online_options(s: FlashSite | SoftmaxSite, label: str) -> list[Option]:
     """A streamed softmax site: with exp2 (first, the default) or with exp."""
     sm = s.softmax if isinstance(s, FlashSite) else s
     base = (SHIFT.step([sm.mx, sm.sub]), ONLINE.step(s.nodes, axis=s.axis))
+    if isinstance(s, FlashSite) and s.bounds:  # always: skipping masked blocks only saves work
+        base += (SKIP.step(s.skip_at, bounds=describe(s.bounds, s.axis)),)
     return [Option(f"{label}_exp2", (*base, EXP2.step([sm.exp])), s, ONLINE.name, s.nodes),
             Option(label, base, s, ONLINE.name, s.nodes)]

@@ -1,0 +1,61 @@
+"""Causal attention: softmax(mask(Q K^T) / sqrt(d_h)) V per head, query i keeping keys
+j <= i + (t_kv - t_q) (aligned at the last key, as a KV cache has it: with t_q = t_kv the usual
+j <= i; with t_q < t_kv the queries are the last t_q positions). Masked with -inf before the
+scale (-inf / c = -inf), so the scale still folds into the exponent."""
+from ..dag import DagM, build_graph_with_output
+
+DEFAULT_SIZES = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128}
+
+
+def body(g: DagM) -> int:
+    q = g.input("Q", ["h", "t_q", "d_h"])
+    k = g.input("K", ["h", "t_kv", "d_h"])
+    v = g.input("V", ["h", "t_kv", "d_h"])
+    scores = g.matmul(q, k, "d_h", "d_h")          # [h, t_q, t_kv]
+    q_pos = g.iota("t_q")
+    k_pos = g.iota("t_kv")
+    offset = g.sub(g.size_const("t_kv"), g.size_const("t_q"))
+    keep = g.le(k_pos, g.add(q_pos, offset))       # key j <= query i + (t_kv - t_q)
+    masked = g.select(keep, scores, g.const("-inf"))
+    s = g.div(masked, g.sqrt(g.size_const("d_h")))
+    p = g.softmax(s, "t_kv")
+    return g.matmul(p, v, "t_kv", "t_kv")          # [h, t_q, d_h]
+
+
+def build(**sizes):
+    return build_graph_with_output("causal_attention", {**DEFAULT_SIZES, **sizes}, body)
+
+
+def baselines(t: dict):
+    """torch eager of the same math and SDPA's fused backends with the same (bottom-right) causal
+    mask: is_causal where t_q = t_kv (the two alignments agree), else torch's causal_lower_right."""
+    import math
+
+    import torch
+
+    tq, tkv, dh = t["Q"].shape[-2], t["K"].shape[-2], t["Q"].shape[-1]
+    keep = torch.ones(tq, tkv, dtype=torch.bool, device=t["Q"].device).tril(tkv - tq)
+
+    def eager():
+        s = (t["Q"] @ t["K"].transpose(-1, -2)).float().masked_fill(~keep, float("-inf")) / math.sqrt(dh)
+        return torch.softmax(s, -1).to(t["V"].dtype) @ t["V"]
+    return eager, sdpa_causal_paths(t)
+
+
+def sdpa_causal_paths(t: dict) -> dict:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention.bias import causal_lower_right
+
+    tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
+
+    def sdpa(backend):
+        def f():
+            with torch.nn.attention.sdpa_kernel(backend):
+                q, k, v = t["Q"][None], t["K"][None], t["V"][None]
+                if tq == tkv:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=True)[0]
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(tq, tkv))[0]
+        return f
+    b = torch.nn.attention.SDPBackend
+    return {"sdpa_cudnn": sdpa(b.CUDNN_ATTENTION), "sdpa_flash": sdpa(b.FLASH_ATTENTION)}

@@ -1,0 +1,152 @@
+"""The mask rule: skip_masked_tiles, and the key bounds it reads off a mask.
+
+Attention under a mask (causal, a sliding window, an offset causal for t_q != t_kv) writes
+select(keep, s, -inf) with keep a product of comparisons of positions (iota). A block of keys
+that no query row of a CTA's tile keeps holds only -inf scores: it adds exp(-inf - m) = 0 to the
+sums and does not raise the max, so the stream can skip it (LeanTile.fold_skip_masked). The
+rule reads each comparison as a bound on the key, key <= coef * row + offset or key >= ...,
+with coef in {-1, 0, 1} and whole offsets; a comparison of another form bounds nothing (the
+mask is still applied to every block that runs: skipping fewer blocks is always right).
+Only -inf fills: with a finite fill a masked key still weighs exp(fill - m), and a row whose
+keys are all masked averages every value (the graph says so), so no block may be skipped.
+"""
+from __future__ import annotations
+
+import math
+
+from ... import ir
+from ...plan import KeyBound
+from ..context import Ctx
+from ..sites import FlashSite
+from .base import Rule, sym
+
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _affine(cx: Ctx, i: int, key: str, row: str) -> tuple[float, float, float] | None:
+    """(a, b, c) with node i = a * key position + b * row position + c, else None."""
+    lit = cx.literal(i)
+    if lit is not None:
+        v = float(lit[1:])
+        return (0.0, 0.0, v) if math.isfinite(v) else None
+    n = cx.node(i)
+    if isinstance(n, ir.Iota):
+        return (1.0, 0.0, 0.0) if n.axis == key else (0.0, 1.0, 0.0) if n.axis == row else None
+    if isinstance(n, ir.Unary) and n.op == "neg":
+        x = _affine(cx, n.x, key, row)
+        return None if x is None else tuple(-v for v in x)
+    if isinstance(n, ir.Binary) and n.op in ("add", "sub", "mul"):
+        a, b = _affine(cx, n.a, key, row), _affine(cx, n.b, key, row)
+        if a is None or b is None:
+            return None
+        if n.op == "add":
+            return tuple(x + y for x, y in zip(a, b))
+        if n.op == "sub":
+            return tuple(x - y for x, y in zip(a, b))
+        if a[:2] == (0.0, 0.0):  # a constant times an affine form
+            return tuple(a[2] * y for y in b)
+        if b[:2] == (0.0, 0.0):
+            return tuple(b[2] * x for x in a)
+    return None
+
+
+def _bound(cx: Ctx, n, key: str, row: str) -> KeyBound | None:
+    """The bound comparison n (1 where it holds) puts on the key, or None."""
+    if not (isinstance(n, ir.Binary) and n.op in _FLIP):
+        return None
+    a, b = _affine(cx, n.a, key, row), _affine(cx, n.b, key, row)
+    if a is None or b is None:
+        return None
+    ak, aq, c = (x - y for x, y in zip(a, b))  # ak key + aq row + c  (op)  0
+    if ak == 0 or aq / abs(ak) not in (-1.0, 0.0, 1.0):
+        return None
+    op = n.op if ak > 0 else _FLIP[n.op]
+    coef = int(-aq / ak)  # key (op) coef * row + e, e = -c / ak
+    e = -c / ak
+    if op == "le":
+        return KeyBound(side="hi", row=row, coef=coef, offset=math.floor(e))
+    if op == "lt":
+        return KeyBound(side="hi", row=row, coef=coef, offset=math.ceil(e) - 1)
+    if op == "ge":
+        return KeyBound(side="lo", row=row, coef=coef, offset=math.ceil(e))
+    return KeyBound(side="lo", row=row, coef=coef, offset=math.floor(e) + 1)
+
+
+def _conjuncts(cx: Ctx, i: int) -> list[int]:
+    """The factors of a product of conditions (each 0 or 1: the product keeps where all do)."""
+    n = cx.node(i)
+    if isinstance(n, ir.Binary) and n.op == "mul" and all(_is_condition(cx, x) for x in (n.a, n.b)):
+        return _conjuncts(cx, n.a) + _conjuncts(cx, n.b)
+    return [i]
+
+
+def _is_condition(cx: Ctx, i: int) -> bool:
+    n = cx.node(i)
+    return (isinstance(n, ir.Binary) and n.op in _FLIP) or (
+        isinstance(n, ir.Binary) and n.op == "mul" and all(_is_condition(cx, x) for x in (n.a, n.b)))
+
+
+class SkipMaskedTiles(Rule):
+    name = "skip_masked_tiles"
+    theorem = "LeanTile.fold_skip_masked"
+    lean_file = "MaskSkip.lean"
+    pattern = "flash attention over select(keep, s, -inf), keep a product of comparisons of key and query positions"
+    rewrite = ("stream only the key blocks some query row of the CTA's tile keeps; the mask is evaluated on the "
+               "blocks that run")
+    statement = ("a tile whose keys are all masked leaves the online-softmax state unchanged, so folding only the "
+                 "other tiles gives o / l = the softmax over the kept keys")
+    params = {"bounds": "the key bounds read off the mask, e.g. 't_kv <= t_q + 0'"}
+
+    def match(self, cx: Ctx, s: FlashSite, row: str) -> tuple[tuple[int, ...], tuple[KeyBound, ...]] | None:
+        """(the select and comparison nodes, the key bounds) where the site's scores are
+        select(keep, y, -inf), possibly nested, and some comparison bounds the key."""
+        z, at, bounds = s.softmax.src, [], []
+        while z in s.score:
+            n = cx.node(z)
+            if not (isinstance(n, ir.Select) and cx.literal(n.b) == f"#{ir.NEG_INF}"):
+                break
+            at.append(z)
+            for c in _conjuncts(cx, n.cond):
+                b = _bound(cx, cx.node(c), s.axis, row)
+                if b is not None:
+                    at.append(c)
+                    bounds.append(b)
+            z = n.a
+        if not bounds:
+            return None
+        return tuple(sorted(at)), tuple(bounds)
+
+    def apply(self, choice, step):
+        choice.skip = True
+
+    def formula(self, g, at, params):
+        S = sym()
+        z = max(at)
+        before = f"{S.out(g, z)} = {S.tex(S.Exprs(g)(z))}"
+        bounds = [r"\text{%s}" % b.replace("_", r"\_") for b in str(params.get("bounds", "")).split("; ") if b]
+        after = r"\text{stream only the key blocks some query row keeps: } " + r",\ ".join(bounds)
+        return before, after
+
+    def check(self) -> bool:
+        """o / l over 3 keys with the third masked (weight exp(-inf) = 0) equals o / l over the
+        first two: a masked key, and so a wholly masked tile, changes nothing."""
+        S = sym()
+        sp = S.sp
+        v = sp.symbols("v1:4", real=True)
+        s = (S.s1, S.s2, S.s3)
+        keep = (1, 1, 0)
+        masked = sum(k * sp.exp(a) * b for k, a, b in zip(keep, s, v)) / sum(k * sp.exp(a) for k, a in zip(keep, s))
+        kept = sum(sp.exp(a) * b for a, b in zip(s[:2], v[:2])) / sum(sp.exp(a) for a in s[:2])
+        return S.zero(masked - kept)
+
+
+def describe(bounds: tuple[KeyBound, ...], key: str) -> str:
+    """'t_kv <= t_q + 0; t_kv >= t_q - 3': the step's `bounds` parameter."""
+    def one(b: KeyBound) -> str:
+        rhs = {1: f"{b.row} ", -1: f"-{b.row} ", 0: ""}[b.coef]
+        off = f"{'+' if b.offset >= 0 else '-'} {abs(b.offset)}" if b.coef else str(b.offset)
+        return f"{key} {'<=' if b.side == 'hi' else '>='} {rhs}{off}"
+    return "; ".join(one(b) for b in bounds)
+
+
+SKIP = SkipMaskedTiles()
