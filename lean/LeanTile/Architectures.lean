@@ -5,6 +5,7 @@ import LeanTile.Architectures.Rmsnorm
 import LeanTile.Architectures.RmsnormMlp
 import LeanTile.Architectures.LayernormLinearGelu
 import LeanTile.Architectures.CausalAttention
+import LeanTile.Architectures.SlidingWindowAttention
 import LeanTile.Architectures.Geglu
 import LeanTile.Architectures.AttentionScaled
 import LeanTile.Architectures.SoftmaxRow
@@ -33,7 +34,8 @@ def builtins : List (String × Except String Graph) :=
   , ("rmsnorm", rmsnormGraph)
   , ("rmsnorm_mlp", rmsnormMlpGraph)
   , ("layernorm_linear_gelu", layernormLinearGeluGraph)
-  , ("causal_attention", causalAttentionGraph) ]
+  , ("causal_attention", causalAttentionGraph)
+  , ("sliding_window_attention", slidingWindowAttentionGraph) ]
 
 /-- Architectures added the way a user adds one (not built into the Python package). -/
 def userArchitectures : List (String × Except String Graph) :=
@@ -55,6 +57,7 @@ def architectureFiles : List (String × String) :=
   , ("rmsnorm_mlp", "lean/LeanTile/Architectures/RmsnormMlp.lean")
   , ("layernorm_linear_gelu", "lean/LeanTile/Architectures/LayernormLinearGelu.lean")
   , ("causal_attention", "lean/LeanTile/Architectures/CausalAttention.lean")
+  , ("sliding_window_attention", "lean/LeanTile/Architectures/SlidingWindowAttention.lean")
   , ("geglu", "lean/LeanTile/Architectures/Geglu.lean")
   , ("attention_scaled", "lean/LeanTile/Architectures/AttentionScaled.lean")
   , ("softmax_row", "lean/LeanTile/Architectures/SoftmaxRow.lean") ]

@@ -96,6 +96,12 @@ def causalAttentionDerivation : List Step :=
   , { rule := "skip_masked_tiles", thm := "LeanTile.fold_skip_masked", sites := [10, 12], params := [("bounds", .str "t_kv <= t_q + 0")] }
   , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [18], params := [] } ]
 
+def slidingWindowAttentionDerivation : List Step :=
+  [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [20, 21], params := [] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [3, 4, 5, 9, 10, 12, 13, 14, 16, 19, 20, 21, 22, 23, 24, 25], params := [("axis", .str "t_kv")] }
+  , { rule := "skip_masked_tiles", thm := "LeanTile.fold_skip_masked", sites := [10, 13, 16], params := [("bounds", .str "t_kv <= t_q + 0; t_kv >= t_q - 1023")] }
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [22], params := [] } ]
+
 /-- The derivation exported with architecture `name` (`[]` for an unknown name). -/
 def derivationOf (name : String) : List Step :=
   match name with
@@ -106,6 +112,7 @@ def derivationOf (name : String) : List Step :=
   | "rmsnorm_mlp" => rmsnormMlpDerivation
   | "layernorm_linear_gelu" => layernormLinearGeluDerivation
   | "causal_attention" => causalAttentionDerivation
+  | "sliding_window_attention" => slidingWindowAttentionDerivation
   | "geglu" => gegluDerivation
   | "attention_scaled" => attentionScaledDerivation
   | "softmax_row" => softmaxRowDerivation

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .plan import Gemm, Kernel, Load, Map, Plan, Reduce, Store
+from .plan import Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, key_block_range
 from .plan_verify import DTYPE_BYTES, extent, shared_bytes
 
 SMS = 132
@@ -61,12 +61,60 @@ def _elems(plan: Plan, k: Kernel, axes, tiles) -> int:
     return math.prod(extent(plan, k, a, tiles) for a in axes)
 
 
-def _stream_steps(plan: Plan, k: Kernel, tiles) -> int:
-    """Stream blocks one CTA runs (of its slice, for a split stream)."""
+def _stream_steps(plan: Plan, k: Kernel, tiles) -> float:
+    """Stream blocks one CTA runs (of its slice, for a split stream), on average over the row
+    tiles where masked key blocks are skipped (plan.Stream.skip: causal runs about half)."""
     if not k.stream:
         return 1
-    blocks = math.ceil(plan.axes[k.stream.axis] / extent(plan, k, k.stream.axis, tiles))
-    return math.ceil(blocks / plan.axes[k.stream.split]) if k.stream.split else blocks
+    block = extent(plan, k, k.stream.axis, tiles)
+    blocks = math.ceil(plan.axes[k.stream.axis] / block)
+    steps = math.ceil(blocks / plan.axes[k.stream.split]) if k.stream.split else blocks
+    if k.stream.skip and blocks:
+        row = k.stream.skip[0].row
+        bm = extent(plan, k, row, tiles)
+        starts = range(0, plan.axes[row], bm)
+        kept = sum(stop - first for first, stop in (key_block_range(k.stream.skip, r, bm, block, blocks)
+                                                    for r in starts)) / len(starts)
+        steps *= kept / blocks
+    return steps
+
+
+def _loop_temporaries(k: Kernel) -> set[str]:
+    """Fragments written and read within one run of maps over one tile shape (the emitter's one
+    loop: a mask's positions and comparisons) and nowhere else: registers for a statement, not
+    arrays that live across the kernel (the compiler keeps them in scalars)."""
+    stmts = [*k.prologue, *k.body, *k.epilogue]
+    kept = {st.buffer for st in k.states}
+    runs, i = [], 0
+    while i < len(stmts):
+        j = i
+        while j < len(stmts) and isinstance(stmts[j], (Map, Iota)) and \
+                k.buffer(stmts[j].dst).axes == k.buffer(stmts[i].dst).axes:
+            j += 1
+        runs.append((i, max(j, i + 1)))
+        i = max(j, i + 1)
+    out = set()
+    for a, b in runs:
+        written = {s.dst for s in stmts[a:b] if isinstance(s, (Map, Iota))}
+        for name in written - kept:
+            outside = any(name in _reads(s) for s in stmts[:a] + stmts[b:])
+            if not outside:
+                out.add(name)
+    return out
+
+
+def _reads(s) -> set[str]:
+    if isinstance(s, Map):
+        return set(s.args)
+    if isinstance(s, Gemm):
+        return {s.a, s.b, s.acc}
+    if isinstance(s, (Reduce, Pivot)):
+        return {s.src}
+    if isinstance(s, Store):
+        return {s.src}
+    if isinstance(s, Mask):
+        return {s.dst}
+    return set()
 
 
 def _from_accumulators(k: Kernel) -> set[str]:
@@ -132,8 +180,11 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     threads = k.threads if not tiles.get("threads") or any(t.param == "fixed" for t in k.grid) else tiles["threads"]
     smem = shared_bytes(plan, k, tiles) or 1
     # registers: every fragment lives in the threads' registers (fp32 accumulators: 4 bytes an
-    # element); past what a thread may hold, the kernel spills to local memory
-    regs = sum(_elems(plan, k, b.axes, tiles) for b in local.values() if b.scope == "fragment") / max(threads, 32) + 40
+    # element), but a loop's temporaries; past what a thread may hold, the kernel spills to
+    # local memory
+    temps = _loop_temporaries(k)
+    regs = sum(_elems(plan, k, b.axes, tiles) for b in local.values()
+               if b.scope == "fragment" and b.name not in temps) / max(threads, 32) + 40
     spill = max(1.0, regs / MAX_REGS) ** 2
     per_sm = max(1, min(SMEM_PER_SM // smem, THREADS_PER_SM // max(threads, 32), 32,
                         REGS_PER_SM // int(max(threads, 32) * min(regs, MAX_REGS))))

@@ -182,6 +182,10 @@ def _cases() -> list[Case]:
     attn("causal_attention", "llama3_8b", 8192, 8192, "large")
     attn("causal_attention", "llama3_8b", 512, 4096, note="_chunk512")
     attn("causal_attention", "gpt2", 1024, 1024, dtype="bf16")
+    # sliding window of 1024 keys (the built-in's constant; Mistral 7B's own is 4096)
+    attn("sliding_window_attention", "llama3_8b", 4096, 4096)
+    attn("sliding_window_attention", "mistral_7b", 16384, 16384, "large")
+    attn("sliding_window_attention", "mistral_7b", 8192, 8192, dtype="bf16")
     attn("attention_scaled", "llama3_8b", 2048, 2048)
     attn("attention_scaled", "llama3_8b", 8192, 8192, "large")
     attn("attention_scaled", "gpt2", 512, 512, dtype="bf16")
@@ -207,7 +211,7 @@ QUICK = (  # ~25 cases: every architecture, f16 and bf16, decode, skinny, large,
     "rmsnorm_llama3_8b_qkv_m2048_bf16", "rmsnorm_mlp_llama3_8b_m128", "rmsnorm_mlp_llama3_8b_m2048_bf16",
     "layernorm_linear_gelu_4096x4096x16384", "layernorm_linear_gelu_gpt2_m1", "layernorm_linear_gelu_gpt2_m2048_bf16",
     "softmax_row_llama3_vocab_m16", "softmax_row_llama3_vocab_m2048_bf16", "rmsnorm_published",
-    "causal_attention_llama3_8b_prefill_t2048", "causal_attention_published",
+    "causal_attention_llama3_8b_prefill_t2048", "causal_attention_published", "sliding_window_attention_published",
 )
 CASES: list[Case] = [Case(c.name, c.arch, c.sizes, c.dtype, c.model, c.tags + (("quick",) if c.name in QUICK else ()))
                      for c in _cases()]

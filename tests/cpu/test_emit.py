@@ -29,6 +29,7 @@ SIZES = {
     "rmsnorm_mlp": dict(m=200, d=256, n=192),
     "layernorm_linear_gelu": dict(m=256, d=192, n=200),    # n: partial column tile
     "causal_attention": dict(h=2, t_q=200, t_kv=328, d_h=64),  # t_q < t_kv: offset diagonal, partial tiles
+    "sliding_window_attention": dict(h=2, t_q=1100, t_kv=1300, d_h=64),  # both window bounds inside
 }
 CASES = [(a, c.name) for a in A.NAMES for c in candidates(A.build(a, **SIZES[a]))]
 # one candidate per built-in, the fused one, for the nvcc check

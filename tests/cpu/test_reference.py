@@ -17,6 +17,7 @@ SMALL = {
     "rmsnorm_mlp": dict(m=3, d=4, n=5),
     "layernorm_linear_gelu": dict(m=3, d=4, n=5),
     "causal_attention": dict(h=2, t_q=5, t_kv=7, d_h=4),
+    "sliding_window_attention": dict(h=1, t_q=3, t_kv=1100, d_h=4),  # the last query keeps 1024 keys
 }
 
 
@@ -34,9 +35,11 @@ def by_hand(name, t):
     if name == "rmsnorm_mlp":
         n = rms(t["X"])
         return (n @ t["W_up"]) * (n @ t["W_gate"])
-    if name == "causal_attention":  # query i keeps keys j <= i + (t_kv - t_q)
+    if name in ("causal_attention", "sliding_window_attention"):  # keys j <= i + (t_kv - t_q)
         tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
         keep = torch.ones(tq, tkv, dtype=torch.bool).tril(tkv - tq)
+        if name == "sliding_window_attention":  # and j > i + (t_kv - t_q) - 1024
+            keep &= ~torch.ones(tq, tkv, dtype=torch.bool).tril(tkv - tq - 1024)
         s = (t["Q"] @ t["K"].transpose(-1, -2)).masked_fill(~keep, float("-inf")) / math.sqrt(t["Q"].shape[-1])
         return torch.softmax(s, -1) @ t["V"]
     if name == "layernorm_linear_gelu":

@@ -3,7 +3,8 @@ from importlib import import_module
 
 from ..ir import GraphError
 
-NAMES = ("attention", "swiglu", "matmul", "rmsnorm", "rmsnorm_mlp", "layernorm_linear_gelu", "causal_attention")
+NAMES = ("attention", "swiglu", "matmul", "rmsnorm", "rmsnorm_mlp", "layernorm_linear_gelu", "causal_attention",
+         "sliding_window_attention")
 
 
 def module(name: str):
