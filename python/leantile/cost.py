@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .plan import Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, key_block_range
-from .plan_verify import DTYPE_BYTES, extent, shared_bytes
+from .plan import Gemm, Kernel, Load, Map, Plan, Reduce, Store, key_block_range, map_runs
+from .plan_verify import DTYPE_BYTES, extent, shared_bytes, statement_effects
 
 SMS = 132
 DRAM_BPS = 4.2e12  # device copy, read + write counted
@@ -80,41 +80,20 @@ def _stream_steps(plan: Plan, k: Kernel, tiles) -> float:
 
 
 def _loop_temporaries(k: Kernel) -> set[str]:
-    """Fragments written and read within one run of maps over one tile shape (the emitter's one
-    loop: a mask's positions and comparisons) and nowhere else: registers for a statement, not
-    arrays that live across the kernel (the compiler keeps them in scalars)."""
-    stmts = [*k.prologue, *k.body, *k.epilogue]
+    """Fragments written and read within one map loop (plan.map_runs: a mask's positions and
+    comparisons) and nowhere else: registers for a statement, not arrays that live across the
+    kernel (the compiler keeps them in scalars)."""
     kept = {st.buffer for st in k.states}
-    runs, i = [], 0
-    while i < len(stmts):
-        j = i
-        while j < len(stmts) and isinstance(stmts[j], (Map, Iota)) and \
-                k.buffer(stmts[j].dst).axes == k.buffer(stmts[i].dst).axes:
-            j += 1
-        runs.append((i, max(j, i + 1)))
-        i = max(j, i + 1)
+    lists = (k.prologue, k.body, k.epilogue)
     out = set()
-    for a, b in runs:
-        written = {s.dst for s in stmts[a:b] if isinstance(s, (Map, Iota))}
-        for name in written - kept:
-            outside = any(name in _reads(s) for s in stmts[:a] + stmts[b:])
-            if not outside:
-                out.add(name)
+    for n, stmts in enumerate(lists):
+        for a, b in map_runs(stmts, lambda name: k.buffer(name).axes):
+            if b - a < 2:
+                continue
+            elsewhere = [s for m, other in enumerate(lists) for s in (other if m != n else (*other[:a], *other[b:]))]
+            read = {r for s in elsewhere for r in statement_effects(s)[0]}
+            out |= {s.dst for s in stmts[a:b]} - kept - read
     return out
-
-
-def _reads(s) -> set[str]:
-    if isinstance(s, Map):
-        return set(s.args)
-    if isinstance(s, Gemm):
-        return {s.a, s.b, s.acc}
-    if isinstance(s, (Reduce, Pivot)):
-        return {s.src}
-    if isinstance(s, Store):
-        return {s.src}
-    if isinstance(s, Mask):
-        return {s.dst}
-    return set()
 
 
 def _from_accumulators(k: Kernel) -> set[str]:

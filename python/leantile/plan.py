@@ -228,6 +228,21 @@ def running_maxes(k: Kernel) -> frozenset[str]:
     return frozenset(st.buffer for st in k.states if st.combine == "max" and st.init == "-inf")
 
 
+def map_runs(stmts, axes_of) -> list[tuple[int, int]]:
+    """[start, stop) of each maximal run of Map and Iota statements whose buffers have one shape
+    (axes_of(name)): what the emitter evaluates in one loop over the tile (and whose temporaries
+    the compiler keeps in scalars); any other statement is a run of its own."""
+    runs, i = [], 0
+    while i < len(stmts):
+        j = i + 1
+        if isinstance(stmts[i], (Map, Iota)):
+            while j < len(stmts) and isinstance(stmts[j], (Map, Iota)) and axes_of(stmts[j].dst) == axes_of(stmts[i].dst):
+                j += 1
+        runs.append((i, j))
+        i = j
+    return runs
+
+
 class Plan(_M):
     graph: str
     candidate: str

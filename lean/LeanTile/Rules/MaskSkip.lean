@@ -66,7 +66,18 @@ theorem kept_flatten (tiles : List (List (MKey D))) :
 theorem step_nil (st : SoftmaxState D) : step st ([] : Tile D) = st := by
   cases st with
   | mk m l o =>
-    simp only [step, tileMax, List.foldl_nil, expSum, expW, sub_self, Real.exp_zero, mul_one, add_zero]
+    have hm : tileMax m ([] : Tile D) = m := rfl
+    show SoftmaxState.mk (tileMax m ([] : Tile D))
+        (l * Real.exp (m - tileMax m ([] : Tile D)) + expSum (tileMax m ([] : Tile D)) ([] : Tile D))
+        (fun d => o d * Real.exp (m - tileMax m ([] : Tile D)) + expW (tileMax m ([] : Tile D)) ([] : Tile D) d) =
+      SoftmaxState.mk m l o
+    rw [hm]
+    have hl : l * Real.exp (m - m) + expSum m ([] : Tile D) = l := by
+      simp [expSum]
+    have ho : (fun d => o d * Real.exp (m - m) + expW m ([] : Tile D) d) = o := by
+      funext d
+      simp [expW]
+    rw [hl, ho]
 
 /-- Skipping the tiles `skip` picks, all of whose keys are masked, leaves the fold's final
 state unchanged. -/

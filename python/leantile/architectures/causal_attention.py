@@ -1,45 +1,57 @@
 """Causal attention: softmax(mask(Q K^T) / sqrt(d_h)) V per head, query i keeping keys
 j <= i + (t_kv - t_q) (aligned at the last key, as a KV cache has it: with t_q = t_kv the usual
 j <= i; with t_q < t_kv the queries are the last t_q positions). Masked with -inf before the
-scale (-inf / c = -inf), so the scale still folds into the exponent."""
+scale (-inf / c = -inf), so the scale still folds into the exponent. `masked_attention` and
+`eager_masked` are shared with sliding_window_attention (another keep condition)."""
 from ..dag import DagM, build_graph_with_output
 
 DEFAULT_SIZES = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128}
 
 
-def body(g: DagM) -> int:
+def masked_attention(g: DagM, keep_of) -> int:
+    """Attention whose scores keep(key position, the query's last kept key) selects, else -inf;
+    keep_of(g, k_pos, last) builds that condition."""
     q = g.input("Q", ["h", "t_q", "d_h"])
     k = g.input("K", ["h", "t_kv", "d_h"])
     v = g.input("V", ["h", "t_kv", "d_h"])
     scores = g.matmul(q, k, "d_h", "d_h")          # [h, t_q, t_kv]
     q_pos = g.iota("t_q")
     k_pos = g.iota("t_kv")
-    offset = g.sub(g.size_const("t_kv"), g.size_const("t_q"))
-    keep = g.le(k_pos, g.add(q_pos, offset))       # key j <= query i + (t_kv - t_q)
-    masked = g.select(keep, scores, g.const("-inf"))
+    last = g.add(q_pos, g.sub(g.size_const("t_kv"), g.size_const("t_q")))  # query i's own position
+    masked = g.select(keep_of(g, k_pos, last), scores, g.const("-inf"))
     s = g.div(masked, g.sqrt(g.size_const("d_h")))
     p = g.softmax(s, "t_kv")
     return g.matmul(p, v, "t_kv", "t_kv")          # [h, t_q, d_h]
+
+
+def body(g: DagM) -> int:
+    return masked_attention(g, lambda g, j, last: g.le(j, last))  # key j <= query i + (t_kv - t_q)
 
 
 def build(**sizes):
     return build_graph_with_output("causal_attention", {**DEFAULT_SIZES, **sizes}, body)
 
 
-def baselines(t: dict):
-    """torch eager of the same math and SDPA's fused backends with the same (bottom-right) causal
-    mask: is_causal where t_q = t_kv (the two alignments agree), else torch's causal_lower_right."""
+def eager_masked(t: dict, keep):
+    """torch eager of masked_attention with the boolean [t_q, t_kv] mask `keep`."""
     import math
 
     import torch
 
-    tq, tkv, dh = t["Q"].shape[-2], t["K"].shape[-2], t["Q"].shape[-1]
-    keep = torch.ones(tq, tkv, dtype=torch.bool, device=t["Q"].device).tril(tkv - tq)
-
     def eager():
-        s = (t["Q"] @ t["K"].transpose(-1, -2)).float().masked_fill(~keep, float("-inf")) / math.sqrt(dh)
+        s = (t["Q"] @ t["K"].transpose(-1, -2)).float().masked_fill(~keep, float("-inf")) / math.sqrt(t["Q"].shape[-1])
         return torch.softmax(s, -1).to(t["V"].dtype) @ t["V"]
-    return eager, sdpa_causal_paths(t)
+    return eager
+
+
+def baselines(t: dict):
+    """torch eager of the same math and SDPA's fused backends with the same (bottom-right) causal
+    mask: is_causal where t_q = t_kv (the two alignments agree), else torch's causal_lower_right."""
+    import torch
+
+    tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
+    keep = torch.ones(tq, tkv, dtype=torch.bool, device=t["Q"].device).tril(tkv - tq)
+    return eager_masked(t, keep), sdpa_causal_paths(t)
 
 
 def sdpa_causal_paths(t: dict) -> dict:

@@ -3,26 +3,20 @@ keeping the `window` keys i + off - window < j <= i + off, off = t_kv - t_q (ali
 key, as causal_attention). The window is a constant of the graph (WINDOW); the key blocks outside
 it are skipped (skip_masked_tiles reads both bounds off the mask)."""
 from ..dag import DagM, build_graph_with_output
+from .causal_attention import eager_masked, masked_attention
 
 DEFAULT_SIZES = {"h": 16, "t_q": 8192, "t_kv": 8192, "d_h": 128}
 WINDOW = 1024
 
 
+def _keep(g: DagM, j: int, last: int) -> int:
+    newest = g.le(j, last)                                    # no key after the query
+    recent = g.gt(j, g.sub(last, g.const(str(WINDOW))))       # and none older than the window
+    return g.mul(newest, recent)
+
+
 def body(g: DagM) -> int:
-    q = g.input("Q", ["h", "t_q", "d_h"])
-    k = g.input("K", ["h", "t_kv", "d_h"])
-    v = g.input("V", ["h", "t_kv", "d_h"])
-    scores = g.matmul(q, k, "d_h", "d_h")          # [h, t_q, t_kv]
-    q_pos = g.iota("t_q")
-    k_pos = g.iota("t_kv")
-    last = g.add(q_pos, g.sub(g.size_const("t_kv"), g.size_const("t_q")))
-    newest = g.le(k_pos, last)                     # no key after the query
-    recent = g.gt(k_pos, g.sub(last, g.const(str(WINDOW))))  # and none older than the window
-    keep = g.mul(newest, recent)
-    masked = g.select(keep, scores, g.const("-inf"))
-    s = g.div(masked, g.sqrt(g.size_const("d_h")))
-    p = g.softmax(s, "t_kv")
-    return g.matmul(p, v, "t_kv", "t_kv")          # [h, t_q, d_h]
+    return masked_attention(g, _keep)
 
 
 def build(**sizes):
@@ -39,17 +33,8 @@ def keep_mask(tq: int, tkv: int, device=None):
 def baselines(t: dict):
     """torch eager of the same math and FlexAttention (compiled, with the window's block mask):
     the path PyTorch offers for a sliding window (SDPA's flash and cuDNN backends take no mask)."""
-    import math
-
-    import torch
-
-    tq, tkv, dh = t["Q"].shape[-2], t["K"].shape[-2], t["Q"].shape[-1]
-    keep = keep_mask(tq, tkv, t["Q"].device)
-
-    def eager():
-        s = (t["Q"] @ t["K"].transpose(-1, -2)).float().masked_fill(~keep, float("-inf")) / math.sqrt(dh)
-        return torch.softmax(s, -1).to(t["V"].dtype) @ t["V"]
-    return eager, {"flex_attention": _flex(t, tq, tkv)}
+    tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
+    return eager_masked(t, keep_mask(tq, tkv, t["Q"].device)), {"flex_attention": _flex(t, tq, tkv)}
 
 
 def _flex(t: dict, tq: int, tkv: int):

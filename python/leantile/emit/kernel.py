@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..plan import FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, running_maxes
+from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, map_runs,
+                    running_maxes)
 from .. import ops
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, tile_param_of)
@@ -169,23 +170,15 @@ class _KernelWriter:
 
     # -- statements ----------------------------------------------------------------
     def stmts(self, stmts, depth: int):
-        i = 0
         loaded: dict[str, str] = {}  # on-chip buffer -> the global tile it holds unchanged
-        while i < len(stmts):
+        for i, stop in map_runs(stmts, lambda name: self.local[name].axes):
             s = stmts[i]
             if isinstance(s, (Map, Iota)):  # one loop over the tile for a run of maps of its shape
-                group = [s]
-                while i + len(group) < len(stmts):
-                    nxt = stmts[i + len(group)]
-                    if isinstance(nxt, (Map, Iota)) and self.local[nxt.dst].axes == self.local[s.dst].axes:
-                        group.append(nxt)
-                    else:
-                        break
+                group = list(stmts[i:stop])
                 for m in group:
                     loaded.pop(m.dst, None)
                     self.masked = {key: v for key, v in self.masked.items() if key[0] != m.dst}
                 self.maps(group, depth)
-                i += len(group)
                 continue
             if isinstance(s, Load) and loaded.get(s.dst) == s.src:  # plan_passes.drop_repeated_loads removes these
                 raise EmitError(f"kernel {self.k.name}: {s.dst} is loaded from {s.src} twice in a row (the plan "
@@ -198,7 +191,6 @@ class _KernelWriter:
             if isinstance(s, Load):
                 loaded[s.dst] = s.src
             getattr(self, "do_" + s.op)(s, depth)
-            i += 1
 
     def do_load(self, s: Load, depth: int):
         b = self.local[s.dst]

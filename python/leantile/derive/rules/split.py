@@ -148,14 +148,12 @@ class SplitKV(_Split):
 
     def splits(self, cx: Ctx, s: FlashSite, tiles: dict) -> int | None:
         qk = cx.node(s.qk)
-        q = cx.node(qk.a)
         if len(value_columns(cx, s)) != 1:  # the combine keeps one value axis on chip
             return None
-        row = [a for a in qk.axes if a in q.axes and a not in cx.node(qk.b).axes][-1]
         ctas = 1
         for a in qk.axes:
             if a != s.axis:
-                ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == row else cx.axes[a]
+                ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == s.row else cx.axes[a]
         return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS)
 
     def at(self, s: FlashSite) -> tuple[int, ...]:
