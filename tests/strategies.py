@@ -153,7 +153,10 @@ def structured_graphs(draw):
 # Class 15 (issue 17): attention scores under a mask or bias (causal at any offset, a sliding
 # window, per-head lengths, a keep-mask input, an additive bias), masked with -inf or a finite
 # value, the scale before or after the mask, rows that are wholly masked included.
-ALL_CLASSES = frozenset([*range(1, 12), 15])
+# Class 16 (issue 17): grouped-query attention, Q with a head axis g that K and V lack (the heads
+# of a group share K and V: packed into one CTA where g sits just before the query axis, and
+# tiled one head per CTA where it does not), masks and biases whose inputs lack g included.
+ALL_CLASSES = frozenset([*range(1, 12), 15, 16])
 
 
 def _maybe(draw, cls, allow):
@@ -176,7 +179,17 @@ def _user_attention(draw, allow, always: frozenset = frozenset()):
         x = g.input(f"X{name}", ["h", rows, "d"] if rows else ["h", "d"], "f32")
         return g.matmul(x, g.input(f"W{name}", ["d", "d_h"], "f32"), "d", "d")  # name = X W (a projection)
 
-    q = operand("Q", None if decode else "t_q")
+    group = _maybe(draw, 16, allow)
+    if group:  # Q[h, g, t_q, d_h] (or g elsewhere) against K, V[h, t_kv, d_h]
+        g.axes["g"] = draw(st.integers(1, 4))
+        rows = [] if decode else ["t_q"]
+        where = draw(st.sampled_from(["before_query", "before_query", "first", "last"]))
+        q_axes = {"before_query": ["h", "g", *rows, "d_h"], "first": ["g", "h", *rows, "d_h"],
+                  "last": ["h", *rows, "d_h", "g"]}[where]
+        q = g.input("Q", q_axes, "f32")
+        built.add(16)
+    else:
+        q = operand("Q", None if decode else "t_q")
     k, v = operand("K", "t_kv"), operand("V", "t_kv")
     built |= {5} if computed else set()
     built |= {6} if decode else set()

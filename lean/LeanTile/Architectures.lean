@@ -6,6 +6,7 @@ import LeanTile.Architectures.RmsnormMlp
 import LeanTile.Architectures.LayernormLinearGelu
 import LeanTile.Architectures.CausalAttention
 import LeanTile.Architectures.SlidingWindowAttention
+import LeanTile.Architectures.GqaAttention
 import LeanTile.Architectures.Geglu
 import LeanTile.Architectures.AttentionScaled
 import LeanTile.Architectures.SoftmaxRow
@@ -35,7 +36,8 @@ def builtins : List (String × Except String Graph) :=
   , ("rmsnorm_mlp", rmsnormMlpGraph)
   , ("layernorm_linear_gelu", layernormLinearGeluGraph)
   , ("causal_attention", causalAttentionGraph)
-  , ("sliding_window_attention", slidingWindowAttentionGraph) ]
+  , ("sliding_window_attention", slidingWindowAttentionGraph)
+  , ("gqa_attention", gqaAttentionGraph) ]
 
 /-- Architectures added the way a user adds one (not built into the Python package). -/
 def userArchitectures : List (String × Except String Graph) :=
@@ -58,6 +60,7 @@ def architectureFiles : List (String × String) :=
   , ("layernorm_linear_gelu", "lean/LeanTile/Architectures/LayernormLinearGelu.lean")
   , ("causal_attention", "lean/LeanTile/Architectures/CausalAttention.lean")
   , ("sliding_window_attention", "lean/LeanTile/Architectures/SlidingWindowAttention.lean")
+  , ("gqa_attention", "lean/LeanTile/Architectures/GqaAttention.lean")
   , ("geglu", "lean/LeanTile/Architectures/Geglu.lean")
   , ("attention_scaled", "lean/LeanTile/Architectures/AttentionScaled.lean")
   , ("softmax_row", "lean/LeanTile/Architectures/SoftmaxRow.lean") ]

@@ -48,7 +48,8 @@ def ruleTheorems : List (String × String) :=
   , ("split_k", "LeanTile.split_k_eval")
   , ("split_kv", "LeanTile.split_kv_eval")
   , ("split_row", "LeanTile.split_row_stats")
-  , ("skip_masked_tiles", "LeanTile.fold_skip_masked") ]
+  , ("skip_masked_tiles", "LeanTile.fold_skip_masked")
+  , ("pack_query_group", "LeanTile.run_packed_rows") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.
@@ -102,6 +103,11 @@ def slidingWindowAttentionDerivation : List Step :=
   , { rule := "skip_masked_tiles", thm := "LeanTile.fold_skip_masked", sites := [10, 13, 16], params := [("bounds", .str "t_kv <= t_q + 0; t_kv >= t_q - 1023")] }
   , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [22], params := [] } ]
 
+def gqaAttentionDerivation : List Step :=
+  [ { rule := "softmax_shift", thm := "LeanTile.softmax_shift_invariant", sites := [7, 8], params := [] }
+  , { rule := "online_softmax", thm := "LeanTile.online_softmax_ratio", sites := [3, 6, 7, 8, 9, 10, 11, 12], params := [("axis", .str "t_kv")] }
+  , { rule := "exp_to_exp2", thm := "LeanTile.exp_eq_exp2_mul_log2e", sites := [9], params := [] } ]
+
 /-- The derivation exported with architecture `name` (`[]` for an unknown name). -/
 def derivationOf (name : String) : List Step :=
   match name with
@@ -113,6 +119,7 @@ def derivationOf (name : String) : List Step :=
   | "layernorm_linear_gelu" => layernormLinearGeluDerivation
   | "causal_attention" => causalAttentionDerivation
   | "sliding_window_attention" => slidingWindowAttentionDerivation
+  | "gqa_attention" => gqaAttentionDerivation
   | "geglu" => gegluDerivation
   | "attention_scaled" => attentionScaledDerivation
   | "softmax_row" => softmaxRowDerivation

@@ -14,6 +14,7 @@ import LeanTile.Rules.GainFold
 import LeanTile.Rules.SplitK
 import LeanTile.Rules.SplitKV
 import LeanTile.Rules.MaskSkip
+import LeanTile.Rules.PackRows
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
@@ -34,6 +35,7 @@ import LeanTile.Rules.MaskSkip
 | split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`) | Rules/SplitKV.lean |
 | split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
 | skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`) | Rules/MaskSkip.lean |
+| pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

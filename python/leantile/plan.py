@@ -46,6 +46,9 @@ class Tile(_M):
     axis: str
     block: int = Field(ge=1)
     param: Optional[str] = None  # the tile parameter the block came from (block_m, ...)
+    # the block is the parameter's value divided by this: a packed row tile (Kernel.packed) of
+    # block_m rows holds `divisor` query heads times block_m / divisor query positions
+    divisor: int = Field(1, ge=1)
 
 
 class KeyBound(_M):
@@ -207,6 +210,12 @@ class Kernel(_M):
     # second GEMM reads it), which caps threads at 2 * block_m
     warp_policy: Literal["auto", "full_row"] = "auto"
     swizzle: bool = False  # rasterise the 2-D grid in panels (T.use_swizzle, tile parameter swizzle)
+    # grid axes, outermost first, whose tiles form ONE row dimension of the on-chip buffers that
+    # have them all, consecutively (pack_query_group: the query heads of a KV group and the
+    # query positions share a GEMM's M rows, so one CTA loads each K and V block once for the
+    # whole group). The interpreter keeps them as separate axes (values do not depend on the
+    # layout); the emitter, the verifier and the cost model read on_chip_dims.
+    packed: tuple[str, ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
@@ -241,6 +250,18 @@ def map_runs(stmts, axes_of) -> list[tuple[int, int]]:
         runs.append((i, j))
         i = j
     return runs
+
+
+def on_chip_dims(k: Kernel, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """The dimensions of an on-chip buffer of kernel k with these axes: one per axis, except
+    that k's packed axes, where the buffer has all of them consecutively and in order, are one
+    dimension (row-major over them: the last packed axis varies fastest)."""
+    p, n = k.packed, len(k.packed)
+    if n > 1:
+        for i in range(len(axes) - n + 1):
+            if tuple(axes[i:i + n]) == p:
+                return (*((a,) for a in axes[:i]), p, *((a,) for a in axes[i + n:]))
+    return tuple((a,) for a in axes)
 
 
 class Plan(_M):

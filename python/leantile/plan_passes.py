@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .plan import Gemm, Kernel, Load, Plan, Reduce, Store
+from .plan import FIXED, Gemm, Kernel, Load, Plan, Reduce, Store, on_chip_dims
 from .plan_verify import mma_shaped, statement_effects
 
 PARTS = ("prologue", "body", "epilogue")
@@ -68,7 +68,7 @@ def store_staging(plan: Plan) -> Plan:
     (TMA) store instead of scattered per-thread writes (measured 0.056 -> 0.050 ms on a
     1024x4096x4096 GEMM on the H200)."""
     def decide(plan, k):
-        frag2 = {b.name for b in k.buffers if b.scope == "fragment" and len(b.axes) == 2}
+        frag2 = {b.name for b in k.buffers if b.scope == "fragment" and len(on_chip_dims(k, b.axes)) == 2}
         return _rewrite(k, lambda stmts: tuple(s.model_copy(update={"staged": True})
                                                if isinstance(s, Store) and s.src in frag2 else s for s in stmts))
     return _on_gemm_kernels(plan, decide)
@@ -79,8 +79,9 @@ def swizzle(plan: Plan) -> Plan:
     tiles in L2; the panel size is the tile parameter `swizzle` (0 turns it off)."""
     if "swizzle" not in (plan.tiles or {}):
         return plan
-    return _on_gemm_kernels(plan, lambda plan, k: {"swizzle": True} if sum(t.block > 1 for t in k.grid) == 2
-                            else {})
+    # a FIXED block is a constant tile, a whole axis (a packed group's heads): no grid dimension
+    return _on_gemm_kernels(plan, lambda plan, k: {"swizzle": True}
+                            if sum(t.block > 1 and t.param != FIXED for t in k.grid) == 2 else {})
 
 
 def _without_repeated_loads(stmts: tuple) -> tuple:

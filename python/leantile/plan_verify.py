@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store
+from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, on_chip_dims
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -52,7 +52,24 @@ def extent(plan: Plan, k: Kernel, axis: str, tiles: dict | None = None) -> int:
 
 
 def _block(t, tiles: dict | None) -> int:
-    return tiles[t.param] if tiles and t.param in tiles else t.block
+    if tiles and t.param in tiles:
+        return max(1, tiles[t.param] // getattr(t, "divisor", 1))
+    return t.block
+
+
+def dim_extents(plan: Plan, k: Kernel, axes, tiles: dict | None = None) -> list[int]:
+    """The extent of each dimension of an on-chip buffer of k (plan.on_chip_dims: packed row
+    axes are one dimension)."""
+    return [math.prod(extent(plan, k, a, tiles) for a in d) for d in on_chip_dims(k, tuple(axes))]
+
+
+def packing_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | None:
+    """A packed row tile needs its parameter to be a multiple of the heads it packs."""
+    for t in k.grid:
+        if t.divisor > 1 and tiles and t.param in tiles and tiles[t.param] % t.divisor:
+            return (f"{WARPS_PREFIX}: kernel {k.name}: {t.param}={tiles[t.param]} rows cannot hold "
+                    f"{t.divisor} query heads of equal share; choose a multiple of {t.divisor}")
+    return None
 
 
 def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
@@ -90,13 +107,15 @@ def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
     b's free axis), b in shared memory, acc a fragment, no f64, extents at least MMA_MIN."""
     local = {b.name: b for b in k.buffers}
     a, b, c = local[s.a], local[s.b], local[s.acc]
-    if len(a.axes) != 2 or len(b.axes) != 2 or len(c.axes) != 2 or b.scope != "shared" or c.scope != "fragment":
+    da, db, dc = (on_chip_dims(k, x.axes) for x in (a, b, c))
+    if len(da) != 2 or len(db) != 2 or len(dc) != 2 or b.scope != "shared" or c.scope != "fragment":
         return False
-    fa = [x for x in a.axes if x != s.axis_a]
-    fb = [x for x in b.axes if x != s.axis_b]
-    if len(fa) != 1 or len(fb) != 1 or (fa[0], fb[0]) != tuple(c.axes) or "f64" in (a.dtype, b.dtype, c.dtype):
+    fa = [x for x in da if x != (s.axis_a,)]
+    fb = [x for x in db if x != (s.axis_b,)]
+    if len(fa) != 1 or len(fb) != 1 or (fa[0], fb[0]) != tuple(dc) or "f64" in (a.dtype, b.dtype, c.dtype):
         return False
-    ext = {"m": extent(plan, k, fa[0]), "n": extent(plan, k, fb[0]), "k": extent(plan, k, s.axis_a)}
+    ext = {"m": math.prod(extent(plan, k, x) for x in fa[0]), "n": math.prod(extent(plan, k, x) for x in fb[0]),
+           "k": extent(plan, k, s.axis_a)}
     return all(ext[d] >= lo for d, lo in MMA_MIN.items())
 
 
@@ -106,6 +125,9 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
     16-row by 8-column pieces ("No valid warp partition for T.gemm" otherwise); and where a
     row of the accumulator is reduced or fed to a second GEMM (online softmax), each warp owns
     whole rows, n_w = 1 (flash at 64 rows over 8 warps: "Layout infer conflict")."""
+    packing = packing_problem(plan, k, tiles)
+    if packing:
+        return packing
     local = {b.name: b for b in k.buffers}
     threads = (tiles or {}).get("threads", k.threads)
     warps = max(1, threads // 32)
@@ -114,7 +136,7 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
     for s in k.statements():
         if not (isinstance(s, Gemm) and s.mma and s.acc in local):
             continue
-        m, n = (extent(plan, k, a, tiles) for a in local[s.acc].axes)
+        m, n = dim_extents(plan, k, local[s.acc].axes, tiles)
         rows = k.warp_policy == "full_row" and (s.acc in row_owned or any(
             isinstance(t, Map) and s.acc in t.args and t.dst in row_owned for t in k.statements()))
         shapes = [(mw, warps // mw) for mw in range(1, warps + 1) if warps % mw == 0]
@@ -181,7 +203,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         out.append(f"{where}: swizzle needs a GEMM kernel with two tiled grid axes")
     for s in k.statements():
         if isinstance(s, Store) and s.staged and not (s.src in local and local[s.src].scope == "fragment"
-                                                      and len(local[s.src].axes) == 2):
+                                                      and len(on_chip_dims(k, local[s.src].axes)) == 2):
             out.append(f"{where}: store {s.src}->{s.dst} is staged through shared memory, but {s.src!r} "
                        "is no 2-D fragment")
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):

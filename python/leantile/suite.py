@@ -186,6 +186,17 @@ def _cases() -> list[Case]:
     attn("sliding_window_attention", "llama3_8b", 4096, 4096)
     attn("sliding_window_attention", "mistral_7b", 16384, 16384, "large")
     attn("sliding_window_attention", "mistral_7b", 8192, 8192, dtype="bf16")
+    # grouped-query (h_kv KV heads, g = heads / h_kv query heads each): prefill and decode, where a
+    # group's heads fill the GEMM rows one query alone leaves empty
+    def gqa(model, t_q, t_kv, *tags, dtype="f16"):
+        cfg = MODELS[model]
+        kind = "decode" if t_q == 1 else "prefill"
+        add(f"gqa_attention_{model}_{kind}_t{t_kv}", "gqa_attention",
+            {"h_kv": cfg["kv_heads"], "g": cfg["heads"] // cfg["kv_heads"], "t_q": t_q, "t_kv": t_kv,
+             "d_h": cfg["d_h"]}, model, *tags, dtype=dtype)
+    gqa("llama3_8b", 2048, 2048)
+    gqa("llama3_8b", 1, 8192)
+    gqa("llama3_70b", 1, 32768, dtype="bf16")
     attn("attention_scaled", "llama3_8b", 2048, 2048)
     attn("attention_scaled", "llama3_8b", 8192, 8192, "large")
     attn("attention_scaled", "gpt2", 512, 512, dtype="bf16")
@@ -212,6 +223,7 @@ QUICK = (  # ~25 cases: every architecture, f16 and bf16, decode, skinny, large,
     "layernorm_linear_gelu_4096x4096x16384", "layernorm_linear_gelu_gpt2_m1", "layernorm_linear_gelu_gpt2_m2048_bf16",
     "softmax_row_llama3_vocab_m16", "softmax_row_llama3_vocab_m2048_bf16", "rmsnorm_published",
     "causal_attention_llama3_8b_prefill_t2048", "causal_attention_published", "sliding_window_attention_published",
+    "gqa_attention_published", "gqa_attention_llama3_8b_decode_t8192",
 )
 CASES: list[Case] = [Case(c.name, c.arch, c.sizes, c.dtype, c.model, c.tags + (("quick",) if c.name in QUICK else ()))
                      for c in _cases()]

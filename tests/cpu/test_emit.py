@@ -30,6 +30,7 @@ SIZES = {
     "layernorm_linear_gelu": dict(m=256, d=192, n=200),    # n: partial column tile
     "causal_attention": dict(h=2, t_q=200, t_kv=328, d_h=64),  # t_q < t_kv: offset diagonal, partial tiles
     "sliding_window_attention": dict(h=2, t_q=1100, t_kv=1300, d_h=64),  # both window bounds inside
+    "gqa_attention": dict(h_kv=2, g=4, t_q=100, t_kv=300, d_h=64),  # packed heads, partial query tiles
 }
 CASES = [(a, c.name) for a in A.NAMES for c in candidates(A.build(a, **SIZES[a]))]
 # one candidate per built-in, the fused one, for the nvcc check

@@ -18,6 +18,7 @@ SMALL = {
     "layernorm_linear_gelu": dict(m=3, d=4, n=5),
     "causal_attention": dict(h=2, t_q=5, t_kv=7, d_h=4),
     "sliding_window_attention": dict(h=1, t_q=3, t_kv=1100, d_h=4),  # the last query keeps 1024 keys
+    "gqa_attention": dict(h_kv=2, g=3, t_q=5, t_kv=7, d_h=4),
 }
 
 
@@ -42,6 +43,11 @@ def by_hand(name, t):
             keep &= ~torch.ones(tq, tkv, dtype=torch.bool).tril(tkv - tq - 1024)
         s = (t["Q"] @ t["K"].transpose(-1, -2)).masked_fill(~keep, float("-inf")) / math.sqrt(t["Q"].shape[-1])
         return torch.softmax(s, -1) @ t["V"]
+    if name == "gqa_attention":  # query head (kv, i) against the KV head kv, by SDPA's GQA mapping
+        hkv, g, tq, d = t["Q"].shape
+        q = t["Q"].reshape(hkv * g, tq, d)
+        k, v = (t[n].repeat_interleave(g, dim=0) for n in ("K", "V"))
+        return F.scaled_dot_product_attention(q, k, v).reshape(hkv, g, tq, d)
     if name == "layernorm_linear_gelu":
         ln = F.layer_norm(t["X"], t["X"].shape[-1:], eps=1e-5)
         return F.gelu(ln @ t["W"] + t["b"], approximate="tanh")

@@ -143,6 +143,7 @@ def test_every_rule_has_a_formula_and_a_sympy_check():
     graphs.append(build_graph_with_output("lsm", {"m": 2, "d": 20000}, log_softmax))
     graphs += [architectures.build("matmul", m=16, d=4096, n=4096),  # split_k
                architectures.build("attention", h=8, t_q=1, t_kv=4096),  # split_kv
+               architectures.build("gqa_attention", t_q=1),  # pack_query_group (decode)
                build_graph_with_output("vocab", {"m": 4, "v": 50000},  # split_row
                                        lambda g: g.softmax(g.input("X", ["m", "v"]), "v"))]
     for g in graphs:

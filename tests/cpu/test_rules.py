@@ -83,6 +83,7 @@ def test_decide_follows_the_steps(tiny_graphs):
                     assert c.exp2 == ("exp_to_exp2" in rules)
                     split = rules.get("split_kv") or rules.get("split_row")
                     assert c.split == (split.params["splits"] if split else 0)
+                    assert c.pack == ("pack_query_group" in rules)
                 else:
                     assert c.split == (rules["split_k"].params["splits"] if "split_k" in rules else 0)
                     assert c.dual == ("dual_gemm" in rules)
@@ -109,5 +110,6 @@ def tiny_graphs():
         build_graph_with_output("lsm", {"m": 2, "d": 20000}, log_softmax),
         architectures.build("matmul", m=16, d=4096, n=4096),  # few output tiles, a long k: split_k
         architectures.build("attention", h=8, t_q=1, t_kv=4096),  # decode: split_kv
+        architectures.build("gqa_attention", t_q=1),  # grouped-query decode: pack_query_group
         build_graph_with_output("vocab", {"m": 4, "v": 50000},  # few long softmax rows: split_row
                                 lambda g: g.softmax(g.input("X", ["m", "v"]), "v"))]

@@ -19,7 +19,7 @@ def built():
 
 def test_every_case_builds_a_valid_graph_at_its_sizes_and_dtype(built):
     names = [c.name for c in suite.CASES]
-    assert len(names) == len(set(names)) and 60 <= len(names) <= 100
+    assert len(names) == len(set(names)) and 60 <= len(names) <= 110  # a full-suite run stays within a few GPU calls
     for c in suite.CASES:
         g, base = built[c.name]
         assert ir.check(g) == [], c.name

@@ -4,7 +4,7 @@ from importlib import import_module
 from ..ir import GraphError
 
 NAMES = ("attention", "swiglu", "matmul", "rmsnorm", "rmsnorm_mlp", "layernorm_linear_gelu", "causal_attention",
-         "sliding_window_attention")
+         "sliding_window_attention", "gqa_attention")
 
 
 def module(name: str):

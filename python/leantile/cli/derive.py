@@ -33,10 +33,12 @@ def plan_text(plan) -> str:
     grids: dict[tuple, str] = {}  # kernels share their tiles and streams: format each once
     axes: dict[tuple, str] = {}
     for k in plan.kernels:
-        key = (*map(id, k.grid), id(k.stream))
+        key = (*map(id, k.grid), id(k.stream), k.packed)
         grid = grids.get(key)
         if grid is None:
             grid = " x ".join(f"{t.axis}/{t.block}" for t in k.grid) or "1"
+            if k.packed:  # pack_query_group: these tiles are one row dimension on chip
+                grid += f" (rows packed: {' x '.join(k.packed)})"
             stream = f"  stream {k.stream.axis} by {k.stream.block} ({k.stream.stages} stages)" if k.stream else ""
             if k.stream and k.stream.skip:
                 from ..derive.rules.masks import describe

@@ -75,7 +75,7 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
     s, c = o.site, decide(o)
     if isinstance(s, FlashSite):
-        return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip)]
+        return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack)]
     if isinstance(s, SoftmaxSite):
         return list(split_row(cx, c, tiles, {})[:3]) if c.split else list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
     if isinstance(s, RegionSite):
@@ -421,7 +421,7 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             extra_globals += bufs
         elif isinstance(s, FlashSite):
             qk, pv = cx.node(s.qk), cx.node(s.pv)
-            add(K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip), [qk.a, qk.b, pv.b, *s.leaves], [s.pv])
+            add(K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack), [qk.a, qk.b, pv.b, *s.leaves], [s.pv])
         elif isinstance(s, SoftmaxSite) and c.split:
             sliced, merge, norm, bufs = split_row(cx, c, tiles, axes)
             add(sliced, [s.src], [b.name for b in bufs])

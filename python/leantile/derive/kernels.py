@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import ir
-from ..plan import Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
+from ..plan import FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .sites import FlashSite, GemmSite, SoftmaxSite
@@ -56,6 +56,7 @@ class KernelBuilder:
         self.epilogue: list = []
         self._batch = {t.axis for t in grid if t.block == 1}  # indexed by the grid: not on chip
         self._keys: dict[tuple, str] = {}  # what a buffer holds -> its name
+        self.packed: tuple[str, ...] = ()  # Kernel.packed
 
     def buf(self, name, axes, scope, dtype, node=None, *, key: tuple) -> str:
         """The on-chip buffer that holds `key` (("tile", node), ("value", node), ("colsum", w),
@@ -84,14 +85,14 @@ class KernelBuilder:
         return Kernel(name=self.name, role=self.role, grid=tuple(self.grid), stream=self.stream,
                       buffers=tuple(self.buffers.values()), states=tuple(self.states),
                       prologue=tuple(self.prologue), body=tuple(self.body), epilogue=tuple(self.epilogue),
-                      threads=self.threads)
+                      threads=self.threads, packed=self.packed)
 
 
 # Plan objects are frozen: one object serves every kernel that has the same one (the tiles
 # of a grid, an input's fragment and its load in each of 10^5 unfused kernels).
 @functools.lru_cache(maxsize=4096)
-def _tile(axis: str, block: int, param: str | None) -> Tile:
-    return Tile(axis=axis, block=block, param=param)
+def _tile(axis: str, block: int, param: str | None, divisor: int = 1) -> Tile:
+    return Tile(axis=axis, block=block, param=param, divisor=divisor)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -175,6 +176,34 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
     return body, m, l, alpha
 
 
+# Heads x query positions as one row dimension (Kernel.packed) for t_q > 1. Off: correct (the
+# interpreter, CPU lowering and the GPU tests check it with this on) but measured slower than a
+# head per CTA on the H200 (32 query / 8 KV heads, t = 2048: 0.185 ms against 0.139; t = 4096:
+# 0.613 against 0.521; t_q = 16: 0.046 against 0.035; benchmarks/results/gqa-packing-2026-11-25.json):
+# a head's rows of the swizzled Q and O tiles are no TMA box, so TileLang 0.1.15 copies them with
+# plain loads before the producer warp starts. A prefill tile is full either way (no row to
+# gain); one query (decode) packs the heads as the rows and is not affected.
+PACK_QUERY_ROWS = False
+
+
+def flash_grid(g: Ctx, s: FlashSite, tiles: dict, pack: bool) -> tuple[list[Tile], tuple[str, ...]]:
+    """(grid, packed row axes) of a flash kernel, over the scores' axes less the key axis.
+    Unpacked, the query axis is tiled by block_m and every other axis is a batch axis. Packed
+    (pack_query_group, Q's head axis s.group): with one query (decode) the heads are tiled by
+    block_m (the query axis a batch axis); with PACK_QUERY_ROWS, where block_m is a multiple of
+    the heads G, a tile holds all G heads times block_m / G query positions, one row dimension
+    on chip (Kernel.packed). Otherwise it stays unpacked."""
+    axes = [a for a in g.node(s.qk).axes if a != s.axis]
+    if pack and s.group:
+        heads, queries, bm = g.axes[s.group], g.axes[s.row], tiles["block_m"]
+        if queries == 1:
+            return _grid(axes, {s.group: "block_m"}, tiles), ()
+        if PACK_QUERY_ROWS and bm % heads == 0 and heads < bm:
+            return [_tile(a, heads, FIXED) if a == s.group else _tile(a, bm // heads, "block_m", heads)
+                    if a == s.row else _tile(a, 1, None) for a in axes], (s.group, s.row)
+    return _grid(axes, {s.row: "block_m"}, tiles), ()
+
+
 def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
     """The score function (a mask, a bias) on each block of scores S, in registers, ending in
     S itself. Every intermediate has the scores' tile shape, so that the emitter evaluates the
@@ -184,7 +213,10 @@ def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
     body: list = []
     for i in s.leaves:
         n = g.node(i)
-        dst = kb.buf(f"{g.value(i)}_frag", n.axes, "fragment", "acc", i, key=("frag", i))
+        # a leaf with some packed row axes but not all is read at a row index the packed loop
+        # computes (position = row % block): from shared memory, where any thread may read any element
+        part = kb.packed and 0 < len(set(kb.packed) & set(n.axes)) < len(kb.packed)
+        dst = kb.buf(f"{g.value(i)}_frag", n.axes, "shared" if part else "fragment", "acc", i, key=("frag", i))
         (body if s.axis in n.axes else kb.prologue).append(Load(src=g.value(i), dst=dst))
         have[i] = dst
     tile = g.node(s.qk).axes
@@ -202,22 +234,26 @@ def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
 
 
 def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | None = None,
-                 skip: bool = False) -> Kernel:
+                 skip: bool = False, pack: bool = False) -> Kernel:
     """Online-softmax attention; with `split` (split_kv: a batch axis of slices), one slice of
     t per CTA, storing its o / l and log-sum-exp (derive.split_kernels merges the slices); with
-    `skip` (skip_masked_tiles), only the key blocks the site's mask bounds may keep."""
+    `skip` (skip_masked_tiles), only the key blocks the site's mask bounds may keep; with `pack`
+    (pack_query_group), the query heads of a group in one CTA (flash_grid)."""
     sm = s.softmax
     qk, pv = g.node(s.qk), g.node(s.pv)
     q, k, v = g.node(qk.a), g.node(qk.b), g.node(pv.b)
     t = s.axis
-    row = s.row
     scaled = f" (scale {sm.scale:.6g} folded into the exponent)" if sm.scale_node is not None else ""
     if s.score:
         scaled += f" (score function of {len(s.score)} ops on each tile)"
+    grid, packed = flash_grid(g, s, tiles, pack)
     kb = KernelBuilder(g.names.user, f"flash_{pv.id}",
                        f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
-                       ([_tile(split, 1, None)] if split else []) + _grid([a for a in qk.axes if a != t], {row: "block_m"}, tiles),
+                       ([_tile(split, 1, None)] if split else []) + grid,
                        _split(_stream(t, "block_n", tiles, [pv.axis_b]), split), tiles["threads"])
+    kb.packed = packed
+    if pack and s.group:
+        kb.role += f", the {s.group} heads of a K/V group in one CTA" + (" (packed rows)" if packed else "")
     if skip:
         kb.stream = kb.stream.model_copy(update={"skip": s.bounds})
         kb.role += ", masked key blocks skipped"
@@ -331,6 +367,7 @@ class OnlineChoice:
     exp2: bool = False
     split: int = 0  # split_kv: slices of the key axis (0: one CTA runs all of t)
     skip: bool = False  # skip_masked_tiles: stream only the key blocks the mask may keep
+    pack: bool = False  # pack_query_group: the query heads of a K/V group in one CTA
 
 
 def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: list, have: dict):

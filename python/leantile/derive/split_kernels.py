@@ -78,7 +78,7 @@ def split_flash(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kern
     pv, mx = cx.node(s.pv), cx.node(s.softmax.mx)
     sa = split_axis(cx, s.pv, axes)
     axes[sa] = c.split
-    sliced = flash_kernel(cx, s, c.exp2, tiles, split=sa, skip=c.skip)
+    sliced = flash_kernel(cx, s, c.exp2, tiles, split=sa, skip=c.skip, pack=c.pack)
     o_name = cx.names.extra(("partial", s.pv), f"{cx.value(s.pv)}_partial")
     lse_name = cx.names.extra(("lse", s.pv), f"{cx.value(s.pv)}_lse")
     bufs = [Buffer(name=o_name, axes=(*pv.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY),

@@ -2,15 +2,17 @@
 translation follows leantile.interp exactly (see leantile.emit.tilelang)."""
 from __future__ import annotations
 
+import itertools
 import math
 
-from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, map_runs,
-                    running_maxes)
+from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
+                    on_chip_dims, running_maxes)
 from .. import ops
+from .reductions import ReductionWriter
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, tile_param_of)
 
-class _KernelWriter:
+class _KernelWriter(ReductionWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
@@ -19,6 +21,7 @@ class _KernelWriter:
         self.lines: list[str] = []
         self.params = tile_param_of(plan, k)
         self.block = {g.axis: g.block for g in k.grid}
+        self.divisor = {g.axis: g.divisor for g in k.grid if g.divisor > 1}  # packed rows: block_m // heads
         # the streamed axis and its aliases (B's name of a contraction axis) are one axis of the
         # plan: same block, same tile parameter, same position k (interp._Tile does the same)
         self.streamed = (k.stream.axis, *k.stream.aliases) if k.stream else ()
@@ -69,6 +72,8 @@ class _KernelWriter:
     def extent(self, axis: str) -> str:
         """Python expression for the on-chip extent of an axis."""
         if axis in self.block and (self.block[axis] > 1 or axis in self.streamed):
+            if axis in self.params and axis in self.divisor:
+                return f"({self.params[axis]} // {self.divisor[axis]})"
             return self.params.get(axis, str(self.block[axis]))
         if axis in self.block:
             raise EmitError(f"kernel {self.k.name}: batch axis {axis!r} (block 1) in an on-chip buffer")
@@ -87,7 +92,8 @@ class _KernelWriter:
         first, stop, ext = "0", nblk, self.extent(st.axis)
         for b in st.skip:
             lo_row = self.start(b.row) or "0"
-            hi_row = f"({lo_row} + {self.extent(b.row)} - 1)"
+            # a batch row axis (one query, its heads packed instead): one position per CTA
+            hi_row = lo_row if self.block.get(b.row) == 1 else f"({lo_row} + {self.extent(b.row)} - 1)"
             row = {1: (hi_row if b.side == "hi" else lo_row), -1: f"-{lo_row if b.side == 'hi' else hi_row}", 0: "0"}
             key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
             if b.side == "hi":
@@ -112,10 +118,16 @@ class _KernelWriter:
     def emit(self, line: str, depth: int):
         self.lines.append("    " * depth + line)
 
-    def gslice(self, g: Buffer, local_axes: tuple[str, ...], where: str) -> str:
+    def gslice(self, g: Buffer, local_axes: tuple[str, ...], where: str, fixed: dict | None = None) -> str:
+        """The region of global g an on-chip tile with local_axes covers; `fixed`: axes of the
+        tile at one position (a packed head: packed_parts), indexed, not sliced."""
         idx = []
+        fixed = fixed or {}
         for a in g.axes:
-            if a in local_axes:
+            if a in fixed:
+                st = self.start(a)
+                idx.append(f"{st} + {fixed[a]}" if st else str(fixed[a]))
+            elif a in local_axes:
                 v = self.kvar if a in self.streamed else self.grid_var.get(a)
                 if v is None:
                     idx.append(":")
@@ -134,6 +146,13 @@ class _KernelWriter:
                             f"axes {g.axes} in order (a transposing copy is not emitted)")
         return f"{self.gname[g.name]}[{', '.join(idx) or '0'}]"  # a 0-D tensor is passed as shape (1,)
 
+    def dims(self, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+        """The dimensions of an on-chip buffer with these axes (packed row axes are one)."""
+        return on_chip_dims(self.k, tuple(axes))
+
+    def dim_extent(self, dim: tuple[str, ...]) -> str:
+        return " * ".join(self.extent(a) for a in dim)
+
     def shape(self, axes: tuple[str, ...]) -> str:
         """Tuple body for an on-chip buffer's shape; a 0-D value is a 1-element buffer; the
         pseudo-axis __lanes is one element per thread (reduce_serial's partials)."""
@@ -141,14 +160,32 @@ class _KernelWriter:
             return "1,"
         if axes == ("__lanes",):
             return f"{self.k.threads},"
-        return ", ".join(self.extent(a) for a in axes) + ("," if len(axes) == 1 else "")
+        dims = self.dims(axes)
+        return ", ".join(self.dim_extent(d) for d in dims) + ("," if len(dims) == 1 else "")
+
+    def index(self, axes: tuple[str, ...], loop: dict[str, str]) -> str:
+        """The index of an on-chip buffer with these axes at the loop's positions: a packed
+        dimension is the loop's own variable where the loop runs over it, else row-major over
+        its axes' positions."""
+        out = []
+        for d in self.dims(axes):
+            if len(d) == 1:
+                out.append(loop[d[0]])
+            elif "|".join(d) in loop:
+                out.append(loop["|".join(d)])
+            else:
+                e = loop[d[0]]
+                for a in d[1:]:
+                    e = f"({e}) * {self.extent(a)} + {loop[a]}"
+                out.append(e)
+        return ", ".join(out) or "0"
 
     def ref(self, name: str, axes: tuple[str, ...], loop: dict[str, str], pyname: str | None = None) -> str:
         b = self.local[name]
         missing = [a for a in b.axes if a not in loop]
         if missing:
             raise EmitError(f"kernel {self.k.name}: {name} has axes {missing} the loop does not cover")
-        return f"{pyname or self.lname[name]}[{', '.join(loop[a] for a in b.axes) or '0'}]"
+        return f"{pyname or self.lname[name]}[{self.index(b.axes, loop)}]"
 
     def literal(self, s: str, dtype: str) -> str:
         v = s[1:] if s.startswith("#") else s
@@ -163,10 +200,21 @@ class _KernelWriter:
         if not axes:  # a 0-D value: one element, one iteration
             self.emit("for i in T.Parallel(1):", depth)
             return {}
-        vars_ = LOOP_VARS[:len(axes)]
-        ext = ", ".join(self.extent(a) for a in axes)
+        dims = self.dims(axes)
+        vars_ = LOOP_VARS[:len(dims)]
+        ext = ", ".join(self.dim_extent(d) for d in dims)
         self.emit(f"for {', '.join(vars_)} in T.Parallel({ext}):", depth)
-        return dict(zip(axes, vars_))
+        loop = {}
+        for d, v in zip(dims, vars_):
+            if len(d) == 1:
+                loop[d[0]] = v
+                continue
+            loop["|".join(d)] = v  # a packed dimension: each axis's position, row-major
+            for n, a in enumerate(d):
+                inner = " * ".join(self.extent(x) for x in d[n + 1:])
+                pos = f"{v} // ({inner})" if inner else v
+                loop[a] = f"({pos} % {self.extent(a)})" if n else f"({pos})"
+        return loop
 
     # -- statements ----------------------------------------------------------------
     def stmts(self, stmts, depth: int):
@@ -194,8 +242,32 @@ class _KernelWriter:
 
     def do_load(self, s: Load, depth: int):
         b = self.local[s.dst]
-        self.emit(f"T.copy({self.gslice(self.plan.global_buffer(s.src), b.axes, f'load {s.src}->{s.dst}')}, "
-                  f"{self.lname[s.dst]})", depth)
+        g = self.plan.global_buffer(s.src)
+        parts = self.packed_parts(g, b.axes, self.lname[s.dst], f"load {s.src}->{s.dst}")
+        for src, dst in parts:  # a head's rows of a swizzled tile are no TMA box: plain copies
+            self.emit(f"T.copy({src}, {dst}{', disable_tma=True' if len(parts) > 1 else ''})", depth)
+
+    def packed_parts(self, g: Buffer, local_axes: tuple[str, ...], local: str, where: str) -> list[tuple[str, str]]:
+        """[(global region, on-chip region)] a copy between global g and an on-chip buffer
+        moves: one pair, or where the buffer has the kernel's packed row axes, one pair per
+        position of the outer packed axes (a query head of the group: its rows of the packed
+        dimension are one rectangle of g)."""
+        dims = self.dims(local_axes)
+        packed = next((d for d in dims if len(d) > 1), None)
+        if packed is None:
+            return [(self.gslice(g, local_axes, where), local)]
+        outer, inner = packed[:-1], packed[-1]
+        counts = [self.block[a] for a in outer]  # whole axes of fixed extent (derive.kernels.flash_grid)
+        out = []
+        for pos in itertools.product(*map(range, counts)):
+            n = 0
+            for a, p, c in zip(outer, pos, counts):
+                n = n * c + p
+            fixed = {a: p for a, p in zip(outer, pos)}
+            rows = self.extent(inner)
+            region = ", ".join(f"{n} * {rows}:{n + 1} * {rows}" if d == packed else ":" for d in dims)
+            out.append((self.gslice(g, local_axes, where, fixed), f"{local}[{region}]"))
+        return out
 
     def do_pivot(self, s: Pivot, depth: int):
         """dst = src at position 0 of the streamed axis, on the first block only (k == 0); a
@@ -214,11 +286,16 @@ class _KernelWriter:
         g = self.plan.global_buffer(s.dst)
         dst = self.gslice(g, b.axes, f"store {s.src}->{s.dst}")
         src = self.lname[s.src]
-        if s.staged:  # through shared memory (plan_passes.store_staging)
+        packed = any(len(d) > 1 for d in self.dims(b.axes))
+        if s.staged or packed:  # through shared memory (plan_passes.store_staging; a packed tile's rows by head)
             staged = self.fresh(f"{_ident(s.dst)}_out_shared")
             self.temps.append((staged, b.axes, "shared", _global_dtype(self.plan, g)))
             self.emit(f"T.copy({src}, {staged})", depth)
             src = staged
+        if packed:
+            for gsrc, part in self.packed_parts(g, b.axes, src, f"store {s.src}->{s.dst}"):
+                self.emit(f"T.copy({part}, {gsrc}, disable_tma=True)", depth)
+            return
         self.emit(f"T.copy({src}, {dst})", depth)
 
     def do_fill(self, s: Fill, depth: int):
@@ -308,129 +385,6 @@ class _KernelWriter:
             else:
                 raise EmitError(f"kernel {self.k.name}: map fn {s.fn!r} with {len(vals)} args is not supported")
             self.emit(f"{self.ref(s.dst, axes, loop)} = {expr}", depth + 1)
-
-    def do_reduce(self, s: Reduce, depth: int):
-        src, dst = self.local[s.src], self.local[s.dst]
-        if s.axis not in src.axes:
-            raise EmitError(f"kernel {self.k.name}: reduce over {s.axis!r}, not an axis of {s.src}")
-        rest = tuple(a for a in src.axes if a != s.axis)
-        if rest != dst.axes:
-            raise EmitError(f"kernel {self.k.name}: reduce {s.src}{src.axes} over {s.axis} into "
-                            f"{s.dst}{dst.axes}: axes differ (a transposed reduction is not emitted)")
-        if not dst.axes:
-            self.reduce_serial(s, depth)
-            return
-        dim = src.axes.index(s.axis)
-        fn = "T.reduce_sum" if s.kind == "sum" else "T.reduce_max"
-        ident = "0.0" if s.kind == "sum" else f"-T.infinity({self.dtype_expr(dst)})"
-        clear = "False" if s.accumulate else "True"
-        partial = self.can_be_partial(s.axis)
-        if self.masked.get((s.src, s.axis)) in (("-inf",) if s.kind == "max" else ("0", "0.0")):
-            partial = False  # a Mask already set the padded positions to the identity
-        needs_copy = src.scope != "fragment" or self.tl_dtype(src) != self.tl_dtype(dst)
-        what = f"{s.dst} {'max' if s.kind == 'max' else '+'}= {s.kind}({s.src} over {s.axis})" if s.accumulate \
-            else f"{s.dst} = {s.kind}({s.src} over {s.axis})"
-        self.fam[s.dst] = "G" if self.fam.get(s.src) == "G" else "R"
-        if not needs_copy:
-            if partial:  # only a partial last tile needs the masked copy
-                self.emit(f"if {self.pad_flag(s.axis)}:", depth)
-                self.reduce_via_temp(s, fn, dim, clear, ident, partial, what, depth + 1)
-                self.emit("else:", depth)
-                depth += 1
-            self.emit(f"{fn}({self.lname[s.src]}, {self.lname[s.dst]}, dim={dim}, clear={clear})  # {what}", depth)
-            return
-        self.reduce_via_temp(s, fn, dim, clear, ident, partial, what, depth)
-
-    def to_shared(self, name: str, depth: int) -> str:
-        """A shared-memory view of an on-chip buffer (itself if already shared), for loops
-        that read it at indices other threads own."""
-        b = self.local[name]
-        if b.scope == "shared":
-            return self.lname[name]
-        if name not in self.mirrors:
-            m = self.fresh(f"{name}_smem")
-            self.mirrors[name] = m
-            self.temps.append((m, b.axes, "shared", self.dtype_expr(b)))
-        self.emit(f"T.copy({self.lname[name]}, {self.mirrors[name]})", depth)
-        return self.mirrors[name]
-
-    def reduce_serial(self, s: Reduce, depth: int):
-        """A reduction to a single value, in two levels over a shared copy of the operand: each
-        of the kernel's threads sums a strided slice into a shared partial, then one thread sums
-        the partials (a one-thread loop over 8192 values cost about 25 us of a 80 us MSE)."""
-        src, dst = self.local[s.src], self.local[s.dst]
-        if len(src.axes) != 1:
-            raise EmitError(f"kernel {self.k.name}: reduce {s.src}{src.axes} to a scalar over several axes")
-        dt = self.dtype_expr(dst)
-        ident = "0.0" if s.kind == "sum" else f"-T.infinity({dt})"
-        self.emit(f"# {s.dst} {'(' + s.kind + ')= ' if s.accumulate else '= '}{s.kind}({s.src} over {s.axis})", depth)
-        view = self.to_shared(s.src, depth)
-        lanes = self.k.threads
-        part = self.fresh(f"{_ident(s.dst)}_partial")
-        self.temps.append((part, ("__lanes",), "shared", dt))
-        ext = self.extent(s.axis)
-        self.emit(f"for t in T.Parallel({lanes}):", depth)
-        self.emit(f"{part}[t] = {ident}", depth + 1)
-        self.emit(f"for kk in T.serial(T.ceildiv({ext}, {lanes})):", depth + 1)
-        idx = f"kk * {lanes} + t"
-        val = f"{view}[{idx}]"
-        if self.tl_dtype(src) != self.tl_dtype(dst):
-            val = f"T.cast({val}, {dt})"
-        if self.can_be_partial(s.axis):
-            val = f"T.if_then_else({self.start(s.axis) or '0'} + {idx} < {_size(s.axis)}, {val}, {ident})"
-        val = f"T.if_then_else({idx} < {ext}, {val}, {ident})"
-        p = f"{part}[t]"
-        self.emit(f"{p} = {p} + {val}" if s.kind == "sum" else f"{p} = T.max({p}, {val})", depth + 2)
-        self.emit("for i in T.Parallel(1):", depth)
-        d = f"{self.lname[s.dst]}[0]"
-        if not s.accumulate:
-            self.emit(f"{d} = {ident}", depth + 1)
-        self.emit(f"for kk in T.serial({lanes}):", depth + 1)
-        self.emit(f"{d} = {d} + {part}[kk]" if s.kind == "sum" else f"{d} = T.max({d}, {part}[kk])", depth + 2)
-
-    def gemm_simt(self, s: Gemm, depth: int):
-        """A contraction that is not a 2-D tile GEMM (vectors, scalars): per output element,
-        a serial loop over the contracted axis, operands read from shared memory."""
-        a, b, c = self.local[s.a], self.local[s.b], self.local[s.acc]
-        self.fam[s.acc] = "S"
-        if s.clear:
-            self.emit(f"T.clear({self.lname[s.acc]})", depth)
-        self.emit(f"# {s.acc} {'=' if s.clear else '+='} {s.a} . {s.b} over {s.axis_a} (not a 2-D tile GEMM: SIMT)", depth)
-        va, vb = self.to_shared(s.a, depth), self.to_shared(s.b, depth)
-        loop = self.loop_header(c.axes, depth)
-        la, lb = {**loop, s.axis_a: "kk"}, {**loop, s.axis_b: "kk"}
-        ra, rb = self.ref(s.a, a.axes, la, va), self.ref(s.b, b.axes, lb, vb)
-        dt = self.dtype_expr(c)
-        if self.tl_dtype(a) != self.tl_dtype(c):
-            ra = f"T.cast({ra}, {dt})"
-        if self.tl_dtype(b) != self.tl_dtype(c):
-            rb = f"T.cast({rb}, {dt})"
-        self.emit(f"for kk in T.serial({self.extent(s.axis_a)}):", depth + 1)
-        r = self.ref(s.acc, c.axes, loop)
-        self.emit(f"{r} = {r} + {ra} * {rb}", depth + 2)
-
-    def reduce_via_temp(self, s: Reduce, fn, dim, clear, ident, partial, what, depth):
-        src, dst = self.local[s.src], self.local[s.dst]
-        tmp = self.fresh(f"{s.src}_{'masked' if partial else 'frag'}")
-        self.temps.append((tmp, src.axes, "fragment", self.dtype_expr(dst)))
-        note = f" ignoring {s.axis} past its end" if partial else ""
-        self.emit(f"# {what}{note}", depth)
-        # the operand goes to a fragment first (from shared memory, or with a dtype change)
-        needs_copy = src.scope != "fragment" or self.tl_dtype(src) != self.tl_dtype(dst)
-        variants = [True] if not needs_copy else ([True, False] if partial else [False])
-        for n, masked in enumerate(variants):
-            d = depth
-            if len(variants) == 2:  # mask only when the last tile is partial
-                self.emit(f"if {self.pad_flag(s.axis)}:" if masked else "else:", depth)
-                d += 1
-            loop = self.loop_header(src.axes, d)
-            val = self.ref(s.src, src.axes, loop)
-            if self.tl_dtype(src) != self.tl_dtype(dst):
-                val = f"T.cast({val}, {self.dtype_expr(dst)})"
-            if masked:
-                val = f"T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {val}, {ident})"
-            self.emit(f"{tmp}[{', '.join(loop[a] for a in src.axes)}] = {val}", d + 1)
-        self.emit(f"{fn}({tmp}, {self.lname[s.dst]}, dim={dim}, clear={clear})", depth)
 
     def do_gemm(self, s: Gemm, depth: int):
         a, b, c = self.local[s.a], self.local[s.b], self.local[s.acc]

@@ -7,6 +7,7 @@
     regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
     split.py    split_k, split_kv, split_row             (a grid too small for the GPU)
     masks.py    skip_masked_tiles                        (attention under a position mask)
+    group.py    pack_query_group                         (grouped-query attention: heads share K, V)
 
 Every table about rules is derived from RULES: rule -> theorem (cited in every step, checked
 by `leantile check-lean`), -> Lean file, -> parameter meanings, -> formula and sympy check.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from .base import Option, Rule  # noqa: F401
 from .gemm import DUAL, EPILOGUE
+from .group import PACK
 from .masks import SKIP
 from .pullout import MEAN, SCALE
 from .regions import FUSE_REDUCTION, ONLINE_SUM
@@ -23,7 +25,7 @@ from .split import SPLIT_K, SPLIT_KV, SPLIT_ROW
 from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
-                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SKIP)
+                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SKIP, PACK)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

@@ -14,6 +14,7 @@ from ... import ir
 from ..context import Ctx
 from ..sites import ELEMENTWISE, FlashSite, SoftmaxSite, depends_on
 from .base import Option, Rule, sym
+from .group import PACK
 from .masks import SKIP, describe
 
 
@@ -127,7 +128,10 @@ class OnlineSoftmax(Rule):
             row = [a for a in qk.axes if a in q.axes and a not in k.axes][-1]  # the query axis tiled
             site = FlashSite(qk.id, s, pv.id, score, leaves, row)
             skip = SKIP.match(cx, site, row)
-            out.append(dataclasses.replace(site, skip_at=skip[0], bounds=skip[1]) if skip else site)
+            if skip:
+                site = dataclasses.replace(site, skip_at=skip[0], bounds=skip[1])
+            group = PACK.match(cx, site, q.axes, k.axes, qk.axes, pv.axes)
+            out.append(dataclasses.replace(site, group=group) if group else site)
         return out
 
     def formula(self, g, at, params):
@@ -294,5 +298,7 @@ def online_options(s: FlashSite | SoftmaxSite, label: str) -> list[Option]:
     base = (SHIFT.step([sm.mx, sm.sub]), ONLINE.step(s.nodes, axis=s.axis))
     if isinstance(s, FlashSite) and s.bounds:  # always: skipping masked blocks only saves work
         base += (SKIP.step(s.skip_at, bounds=describe(s.bounds, s.axis)),)
+    if isinstance(s, FlashSite) and s.group:  # always: a group's heads share each K and V block load
+        base += (PACK.step((s.qk, s.pv), group=s.group),)
     return [Option(f"{label}_exp2", (*base, EXP2.step([sm.exp])), s, ONLINE.name, s.nodes),
             Option(label, base, s, ONLINE.name, s.nodes)]

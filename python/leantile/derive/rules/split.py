@@ -150,10 +150,8 @@ class SplitKV(_Split):
         qk = cx.node(s.qk)
         if len(value_columns(cx, s)) != 1:  # the combine keeps one value axis on chip
             return None
-        ctas = 1
-        for a in qk.axes:
-            if a != s.axis:
-                ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == s.row else cx.axes[a]
+        from ..kernels import flash_grid  # the flash kernel's own grid (packed where the site has a group)
+        ctas = math.prod(math.ceil(cx.axes[t.axis] / t.block) for t in flash_grid(cx, s, tiles, bool(s.group))[0])
         return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS)
 
     def at(self, s: FlashSite) -> tuple[int, ...]:
