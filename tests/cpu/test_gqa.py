@@ -13,7 +13,7 @@ import evaluator as ev
 from leantile import interp
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
-from leantile.derive import kernels as K
+from leantile.derive.rules import group as group_rule
 from leantile.derive.engine import refusals
 from leantile.plan import Load
 from leantile.tolerance import TOLERANCE
@@ -45,8 +45,8 @@ def flash(plan):
 
 
 def packed_rows(on: bool):
-    """kernels.PACK_QUERY_ROWS (heads x queries as one row dimension; off by default: slower)."""
-    return mock.patch.object(K, "PACK_QUERY_ROWS", on)
+    """group.PACK_QUERY_ROWS (heads x queries as one row dimension; off by default: slower)."""
+    return mock.patch.object(group_rule, "PACK_QUERY_ROWS", on)
 
 
 @packed_rows(True)
@@ -78,18 +78,37 @@ def test_one_query_tiles_the_heads():
 
 
 def test_many_queries_keep_a_head_per_cta_by_default():
-    """The queries of one head fill a tile's rows (kernels.PACK_QUERY_ROWS is off: measured slower)."""
+    """The queries of one head fill a tile's rows (group.PACK_QUERY_ROWS is off: measured slower)."""
     g = gqa(heads=4, tq=300, tkv=500, d=64)
     k = flash(derive(g, "online_exp2"))
     assert k.packed == () and {t.axis: t.block for t in k.grid}["g"] == 1
     assert not any(s.rule == "pack_query_group" for c in candidates(g) for s in c.steps)
 
 
-def test_group_axis_elsewhere_is_tiled_per_head_and_says_why():
-    g = gqa(tq=1, q_axes=("g", "h_kv", "t_q", "d_h"))
+@pytest.mark.parametrize("q_axes", [("g", "h_kv", "t_q", "d_h"), ("h_kv", "t_q", "d_h", "g")])
+def test_one_query_tiles_the_heads_wherever_the_head_axis_sits(q_axes):
+    g = gqa(heads=5, tq=1, tkv=9, q_axes=q_axes)
+    k = flash(derive(g, "online_exp2"))
+    assert {t.axis: t.block for t in k.grid}["g"] > 1
+    check(g)
+
+
+@packed_rows(True)
+def test_packed_rows_need_the_head_axis_before_the_query_axis_and_say_why():
+    g = gqa(q_axes=("g", "h_kv", "t_q", "d_h"))
     k = flash(derive(g, "online_exp2"))
     assert k.packed == () and {t.axis: t.block for t in k.grid}["g"] == 1
     assert any("pack_query_group" in r and "not just before the query axis" in r for r in refusals(g))
+
+
+def check(g, seed=0):
+    inputs = ev.random_inputs(g, seed)
+    ref = ev.evaluate(g, inputs)
+    for c in candidates(g):
+        for t in (None, {"block_m": 4, "block_n": 2}, {"block_m": 1, "block_n": 3}):
+            out = interp.run(derive(g, c.name, t), inputs, dtype=torch.float64)
+            for name, r in ref.items():
+                assert ev.rel_err(out[name], r) <= TOL, (c.name, t)
 
 
 @pytest.mark.parametrize("rows", [False, True])
@@ -110,11 +129,13 @@ def test_packed_plans_equal_evaluator(rows, mask, heads, tq, tkv, bm, bn, seed):
                 assert ev.rel_err(out[name], r) <= TOL, (c.name, bm, bn)
 
 
-GPU_SHAPES = {  # (heads, t_q, t_kv, d_h, mask): partial query and key tiles, decode, MQA-like
-    "packed_causal": (4, 100, 300, 64, causal),
-    "packed_bias": (4, 72, 200, 64, bias_without_heads),
-    "decode": (8, 1, 700, 128, None),
-    "many_heads": (16, 3, 260, 64, None),
+GPU_SHAPES = {  # (heads, t_q, t_kv, d_h, mask, Q's axes): partial query and key tiles, decode, MQA-like
+    "packed_causal": (4, 100, 300, 64, causal, None),
+    "packed_bias": (4, 72, 200, 64, bias_without_heads, None),
+    "decode": (8, 1, 700, 128, None, None),
+    "decode_heads_first": (5, 1, 700, 128, None, ("g", "h_kv", "t_q", "d_h")),
+    "decode_heads_last": (5, 1, 300, 64, None, ("h_kv", "t_q", "d_h", "g")),
+    "many_heads": (16, 3, 260, 64, None, None),
 }
 
 
@@ -123,8 +144,8 @@ GPU_SHAPES = {  # (heads, t_q, t_kv, d_h, mask): partial query and key tiles, de
 @pytest.mark.parametrize("case", sorted(GPU_SHAPES))
 def test_packed_gqa_kernels_on_gpu(case, rows):
     import leantile
-    heads, tq, tkv, d, mask = GPU_SHAPES[case]
-    g = gqa(heads=heads, tq=tq, tkv=tkv, d=d, mask=mask, dtype="f16")
+    heads, tq, tkv, d, mask, q_axes = GPU_SHAPES[case]
+    g = gqa(heads=heads, tq=tq, tkv=tkv, d=d, mask=mask, dtype="f16", q_axes=q_axes or ("h_kv", "g", "t_q", "d_h"))
     with packed_rows(rows):
         for c in candidates(g):
             if c.name != "unfused":

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..plan import FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
+from .rules import group as group_rule
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .sites import FlashSite, GemmSite, SoftmaxSite
 
@@ -176,21 +177,11 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
     return body, m, l, alpha
 
 
-# Heads x query positions as one row dimension (Kernel.packed) for t_q > 1. Off: correct (the
-# interpreter, CPU lowering and the GPU tests check it with this on) but measured slower than a
-# head per CTA on the H200 (32 query / 8 KV heads, t = 2048: 0.185 ms against 0.139; t = 4096:
-# 0.613 against 0.521; t_q = 16: 0.046 against 0.035; benchmarks/results/gqa-packing-2026-11-25.json):
-# a head's rows of the swizzled Q and O tiles are no TMA box, so TileLang 0.1.15 copies them with
-# plain loads before the producer warp starts. A prefill tile is full either way (no row to
-# gain); one query (decode) packs the heads as the rows and is not affected.
-PACK_QUERY_ROWS = False
-
-
 def flash_grid(g: Ctx, s: FlashSite, tiles: dict, pack: bool) -> tuple[list[Tile], tuple[str, ...]]:
     """(grid, packed row axes) of a flash kernel, over the scores' axes less the key axis.
     Unpacked, the query axis is tiled by block_m and every other axis is a batch axis. Packed
     (pack_query_group, Q's head axis s.group): with one query (decode) the heads are tiled by
-    block_m (the query axis a batch axis); with PACK_QUERY_ROWS, where block_m is a multiple of
+    block_m (the query axis a batch axis); with group.PACK_QUERY_ROWS, where block_m is a multiple of
     the heads G, a tile holds all G heads times block_m / G query positions, one row dimension
     on chip (Kernel.packed). Otherwise it stays unpacked."""
     axes = [a for a in g.node(s.qk).axes if a != s.axis]
@@ -198,7 +189,7 @@ def flash_grid(g: Ctx, s: FlashSite, tiles: dict, pack: bool) -> tuple[list[Tile
         heads, queries, bm = g.axes[s.group], g.axes[s.row], tiles["block_m"]
         if queries == 1:
             return _grid(axes, {s.group: "block_m"}, tiles), ()
-        if PACK_QUERY_ROWS and bm % heads == 0 and heads < bm:
+        if group_rule.PACK_QUERY_ROWS and bm % heads == 0 and heads < bm:
             return [_tile(a, heads, FIXED) if a == s.group else _tile(a, bm // heads, "block_m", heads)
                     if a == s.row else _tile(a, 1, None) for a in axes], (s.group, s.row)
     return _grid(axes, {s.row: "block_m"}, tiles), ()

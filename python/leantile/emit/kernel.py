@@ -284,7 +284,6 @@ class _KernelWriter(ReductionWriter):
     def do_store(self, s: Store, depth: int):
         b = self.local[s.src]
         g = self.plan.global_buffer(s.dst)
-        dst = self.gslice(g, b.axes, f"store {s.src}->{s.dst}")
         src = self.lname[s.src]
         packed = any(len(d) > 1 for d in self.dims(b.axes))
         if s.staged or packed:  # through shared memory (plan_passes.store_staging; a packed tile's rows by head)
@@ -296,7 +295,7 @@ class _KernelWriter(ReductionWriter):
             for gsrc, part in self.packed_parts(g, b.axes, src, f"store {s.src}->{s.dst}"):
                 self.emit(f"T.copy({part}, {gsrc}, disable_tma=True)", depth)
             return
-        self.emit(f"T.copy({src}, {dst})", depth)
+        self.emit(f"T.copy({src}, {self.gslice(g, b.axes, f'store {s.src}->{s.dst}')})", depth)
 
     def do_fill(self, s: Fill, depth: int):
         b = self.local[s.dst]
@@ -387,9 +386,7 @@ class _KernelWriter(ReductionWriter):
             self.emit(f"{self.ref(s.dst, axes, loop)} = {expr}", depth + 1)
 
     def do_gemm(self, s: Gemm, depth: int):
-        a, b, c = self.local[s.a], self.local[s.b], self.local[s.acc]
-        fa = [x for x in a.axes if x != s.axis_a]
-        fb = [x for x in b.axes if x != s.axis_b]
+        a, b = self.local[s.a], self.local[s.b]
         if not s.mma:  # plan_passes.gemm_engine: not an MMA tile shape
             self.gemm_simt(s, depth)
             return

@@ -130,7 +130,7 @@ class OnlineSoftmax(Rule):
             skip = SKIP.match(cx, site, row)
             if skip:
                 site = dataclasses.replace(site, skip_at=skip[0], bounds=skip[1])
-            group = PACK.match(cx, site, q.axes, k.axes, qk.axes, pv.axes)
+            group = PACK.match(cx, site)
             out.append(dataclasses.replace(site, group=group) if group else site)
         return out
 
