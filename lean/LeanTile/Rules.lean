@@ -34,7 +34,7 @@ import LeanTile.Rules.PackRows
 | split_k | `LeanTile.split_k_eval` (from `LeanTile.sum_split_range`) | Rules/SplitK.lean |
 | split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`) | Rules/SplitKV.lean |
 | split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
-| skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`) | Rules/MaskSkip.lean |
+| skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`, `LeanTile.run_unmasked_interior`) | Rules/MaskSkip.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |

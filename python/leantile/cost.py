@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .plan import Gemm, Kernel, Load, Map, Plan, Reduce, Store, key_block_range, map_runs
+from .plan import Gemm, Kernel, Load, Map, Plan, Reduce, Store, key_block_interior, key_block_range, map_runs
 from .plan_verify import DTYPE_BYTES, extent, shared_bytes, statement_effects
 
 SMS = 132
@@ -79,6 +79,31 @@ def _stream_steps(plan: Plan, k: Kernel, tiles) -> float:
     return steps
 
 
+def _boundary_steps(plan: Plan, k: Kernel, tiles) -> float:
+    """The blocks of _stream_steps that run a mask (Map.boundary_only): those outside the
+    interior every row of the tile keeps whole (causal, square tiles: one per row tile)."""
+    steps = _stream_steps(plan, k, tiles)
+    if not (k.stream and k.stream.skip and steps):
+        return steps
+    block = extent(plan, k, k.stream.axis, tiles)
+    blocks = math.ceil(plan.axes[k.stream.axis] / block)
+    row = k.stream.skip[0].row
+    bm = extent(plan, k, row, tiles)
+    ran = boundary = 0
+    for r in range(0, plan.axes[row], bm):
+        first, stop = key_block_range(k.stream.skip, r, bm, block, blocks)
+        inner = key_block_interior(k.stream.skip, r, bm, block)
+        ran += stop - first
+        boundary += (stop - first) - max(0, min(stop, inner[1]) - max(first, inner[0]))
+    return steps * boundary / ran if ran else steps
+
+
+# CUDA-core instructions an elementwise op of the plan costs, where it is more than one: exp
+# and log run as ex2 / lg2 on the special-function unit with a multiply by log2(e) or ln(2)
+# (exp2 with the scale folded into an fma is one: derive's exp2 candidates)
+OP_INSTRUCTIONS = {"exp": 2, "log": 2}
+
+
 def _loop_temporaries(k: Kernel) -> set[str]:
     """Fragments written and read within one map loop (plan.map_runs: a mask's positions and
     comparisons) and nowhere else: registers for a statement, not arrays that live across the
@@ -132,9 +157,10 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     per_cta = per_step = 0.0
     mma = simt = 0.0
     touched: set[str] = set()
+    boundary = _boundary_steps(plan, k, tiles) if any(getattr(s, "boundary_only", False) for s in k.body) else steps
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
-        times = steps if part == "body" else 1
         for s in stmts:
+            times = (boundary if getattr(s, "boundary_only", False) else steps) if part == "body" else 1
             if isinstance(s, (Load, Store)):
                 on_chip = local[s.dst if isinstance(s, Load) else s.src]
                 g = globals_[s.src if isinstance(s, Load) else s.dst]
@@ -151,7 +177,7 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
                     simt += flops
             elif isinstance(s, (Map, Reduce)):
                 src = local[s.src] if isinstance(s, Reduce) else local[s.dst]
-                simt += _elems(plan, k, src.axes, tiles) * times
+                simt += _elems(plan, k, src.axes, tiles) * times * OP_INSTRUCTIONS.get(getattr(s, "fn", ""), 1)
     unique = sum(math.prod(plan.axes[a] for a in globals_[n].axes) * DTYPE_BYTES.get(globals_[n].dtype, 4)
                  for n in touched)
     total = per_cta * ctas
@@ -159,10 +185,10 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     threads = k.threads if not tiles.get("threads") or any(t.param == "fixed" for t in k.grid) else tiles["threads"]
     smem = shared_bytes(plan, k, tiles) or 1
     # registers: every fragment lives in the threads' registers (fp32 accumulators: 4 bytes an
-    # element), but a loop's temporaries; past what a thread may hold, the kernel spills to
+    # element, f16 two to a register), but a loop's temporaries; past what a thread may hold, the kernel spills to
     # local memory
     temps = _loop_temporaries(k)
-    regs = sum(_elems(plan, k, b.axes, tiles) for b in local.values()
+    regs = sum(_elems(plan, k, b.axes, tiles) * DTYPE_BYTES.get(b.dtype, 4) / 4 for b in local.values()
                if b.scope == "fragment" and b.name not in temps) / max(threads, 32) + 40
     spill = max(1.0, regs / MAX_REGS) ** 2
     per_sm = max(1, min(SMEM_PER_SM // smem, THREADS_PER_SM // max(threads, 32), 32,
@@ -170,7 +196,13 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     slots = SMS * per_sm
     waves = math.ceil(ctas / slots)
     mma_total, simt_total = mma * ctas, simt * ctas
-    ideal = max(dram / DRAM_BPS, total / L2_BPS, mma_total / MMA_FLOPS, simt_total / SIMT_FLOPS)
+    # attention's softmax sits between its two GEMMs on the same warps (no ping-pong of two
+    # warpgroups yet, issue 18): its CUDA-core work adds to the tensor cores' time, not beside it
+    chained = _chained_gemms(k)
+
+    def compute(m: float, e: float) -> float:
+        return m / MMA_FLOPS + e / SIMT_FLOPS if chained else max(m / MMA_FLOPS, e / SIMT_FLOPS)
+    ideal = max(dram / DRAM_BPS, total / L2_BPS, compute(mma_total, simt_total))
     # the busiest SM runs `load` CTAs, `per_sm` at a time: their pipelines overlap (each keeps
     # `stages` stream tiles in flight per memory round trip), its tensor cores, CUDA cores and
     # load bandwidth they share. (Counting each co-resident CTA a whole SM's tensor cores ranked
@@ -185,7 +217,7 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
     serial = steps * syncs * REDUCE_SYNC_S
     pipeline = (per_cta / (max(per_step, 1.0) * stages / LATENCY_S) + serial) * math.ceil(load / per_sm)
-    shared = load * max(per_cta / (DRAM_BPS / SMS * 2), mma / (MMA_FLOPS / SMS), simt / (SIMT_FLOPS / SMS))
+    shared = load * max(per_cta / (DRAM_BPS / SMS * 2), compute(mma, simt) * SMS)
     ideal *= spill
     seconds = max(ideal, max(pipeline, shared) * spill) + LAUNCH_S
     return KernelCost(k.name, ctas, waves, dram, total, mma_total, simt_total, seconds)

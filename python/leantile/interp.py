@@ -10,8 +10,8 @@ import math
 import torch
 
 from . import ir, ops, reference
-from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, key_block_range,
-                   running_maxes)
+from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, key_block_interior,
+                   key_block_range, running_maxes)
 
 TORCH = reference.TORCH_DTYPES
 
@@ -89,10 +89,15 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
             env.exec(s)
         if k.stream:
             env.running_max = running_maxes(k)
+            inside = _interior_blocks(k, tile)
             for j in _stream_blocks(plan, k, tile):
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
                 for s in k.body:
+                    if getattr(s, "boundary_only", False) and inside[0] <= j < inside[1]:
+                        if isinstance(s, Map) and s.fn == "select" and s.dst != s.args[1]:  # all kept: passes
+                            env.exec(Map(dst=s.dst, fn="copy", args=(s.args[1],)))
+                        continue  # an interior block: every row keeps every key, the mask is not evaluated
                     env.exec(s)
             env.running_max = frozenset()
         else:  # no streamed axis: the body runs once per tile
@@ -100,6 +105,14 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
                 env.exec(s)
         for s in k.epilogue:
             env.exec(s)
+
+
+def _interior_blocks(k: Kernel, tile: _Tile) -> tuple[int, int]:
+    """[first, stop) of the stream blocks every row of this tile keeps whole (plan.key_block_interior)."""
+    for b in k.stream.skip[:1]:
+        tiled = next(t for t in k.grid if t.axis == b.row)
+        return key_block_interior(k.stream.skip, tile.start[b.row], tiled.block, k.stream.block)
+    return 0, 0
 
 
 def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile) -> range:

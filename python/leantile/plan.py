@@ -79,6 +79,24 @@ def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key
     return first, max(stop, first)
 
 
+def key_block_interior(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int) -> tuple[int, int]:
+    """[first, stop) of the key blocks that every row of the tile [row_start, row_start +
+    row_block) keeps whole under bounds b: there the mask is true everywhere and the kernel
+    runs without it (Map.boundary_only). Rows and keys past an axis end count as if they
+    existed: that only narrows the range. Empty where first >= stop."""
+    first, stop = 0, None
+    for kb in b:
+        lo_row, hi_row = row_start, row_start + row_block - 1
+        if kb.side == "hi":  # every key of block j at most the smallest bound: (j + 1) kb - 1 <= key
+            key = kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)
+            s = max(key + 1, 0) // key_block
+            stop = s if stop is None else min(stop, s)
+        else:  # every key at least the largest bound: j kb >= key
+            key = kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
+            first = max(first, (max(key, 0) + key_block - 1) // key_block)
+    return first, (stop if stop is not None else 1 << 62)
+
+
 class Stream(_M):
     axis: str
     block: int = Field(ge=1)
@@ -149,6 +167,12 @@ class Map(_M):
     # for fn "cast": the IR's target dtype, rounded to before the value lands in dst; None
     # (what derive writes today) = a conversion to dst's own dtype, as a store would do
     dtype: Optional[str] = None
+    # skip_masked_tiles: run only on a boundary block of the stream, where some row of the tile
+    # may drop a key of the block. On an interior block (plan.key_block_interior) the mask is
+    # true everywhere: a select (fn "select", its keep exactly the stream's bounds) passes
+    # args[1] through (dst := args[1]), and any other boundary-only value is read by nothing
+    # else (plan_verify checks both)
+    boundary_only: bool = False
 
 
 class Reduce(_M):
@@ -180,6 +204,7 @@ class Iota(_M):
     op: Literal["iota"] = "iota"
     dst: str
     axis: str
+    boundary_only: bool = False  # as Map.boundary_only: a mask's position, unneeded inside
 
 
 class Mask(_M):
@@ -237,15 +262,26 @@ def running_maxes(k: Kernel) -> frozenset[str]:
     return frozenset(st.buffer for st in k.states if st.combine == "max" and st.init == "-inf")
 
 
+def boundary_read(t, name: str) -> bool:
+    """Statement t reads buffer `name` only on boundary key blocks (Map.boundary_only): t is
+    boundary-only and `name` is not a select's pass-through value (args[1], read inside too)."""
+    if not getattr(t, "boundary_only", False):
+        return False
+    return not (isinstance(t, Map) and t.fn == "select" and name in t.args[1:])
+
+
 def map_runs(stmts, axes_of) -> list[tuple[int, int]]:
     """[start, stop) of each maximal run of Map and Iota statements whose buffers have one shape
-    (axes_of(name)): what the emitter evaluates in one loop over the tile (and whose temporaries
-    the compiler keeps in scalars); any other statement is a run of its own."""
+    (axes_of(name)) and one boundary_only: what the emitter evaluates in one loop over the tile
+    (and whose temporaries the compiler keeps in scalars); any other statement is a run of its own."""
     runs, i = [], 0
+
+    def key(s):
+        return axes_of(s.dst), s.boundary_only
     while i < len(stmts):
         j = i + 1
         if isinstance(stmts[i], (Map, Iota)):
-            while j < len(stmts) and isinstance(stmts[j], (Map, Iota)) and axes_of(stmts[j].dst) == axes_of(stmts[i].dst):
+            while j < len(stmts) and isinstance(stmts[j], (Map, Iota)) and key(stmts[j]) == key(stmts[i]):
                 j += 1
         runs.append((i, j))
         i = j

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, on_chip_dims
+from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, boundary_read, on_chip_dims
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -171,6 +171,23 @@ def statement_effects(s) -> tuple[list[str], list[str]]:
     raise TypeError(f"unknown statement {s!r}")
 
 
+def _boundary_problems(k: Kernel, where: str, out: list[str]):
+    """Boundary-only statements (skip_masked_tiles' unmasked interior) run in a stream with key
+    bounds; one that is no select leaves a value that only boundary-only statements read."""
+    flagged = [s for s in k.statements() if getattr(s, "boundary_only", False)]
+    if not flagged:
+        return
+    if not (k.stream and k.stream.skip) or any(s not in k.body for s in flagged):
+        out.append(f"{where}: boundary-only statements outside the body of a stream with key bounds")
+    for s in flagged:
+        if isinstance(s, Map) and s.fn == "select":
+            continue
+        bad = [t for t in k.statements() if s.dst in statement_effects(t)[0] and not boundary_read(t, s.dst)]
+        if bad:
+            out.append(f"{where}: {s.dst} is computed on boundary key blocks only but {bad[0].op} "
+                       f"{getattr(bad[0], 'dst', '')} reads it on every block")
+
+
 def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set[str], out: list[str]):
     where = f"kernel {k.name}"
     local = {}
@@ -206,6 +223,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
                                                       and len(on_chip_dims(k, local[s.src].axes)) == 2):
             out.append(f"{where}: store {s.src}->{s.dst} is staged through shared memory, but {s.src!r} "
                        "is no 2-D fragment")
+    _boundary_problems(k, where, out)
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
         for j, s in enumerate(stmts):
             at = f"{where}: {part}[{j}] ({s.op})"

@@ -7,7 +7,7 @@ import torch
 from hypothesis import event, given, strategies as st
 
 import evaluator as ev
-from leantile import interp
+from leantile import interp, reference
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.derive.engine import refusals
@@ -195,3 +195,49 @@ def test_skipped_key_blocks_hold_no_kept_key(mask, tq, tkv, bm, bn):
             tile = z[:, r0:r0 + bm, b * bn:(b + 1) * bn]
             assert torch.isneginf(tile).all(), (r0, b, k.stream.skip)
     check(g, (None, {"block_m": bm, "block_n": bn}))
+
+
+@given(position_masks(), st.integers(1, 12), st.integers(1, 12), st.sampled_from([1, 2, 3, 5]),
+       st.sampled_from([1, 2, 3, 5]))
+def test_interior_key_blocks_keep_every_key(mask, tq, tkv, bm, bn):
+    """skip_masked_tiles' unmasked interior, exactly: on every key block a CTA runs without a
+    select (plan.key_block_interior), that select's keep condition, evaluated by the
+    independent evaluator, is 1 for every row of the tile and every key of the block."""
+    from leantile.plan import key_block_interior, key_block_range
+    g = attention(mask, tq=tq, tkv=tkv)
+    plan = derive(g, "online_exp2", {"block_m": bm, "block_n": bn})
+    (k,) = [k for k in plan.kernels if k.name.startswith("flash")]
+    selects = [s for s in k.body if s.op == "map" and s.fn == "select" and s.boundary_only]
+    event(f"selects run on boundary blocks only: {len(selects)}")
+    inputs = ev.random_inputs(g, 0)
+    blocks, interior = -(-tkv // bn), 0
+    for s in selects:
+        cond = k.buffer(s.args[0]).node  # the keep condition's node
+        keep = ev.evaluate(g.model_copy(update={"outputs": {"keep": cond}}), inputs)["keep"]
+        keep = reference.align(keep, g.node(cond).axes, ("h", "t_q", "t_kv"))
+        for r0 in range(0, tq, bm):
+            first, stop = key_block_interior(k.stream.skip, r0, bm, bn)
+            lo, hi = key_block_range(k.stream.skip, r0, bm, bn, blocks)
+            for b in range(max(first, lo), min(stop, hi)):
+                interior += 1
+                tile = keep.expand(2, tq, tkv)[:, r0:r0 + bm, b * bn:(b + 1) * bn]
+                assert (tile == 1).all(), (r0, b, k.stream.skip)
+    event(f"interior blocks: {'some' if interior else 'none'}")
+
+
+def test_causal_interior_blocks_run_unmasked():
+    """Causal with square tiles: the tile of query rows [r bm, (r + 1) bm) keeps key blocks
+    0..r - 1 whole and runs its mask on the diagonal block alone; the positions, the comparison
+    and the select all wait for that block, and the emitted kernel branches on it."""
+    from leantile.emit import emit_module
+    from leantile.plan import key_block_interior, key_block_range
+    g = attention(causal(0), tq=64, tkv=64)
+    plan = derive(g, "online_exp2", {"block_m": 16, "block_n": 16})
+    (k,) = flash_kernels(g, "online_exp2")
+    masked = [s for s in k.body if s.op in ("iota", "map") and s.boundary_only]
+    assert sorted(s.op for s in masked) == ["iota", "iota", "map", "map", "map"]  # positions, +0, le, select
+    for r in range(4):
+        assert key_block_interior(k.stream.skip, 16 * r, 16, 16) == (0, r)
+        assert key_block_range(k.stream.skip, 16 * r, 16, 16, 4) == (0, r + 1)
+    assert "# a boundary block: some row may drop a key" in emit_module(plan)
+    check(g, (None, {"block_m": 4, "block_n": 4}, {"block_m": 4, "block_n": 3}, {"block_m": 3, "block_n": 4}))

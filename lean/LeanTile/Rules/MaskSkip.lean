@@ -12,9 +12,12 @@ with their keep flags (`MKey`); the kernel folds the keys the mask keeps (`kept`
 * `run_skip_masked`: removing from the stream any tiles whose keys are all masked (those
   `skip` picks: the rule picks the key blocks outside the bounds it reads off the mask)
   does not change the final state.
-* `fold_skip_masked`: so `o / l` after the fold that skips them is the softmax over the kept
-  keys, `Σ_kept exp(s)·v / Σ_kept exp(s)`, the graph's masked softmax (every masked term
-  of the graph's sums is `exp(−∞) = 0`).
+* `run_unmasked_interior`: folding the tiles whose keys are all kept (`inner` picks them:
+  every query row of the CTA's tile keeps every key of the block) as plain tiles, without
+  evaluating the mask, does not change the final state either (`kept_allKept`).
+* `fold_skip_masked`: so `o / l` after the fold that skips the masked tiles and runs the
+  interior ones unmasked is the softmax over the kept keys, `Σ_kept exp(s)·v / Σ_kept exp(s)`,
+  the graph's masked softmax (every masked term of the graph's sums is `exp(−∞) = 0`).
 
 The −∞ arithmetic of the kernel's first tiles of a row (while `m = −∞`) is the guard of
 `plan.running_maxes`; the fold here starts from any real `m₀`, as `online_softmax_fold` does.
@@ -101,15 +104,57 @@ theorem run_skip_masked (st : SoftmaxState D) (tiles : List (List (MKey D)))
       rw [hf, List.map_cons, List.map_cons, run_cons, run_cons]
       exact ih (step st (kept t)) hts
 
-/-- **Skipping masked tiles.** Folding only the tiles that may keep a key, `o / l` is the
-softmax over the kept keys of all tiles. -/
+/-- Every key of the tile is kept. -/
+def allKept (t : List (MKey D)) : Prop := ∀ p ∈ t, p.1 = true
+
+/-- A tile whose keys are all kept holds all its keys, flags dropped: the mask changes no score
+of it, so the kernel folds it without evaluating the mask. -/
+theorem kept_allKept : ∀ (t : List (MKey D)), allKept t → kept t = t.map Prod.snd
+  | [], _ => rfl
+  | (b, k) :: t, h => by
+    have hb : b = true := h (b, k) (by simp)
+    subst hb
+    show k :: kept t = k :: t.map Prod.snd
+    rw [kept_allKept t (fun q hq => h q (by simp [hq]))]
+
+/-- How the kernel folds a tile it runs: a tile `inner` picks (every row keeps every key of
+it) as its plain keys, without the mask; any other tile (a boundary tile) through the mask. -/
+def foldTile (inner : List (MKey D) → Bool) (t : List (MKey D)) : Tile D :=
+  if inner t then t.map Prod.snd else kept t
+
+/-- Folding the tiles `inner` picks, all of whose keys are kept, without the mask leaves the
+fold's final state unchanged. -/
+theorem run_unmasked_interior (st : SoftmaxState D) (tiles : List (List (MKey D)))
+    (inner : List (MKey D) → Bool) (hin : ∀ t ∈ tiles, inner t = true → allKept t) :
+    run st (tiles.map kept) = run st (tiles.map (foldTile inner)) := by
+  induction tiles generalizing st with
+  | nil => rfl
+  | cons t ts ih =>
+    have hts : ∀ u ∈ ts, inner u = true → allKept u := fun u hu => hin u (by simp [hu])
+    have ht : foldTile inner t = kept t := by
+      cases hs : inner t with
+      | true =>
+        rw [kept_allKept t (hin t (by simp) hs)]
+        simp [foldTile, hs]
+      | false => simp [foldTile, hs]
+    rw [List.map_cons, List.map_cons, run_cons, run_cons, ht]
+    exact ih (step st (kept t)) hts
+
+/-- **Skipping masked tiles, unmasking interior ones.** Folding only the tiles that may keep a
+key (`skip` drops tiles whose keys are all masked), the interior ones (`inner`: all keys kept)
+without the mask, `o / l` is the softmax over the kept keys of all tiles. -/
 theorem fold_skip_masked (m₀ : ℝ) (tiles : List (List (MKey D))) (skip : List (MKey D) → Bool)
-    (hskip : ∀ t ∈ tiles, skip t = true → allMasked t) (d : D) :
-    (run (initState m₀) ((tiles.filter (fun t => !skip t)).map kept)).o d /
-        (run (initState m₀) ((tiles.filter (fun t => !skip t)).map kept)).l =
+    (hskip : ∀ t ∈ tiles, skip t = true → allMasked t) (inner : List (MKey D) → Bool)
+    (hin : ∀ t ∈ tiles, inner t = true → allKept t) (d : D) :
+    (run (initState m₀) ((tiles.filter (fun t => !skip t)).map (foldTile inner))).o d /
+        (run (initState m₀) ((tiles.filter (fun t => !skip t)).map (foldTile inner))).l =
       ((kept tiles.flatten).map (fun p => Real.exp p.1 * p.2 d)).sum /
         ((kept tiles.flatten).map (fun p => Real.exp p.1)).sum := by
-  rw [← run_skip_masked (initState m₀) tiles skip hskip, online_softmax_ratio, kept_flatten]
+  have hin' : ∀ t ∈ tiles.filter (fun t => !skip t), inner t = true → allKept t :=
+    fun t ht => hin t (List.mem_filter.1 ht).1
+  rw [← run_unmasked_interior (initState m₀) (tiles.filter (fun t => !skip t)) inner hin',
+    ← run_skip_masked (initState m₀) tiles skip hskip,
+    online_softmax_ratio, kept_flatten]
 
 end
 

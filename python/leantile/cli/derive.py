@@ -16,9 +16,10 @@ def _format(part: str, s) -> str:
     order), from one template per statement kind: a 100k-kernel plan prints ~10^6 lines."""
     fmt = _FORMATS.get((part, type(s)))
     if fmt is None:
-        fields = " ".join(f"{f}={{{f}}}" for f in type(s).model_fields if f != "op")
+        fields = " ".join(f"{f}={{{f}}}" for f in type(s).model_fields if f not in ("op", "boundary_only"))
         fmt = _FORMATS[part, type(s)] = f"    {part:<8} {s.op:<6} ".replace("{", "{{").replace("}", "}}") + fields
-    return fmt.format_map(vars(s))
+    # skip_masked_tiles: a mask statement interior key blocks do not run
+    return fmt.format_map(vars(s)) + ("  (boundary blocks only)" if getattr(s, "boundary_only", False) else "")
 
 
 def plan_text(plan) -> str:

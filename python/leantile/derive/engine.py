@@ -334,8 +334,8 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
 def _shape_tiles(cx: Ctx, picked: list) -> dict:
     """Default tiles for the shape, where the plain defaults waste the GPU: a GEMM or attention
     whose rows (m, t_q) all fit 64 takes 64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM
-    also 256 columns and 3 stages), a large GEMM 128 x 256 tiles (LARGE_GEMM_TILES), a GEMM
-    split over k 4 stages (SPLIT_GEMM_TILES)."""
+    also 256 columns and 3 stages), attention 1 stage (FLASH_TILES), a large GEMM 128 x 256
+    tiles (LARGE_GEMM_TILES), a GEMM split over k 4 stages (SPLIT_GEMM_TILES)."""
     rows = [_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
     if rows and max(rows) <= 64:
         # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
@@ -343,6 +343,9 @@ def _shape_tiles(cx: Ctx, picked: list) -> dict:
         # against torch.compile's 0.062), keep the default columns
         narrow = any(isinstance(c.site, FlashSite) or getattr(c, "dual", False) for c in picked)
         return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES)}
+    if any(isinstance(c, K.OnlineChoice) and isinstance(c.site, FlashSite) for c in picked) and \
+            not any(isinstance(c, K.GemmChoice) for c in picked):
+        return dict(FLASH_TILES)
     if _large_gemm(cx):
         return dict(K.LARGE_GEMM_TILES)
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
@@ -357,6 +360,12 @@ def _rows(cx: Ctx, mm: ir.Matmul) -> int:
     return cx.axes[rows[-1]] if rows else 1
 
 
+# Attention (flash kernels, no GEMM kernel beside them: `stages` is one for the plan) streams
+# K and V one block deep: TileLang's warp-specialised producer already loads the next block
+# while the consumers compute. Every attention search on the H200 found 1 stage best
+# (tuned_configs: attention 128 x 256, attention_scaled, causal, gqa and sliding-window
+# 128 x 128); gqa t=4096 ran 0.512 ms at 1 stage against 0.656 at 2 (exp).
+FLASH_TILES = {"stages": 1}
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:

@@ -21,6 +21,7 @@ from .. import ir
 from ..plan import FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
 from .rules import group as group_rule
+from .rules.masks import boundary_closure
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .sites import FlashSite, GemmSite, SoftmaxSite
 
@@ -219,7 +220,7 @@ def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
         else:
             args = tuple(g.literal(a) or have[a] for a in n.args())
             body.append(Map(dst=dst, fn="cast", args=args, dtype=n.dtype) if isinstance(n, ir.Cast)
-                        else Map(dst=dst, fn=n.op, args=args))
+                        else Map(dst=dst, fn=n.op, args=args, boundary_only=i in s.exact and bool(kb.stream.skip)))
         have[i] = dst
     return body
 
@@ -268,6 +269,8 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                Map(dst=Ph, fn="copy", args=(P,)),
                Load(src=g.value(v.id), dst=Vs),
                Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
+    if skip:  # the mask's positions and comparisons run where its selects do: on boundary blocks
+        kb.body = boundary_closure(kb.prologue, kb.body, [])
     if not split:
         kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
         return kb.build()

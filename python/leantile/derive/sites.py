@@ -43,6 +43,7 @@ class FlashSite:
     row: str = ""  # the query axis the kernel tiles
     skip_at: tuple[int, ...] = ()  # skip_masked_tiles: the mask's select and comparison nodes
     bounds: tuple = ()  # and the key bounds they give (plan.KeyBound)
+    exact: tuple[int, ...] = ()  # the selects whose keep is exactly the bounds (run on boundary blocks only)
     group: str = ""  # pack_query_group: Q's axis of query heads sharing one K and V (GQA), else ""
 
     @property

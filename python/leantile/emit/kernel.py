@@ -60,6 +60,7 @@ class _KernelWriter(ReductionWriter):
         self.mirrors: dict[str, str] = {}
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         self.pre: list[str] = []  # Python lines of the factory, before the prim_func
+        self.interior: tuple[str, str | None] | None = None  # names of the whole-kept key blocks' range
 
     # -- helpers -------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -87,19 +88,24 @@ class _KernelWriter(ReductionWriter):
             return f"{self.grid_var[axis]} * {self.extent(axis)}" if self.block[axis] > 1 else self.grid_var[axis]
         return None
 
-    def key_range(self, st, nblk: str) -> tuple[str, str]:
-        """(first, stop) key blocks under st.skip, as plan.key_block_range computes them."""
-        first, stop, ext = "0", nblk, self.extent(st.axis)
+    def key_range(self, st, nblk: str, whole: bool = False) -> tuple[str, str]:
+        """(first, stop) key blocks under st.skip, as plan.key_block_range computes them; with
+        `whole`, those every row keeps whole (plan.key_block_interior; stop None: no bound)."""
+        first, stop, ext = "0", (None if whole else nblk), self.extent(st.axis)
         for b in st.skip:
             lo_row = self.start(b.row) or "0"
             # a batch row axis (one query, its heads packed instead): one position per CTA
             hi_row = lo_row if self.block.get(b.row) == 1 else f"({lo_row} + {self.extent(b.row)} - 1)"
-            row = {1: (hi_row if b.side == "hi" else lo_row), -1: f"-{lo_row if b.side == 'hi' else hi_row}", 0: "0"}
+            # the row that gives the loosest bound (or, `whole`, the tightest)
+            far = (b.side == "hi") != whole
+            row = {1: hi_row if far else lo_row, -1: f"-{lo_row if far else hi_row}", 0: "0"}
             key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
             if b.side == "hi":
-                stop = f"T.min({stop}, (T.max({key} + 1, 0) + {ext} - 1) // {ext})"
+                s = f"T.max({key} + 1, 0) // {ext}" if whole else f"(T.max({key} + 1, 0) + {ext} - 1) // {ext}"
+                stop = s if stop is None else f"T.min({stop}, {s})"
             else:
-                first = f"T.max({first}, T.max({key}, 0) // {ext})"
+                s = f"(T.max({key}, 0) + {ext} - 1) // {ext}" if whole else f"T.max({key}, 0) // {ext}"
+                first = f"T.max({first}, {s})"
         return first, stop
 
     def can_be_partial(self, axis: str) -> bool:
@@ -226,7 +232,10 @@ class _KernelWriter(ReductionWriter):
                 for m in group:
                     loaded.pop(m.dst, None)
                     self.masked = {key: v for key, v in self.masked.items() if key[0] != m.dst}
-                self.maps(group, depth)
+                if s.boundary_only:
+                    self.boundary_maps(group, depth)
+                else:
+                    self.maps(group, depth)
                 continue
             if isinstance(s, Load) and loaded.get(s.dst) == s.src:  # plan_passes.drop_repeated_loads removes these
                 raise EmitError(f"kernel {self.k.name}: {s.dst} is loaded from {s.src} twice in a row (the plan "
@@ -239,6 +248,22 @@ class _KernelWriter(ReductionWriter):
             if isinstance(s, Load):
                 loaded[s.dst] = s.src
             getattr(self, "do_" + s.op)(s, depth)
+
+    def boundary_maps(self, group: list[Map | Iota], depth: int):
+        """A run of mask statements (Map.boundary_only) on boundary key blocks only: a uniform
+        branch per block, so the pipelined loop keeps one body; an interior block passes each
+        select's value through."""
+        if self.interior is None:
+            raise EmitError(f"kernel {self.k.name}: boundary-only statements outside a stream with key bounds")
+        first, stop = self.interior
+        inside = f"{self.kvar} >= {first}" + (f" and {self.kvar} < {stop}" if stop else "")
+        self.emit(f"if not ({inside}):  # a boundary block: some row may drop a key", depth)
+        self.maps(group, depth + 1)
+        through = [Map(dst=m.dst, fn="copy", args=(m.args[1],)) for m in group
+                   if isinstance(m, Map) and m.fn == "select" and m.dst != m.args[1]]
+        if through:
+            self.emit("else:  # every row keeps every key of the block", depth)
+            self.maps(through, depth + 1)
 
     def do_load(self, s: Load, depth: int):
         b = self.local[s.dst]
@@ -457,6 +482,13 @@ class _KernelWriter(ReductionWriter):
                     first, stop = f"T.max({s0}, {first})", f"T.min({s0} + {per}, {stop})"
                 kv_first = self.fresh("kv_first")
                 self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
+                if any(getattr(x, "boundary_only", False) for x in k.body):
+                    inner = self.key_range(st, nblk, whole=True)
+                    names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
+                    self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", d)
+                    if names[1]:
+                        self.emit(f"{names[1]} = {inner[1]}", d)
+                    self.interior = names
                 self.kvar = f"({kv_first} + ks)"
                 self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
             elif st.split:  # this CTA's slice of the stream (plan.Stream.split)

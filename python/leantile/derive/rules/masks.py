@@ -15,12 +15,19 @@ from __future__ import annotations
 import math
 
 from ... import ir
+from ... import plan as ir_plan
 from ...plan import KeyBound
 from ..context import Ctx
 from ..sites import FlashSite
 from .base import Rule, sym
 
 _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+# Key blocks that every row of a CTA's tile keeps whole run without the mask (a select whose
+# keep is exactly its bounds, and the positions and comparisons only it reads, run on boundary
+# blocks alone: Map.boundary_only). Off, the mask runs on every block that runs:
+# benchmarks/mask_interior.py times both in one process.
+UNMASK_INTERIOR = True
 
 
 def _affine(cx: Ctx, i: int, key: str, row: str) -> tuple[float, float, float] | None:
@@ -91,30 +98,37 @@ class SkipMaskedTiles(Rule):
     theorem = "LeanTile.fold_skip_masked"
     lean_file = "MaskSkip.lean"
     pattern = "flash attention over select(keep, s, -inf), keep a product of comparisons of key and query positions"
-    rewrite = ("stream only the key blocks some query row of the CTA's tile keeps; the mask is evaluated on the "
-               "blocks that run")
+    rewrite = ("stream only the key blocks some query row of the CTA's tile keeps; evaluate the mask only on "
+               "boundary blocks, where some row drops a key (a block every row keeps whole runs unmasked)")
     statement = ("a tile whose keys are all masked leaves the online-softmax state unchanged, so folding only the "
-                 "other tiles gives o / l = the softmax over the kept keys")
+                 "other tiles gives o / l = the softmax over the kept keys; on a tile whose keys are all kept the "
+                 "mask keeps every score, so the tile folds as it is")
     params = {"bounds": "the key bounds read off the mask, e.g. 't_kv <= t_q + 0'"}
 
-    def match(self, cx: Ctx, s: FlashSite, row: str) -> tuple[tuple[int, ...], tuple[KeyBound, ...]] | None:
-        """(the select and comparison nodes, the key bounds) where the site's scores are
-        select(keep, y, -inf), possibly nested, and some comparison bounds the key."""
-        z, at, bounds = s.softmax.src, [], []
+    def match(self, cx: Ctx, s: FlashSite, row: str) -> tuple[tuple[int, ...], tuple[KeyBound, ...], tuple[int, ...]] | None:
+        """(the select and comparison nodes, the key bounds, the selects whose keep is exactly
+        a product of bounds) where the site's scores are select(keep, y, -inf), possibly
+        nested, and some comparison bounds the key. An exact select is true on every key of a
+        block that every row of the tile keeps by the bounds: such a block runs without it."""
+        z, at, bounds, exact = s.softmax.src, [], [], []
         while z in s.score:
             n = cx.node(z)
             if not (isinstance(n, ir.Select) and cx.literal(n.b) == f"#{ir.NEG_INF}"):
                 break
             at.append(z)
+            whole = True  # every factor of keep is a bound: keep is exactly the bounds
             for c in _conjuncts(cx, n.cond):
                 b = _bound(cx, cx.node(c), s.axis, row)
                 if b is not None:
                     at.append(c)
                     bounds.append(b)
+                whole = whole and b is not None
+            if whole and UNMASK_INTERIOR:
+                exact.append(z)
             z = n.a
         if not bounds:
             return None
-        return tuple(sorted(at)), tuple(bounds)
+        return tuple(sorted(at)), tuple(bounds), tuple(sorted(exact))
 
     def apply(self, choice, step):
         choice.skip = True
@@ -129,15 +143,40 @@ class SkipMaskedTiles(Rule):
 
     def check(self) -> bool:
         """o / l over 3 keys with the third masked (weight exp(-inf) = 0) equals o / l over the
-        first two: a masked key, and so a wholly masked tile, changes nothing."""
+        first two: a masked key, and so a wholly masked tile, changes nothing; and with every
+        key kept, the masked sums are the unmasked ones (an interior tile runs without the mask)."""
         S = sym()
         sp = S.sp
         v = sp.symbols("v1:4", real=True)
         s = (S.s1, S.s2, S.s3)
-        keep = (1, 1, 0)
-        masked = sum(k * sp.exp(a) * b for k, a, b in zip(keep, s, v)) / sum(k * sp.exp(a) for k, a in zip(keep, s))
+
+        def ratio(keep):
+            return sum(k * sp.exp(a) * b for k, a, b in zip(keep, s, v)) / sum(k * sp.exp(a) for k, a in zip(keep, s))
         kept = sum(sp.exp(a) * b for a, b in zip(s[:2], v[:2])) / sum(sp.exp(a) for a in s[:2])
-        return S.zero(masked - kept)
+        plain = sum(sp.exp(a) * b for a, b in zip(s, v)) / sum(sp.exp(a) for a in s)
+        return S.zero(ratio((1, 1, 0)) - kept) and S.zero(ratio((1, 1, 1)) - plain)
+
+
+def boundary_closure(prologue: list, body: list, epilogue: list) -> list:
+    """body with boundary_only spread from the masks' selects to what only they need: a Map or
+    Iota whose value is read, after it is written, only by boundary-only statements (a select
+    through its keep, args[0]: its args[1] passes through on interior blocks) is not computed
+    on interior blocks either (the positions and comparisons of a causal mask)."""
+    from ...plan_verify import statement_effects
+    body = list(body)
+    outside = {r for s in (*prologue, *epilogue) for r in statement_effects(s)[0]}
+    changed = True
+    while changed:
+        changed = False
+        for i, s in enumerate(body):
+            if not isinstance(s, (ir_plan.Map, ir_plan.Iota)) or s.boundary_only or s.dst in outside:
+                continue
+            readers = [(j, t) for j, t in enumerate(body) if s.dst in statement_effects(t)[0]]
+            writers = [j for j, t in enumerate(body) if s.dst in statement_effects(t)[1]]
+            if readers and writers == [i] and all(j > i and ir_plan.boundary_read(t, s.dst) for j, t in readers):
+                body[i] = s.model_copy(update={"boundary_only": True})
+                changed = True
+    return body
 
 
 def describe(bounds: tuple[KeyBound, ...], key: str) -> str:

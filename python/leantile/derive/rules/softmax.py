@@ -129,7 +129,7 @@ class OnlineSoftmax(Rule):
             site = FlashSite(qk.id, s, pv.id, score, leaves, row)
             skip = SKIP.match(cx, site, row)
             if skip:
-                site = dataclasses.replace(site, skip_at=skip[0], bounds=skip[1])
+                site = dataclasses.replace(site, skip_at=skip[0], bounds=skip[1], exact=skip[2])
             group = PACK.match(cx, site)
             out.append(dataclasses.replace(site, group=group) if group else site)
         return out
