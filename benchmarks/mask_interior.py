@@ -1,8 +1,9 @@
-"""Masked attention on the GPU with and without skip_masked_tiles' unmasked interior: the shipped
-plan, whose key blocks that every row of a CTA's tile keeps whole run without the mask (the
-positions, comparisons and select run on boundary blocks only: Map.boundary_only), against the
-same plan evaluating the mask on every block that runs (masks.UNMASK_INTERIOR off), and SDPA's
-and FlexAttention's figures for the shape, in one process (leantile.bench.run_one:
+"""Masked attention on the GPU: the shipped plan, whose key blocks that every row of a CTA's
+tile keeps whole run without the mask (the positions, comparisons and select run on boundary
+blocks only: Map.boundary_only) and whose causal query tiles launch longest first
+(plan_passes.heavy_first), against the same plan launched in order, and against that one also
+evaluating the mask on every block that runs (masks.UNMASK_INTERIOR off); with SDPA's and
+FlexAttention's figures for the shape, in one process (leantile.bench.run_one:
 do_bench_cudagraph medians).
 
     python benchmarks/mask_interior.py [--out DIR] [--only PREFIX ...]
@@ -26,28 +27,31 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args(argv)
-    from leantile import architectures
+    from leantile import architectures, plan_passes
     from leantile.bench import run_one
     from leantile.derive.rules import masks
-    rows = []
+    rows, shipped_passes = [], plan_passes.PASSES
     for name, (arch, sizes) in CASES.items():
         if args.only and not any(name.startswith(o) for o in args.only):
             continue
         graph = architectures.build(arch, **sizes)
-        for interior in (True, False):
+        for variant, interior, heavy in (("shipped", True, True), ("in order", True, False),
+                                         ("in order, masked interior", False, False)):
             masks.UNMASK_INTERIOR = interior
-            try:  # the baselines once, with the shipped plan; the other row times leantile alone
-                row = run_one(graph, eager=None if interior else (lambda t: t["Q"]))
+            plan_passes.PASSES = shipped_passes if heavy else tuple(p for p in shipped_passes
+                                                                    if p is not plan_passes.heavy_first)
+            try:  # the baselines once, with the shipped plan; the other rows time leantile alone
+                row = run_one(graph, eager=None if variant == "shipped" else (lambda t: t["Q"]))
             except Exception as e:
                 row = {"error": f"{type(e).__name__}: {e}"[:300]}
             finally:
-                masks.UNMASK_INTERIOR = True
-            row.update(case=name, unmasked_interior=interior)
+                masks.UNMASK_INTERIOR, plan_passes.PASSES = True, shipped_passes
+            row.update(case=name, variant=variant)
             rows.append(row)
             ms = row.get("gpu_ms", {})
-            shown = {k: round(v, 4) for k, v in ms.items() if k != "eager" or interior}
-            print(f"{name:22} interior {'unmasked' if interior else 'masked  '} {shown} "
-                  f"{row.get('candidate')} tiles={row.get('tiles')} ok={row.get('ok')} {row.get('error', '')}", flush=True)
+            shown = {k: round(v, 4) for k, v in ms.items() if variant == "shipped" or k == "leantile"}
+            print(f"{name:22} {variant:26} {shown} {row.get('candidate')} tiles={row.get('tiles')} "
+                  f"ok={row.get('ok')} {row.get('error', '')}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "mask-interior.json").write_text(json.dumps(rows, indent=1))

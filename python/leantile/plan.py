@@ -241,6 +241,10 @@ class Kernel(_M):
     # whole group). The interpreter keeps them as separate axes (values do not depend on the
     # layout); the emitter, the verifier and the cost model read on_chip_dims.
     packed: tuple[str, ...] = ()
+    # a tiled grid axis whose tiles launch in reverse order (plan_passes.heavy_first): under a
+    # causal mask the last query tiles stream the most key blocks; launched first, they leave
+    # the short tiles to fill the last wave (FlashAttention-2's order)
+    heavy_first: Optional[str] = None
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:

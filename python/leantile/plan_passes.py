@@ -4,7 +4,7 @@ the plan so the emitter only spells them and the search reads them from the plan
     run(plan) -> plan with every pass applied, in PASSES order
 
 Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
-code-generation fields (Kernel.warp_policy, Kernel.swizzle, Store.staged, which interp
+code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Store.staged, which interp
 ignores) or drops a statement whose effect is already there (a repeated load), so that interp
 runs exactly the statements the emitter prints. derive runs them before the plan verifier
 (engine._replay).
@@ -113,7 +113,21 @@ def drop_repeated_loads(plan: Plan) -> Plan:
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
 
 
-PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle)
+def heavy_first(plan: Plan) -> Plan:
+    """Kernel.heavy_first: a stream that skips masked key blocks under a bound key <= row + c
+    (causal) runs more blocks the later its query tile; those tiles launch first. Measured on
+    an H200: benchmarks/mask_interior.py."""
+    kernels, changed = list(plan.kernels), False
+    for j, k in enumerate(kernels):
+        rows = {b.row for b in (k.stream.skip if k.stream else ()) if b.side == "hi" and b.coef == 1}
+        tiled = [t.axis for t in k.grid if t.axis in rows and t.block > 1 and t.param != FIXED]
+        if tiled and k.heavy_first != tiled[0]:
+            kernels[j], changed = k.model_copy(update={"heavy_first": tiled[0]}), True
+    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
+PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
+                                              heavy_first)
 
 
 def run(plan: Plan) -> Plan:

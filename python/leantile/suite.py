@@ -30,6 +30,8 @@ leaves the cases done). The other 64 cases (`rest`, heavier on average: 8k and 3
 """
 from __future__ import annotations
 
+import hashlib
+
 import json
 import math
 import time
@@ -305,10 +307,28 @@ def select(cases=None, shard: str | None = None, limit: int | None = None, tags=
     return out
 
 
+# the longest selection name spelled out: it names the result files, and a file name may have
+# at most 255 bytes (a dozen case names as tags passed that)
+MAX_SELECTION_NAME = 96
+
+
 def selection_name(suite: str, shard: str | None = None, limit: int | None = None, tags=None) -> str:
+    """The selection's part of the result files' names: the suite, shard, tags and limit, or
+    where those run long, the first tags, how many more, and a digest of all of them."""
     sh = parse_shard(shard)
-    return "-".join([suite, *([f"{sh[0]}of{sh[1]}"] if sh else []), *(sorted(tags or [])),
-                     *([f"first{limit}"] if limit is not None else [])])
+    tags = sorted(tags or [])
+    head = [suite, *([f"{sh[0]}of{sh[1]}"] if sh else [])]
+    tail = [f"first{limit}"] if limit is not None else []
+    name = "-".join([*head, *tags, *tail])
+    if len(name) <= MAX_SELECTION_NAME:
+        return name
+    digest = hashlib.sha256("\0".join(tags).encode()).hexdigest()[:8]
+    kept = []
+    for t in tags:
+        if len("-".join([*head, *kept, t])) > MAX_SELECTION_NAME - 30:
+            break
+        kept.append(t)
+    return "-".join([*head, *kept, f"and{len(tags) - len(kept)}more", digest, *tail])
 
 
 # ------------------------------------------------------------------------ rows and summary

@@ -241,3 +241,21 @@ def test_causal_interior_blocks_run_unmasked():
         assert key_block_range(k.stream.skip, 16 * r, 16, 16, 4) == (0, r + 1)
     assert "# a boundary block: some row may drop a key" in emit_module(plan)
     check(g, (None, {"block_m": 4, "block_n": 4}, {"block_m": 4, "block_n": 3}, {"block_m": 3, "block_n": 4}))
+
+
+def test_causal_query_tiles_launch_longest_first():
+    """Under key <= row + c the last query tiles stream the most key blocks: the causal kernel
+    launches them first (plan_passes.heavy_first) and indexes every access by the reversed tile;
+    a bound key <= -row + c makes the first tiles the longest, and nothing is reversed."""
+    from leantile.emit import emit_module
+    g = attention(causal(0), tq=64, tkv=64)
+    plan = derive(g, "online_exp2", {"block_m": 16, "block_n": 16})
+    (k,) = [k for k in plan.kernels if k.name.startswith("flash")]
+    assert k.heavy_first == "t_q"
+    src = emit_module(plan)
+    assert "bx_heavy_first = T.ceildiv(size_t_q, block_m) - 1 - bx" in src
+    assert "bx * block_m" not in src  # no access indexes the launch order itself
+    anti = attention(lambda g, s, i, j: g.select(g.le(g.add(j, i), g.const("70")), s, g.const("-inf")), tq=64, tkv=64)
+    (k,) = [k for k in derive(anti, "online_exp2", {"block_m": 16, "block_n": 16}).kernels if k.name.startswith("flash")]
+    assert k.stream.skip and k.heavy_first is None
+    check(anti, (None, {"block_m": 4, "block_n": 3}))

@@ -212,3 +212,15 @@ def test_a_case_is_selected_by_its_name_as_by_a_tag():
     picked = suite.select(tags=["matmul_k524288", "layernorm_linear_gelu_gpt2_m1"])
     assert sorted(c.name for c in picked) == ["layernorm_linear_gelu_gpt2_m1", "matmul_k524288"]
     assert suite.select(tags=["no_such_case_or_tag"]) == []
+
+
+def test_selection_names_fit_a_file_name_and_tell_selections_apart():
+    """The selection names the result files: a dozen case names as tags (the device run of
+    2026-11-25 failed with 'File name too long') still give a name a file system takes, and two
+    long selections that differ in one tag do not share their files."""
+    names = [c.name for c in suite.CASES]
+    long_a = suite.selection_name("full", "2/3", 5, names[:40])
+    long_b = suite.selection_name("full", "2/3", 5, names[:39] + names[41:42])
+    assert len(long_a.encode()) + len(".suite-NVIDIA-H200-.json.12345678.tmp") < 255
+    assert long_a != long_b and long_a.startswith("full-2of3-") and long_a.endswith("-first5")
+    assert suite.selection_name("quick", tags=["decode", "large"]) == "quick-decode-large"

@@ -463,6 +463,13 @@ class _KernelWriter(ReductionWriter):
                 else:
                     self.emit(f"{self.grid_var[g.axis]} = {rem} % {cnt}", d)
                     rem = f"({rem} // {cnt})"
+        bound = dict(self.grid_var)  # the launch's own index names
+        if k.heavy_first:  # plan_passes.heavy_first: the last tiles of the axis, the longest, launch first
+            a = k.heavy_first
+            v = self.fresh(f"{bound[a]}_heavy_first")
+            self.emit(f"{v} = T.ceildiv({_size(a)}, {self.extent(a)}) - 1 - {bound[a]}  "
+                      f"# {a} tiles in reverse: the longest streams first, the short ones fill the last wave", d)
+            self.grid_var[a] = v
         if k.prologue:
             self.emit("# prologue: once per tile", d)
             self.stmts(k.prologue, d)
@@ -535,9 +542,9 @@ class _KernelWriter(ReductionWriter):
                         f"{_global_dtype(self.plan, b)})" for b in self.globals)
         out.append("    @T.prim_func")
         out.append(f"    def {_ident(k.name)}({sig}):")
-        grid_desc = ", ".join(f"{v}: {a}{' tile' if self.block[a] > 1 else ''}" for a, v in self.grid_var.items())
+        grid_desc = ", ".join(f"{v}: {a}{' tile' if self.block[a] > 1 else ''}" for a, v in bound.items())
         threads = "threads" if "threads" in used_params else str(k.threads)
-        vars_ = [self.grid_var[g.axis] for g in (rev[:2] if flat else rev[:3])] + (["bz"] if flat else [])
+        vars_ = [bound[g.axis] for g in (rev[:2] if flat else rev[:3])] + (["bz"] if flat else [])
         if not vars_:  # a single tile (the output is a scalar)
             counts, vars_ = ["1"], ["bx"]
         as_ = vars_[0] if len(vars_) == 1 else f"({', '.join(vars_)})"
