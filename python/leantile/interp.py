@@ -90,7 +90,7 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
         if k.stream:
             env.running_max = running_maxes(k)
             inside = _interior_blocks(k, tile)
-            for j in _stream_blocks(plan, k, tile):
+            for j in _stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes)):
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
                 for s in k.body:
@@ -115,13 +115,22 @@ def _interior_blocks(k: Kernel, tile: _Tile) -> tuple[int, int]:
     return 0, 0
 
 
-def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile) -> range:
+def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict) -> dict[str, float]:
+    """The value of each run-time key bound's leaf at this tile's batch position (KeyBound.leaf)."""
+    out = {}
+    for b in k.stream.skip:
+        if b.leaf is not None:
+            out[b.leaf] = float(mem[b.leaf][tuple(tile.start[a] for a in gaxes[b.leaf])])
+    return out
+
+
+def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile, leaves: dict[str, float]) -> range:
     """The stream blocks this tile runs: all of them, or its slice of a split stream."""
     nblk = math.ceil(plan.axes[k.stream.axis] / k.stream.block)
     first, stop = 0, nblk
     for b in k.stream.skip[:1]:  # the tile's rows: the bounds' row axis (one for all)
         tiled = next(t for t in k.grid if t.axis == b.row)
-        first, stop = key_block_range(k.stream.skip, tile.start[b.row], tiled.block, k.stream.block, nblk)
+        first, stop = key_block_range(k.stream.skip, tile.start[b.row], tiled.block, k.stream.block, nblk, leaves)
     if k.stream.split is None:
         return range(first, stop)
     per = math.ceil(nblk / plan.axes[k.stream.split])

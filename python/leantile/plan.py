@@ -16,6 +16,7 @@ sets them explicitly, and stores write only the valid part. The CPU interpreter
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,20 +62,43 @@ class KeyBound(_M):
     row: str
     coef: Literal[-1, 0, 1]
     offset: int
+    # a bound read at run time (padding: key < lengths[b]): the offset also has the term
+    # floor (hi) or ceil (lo) of shift + scale * leaf, leaf a global the kernel reads at its
+    # batch position, clamped to [-2, extent + 2] first (NaN: no bound). offset then holds a
+    # margin of one key outwards, so that a rounding of the kernel's float arithmetic never
+    # skips a kept key: the mask itself is still evaluated on every block that runs
+    leaf: Optional[str] = None
+    shift: float = 0.0
+    scale: float = 0.0
+
+
+def runtime_offset(kb: KeyBound, value: float, extent: int) -> int:
+    """The run-time part of a bound's offset for the leaf's value (plan.KeyBound.leaf)."""
+    if math.isnan(value):
+        return extent + 2 if kb.side == "hi" else -2  # no bound: every comparison with NaN masks
+    x = min(max(kb.shift + kb.scale * value, -2.0), extent + 2.0)
+    return math.floor(x) if kb.side == "hi" else math.ceil(x)
 
 
 def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,
-                    blocks: int) -> tuple[int, int]:
+                    blocks: int, leaves: dict[str, float] | None = None) -> tuple[int, int]:
     """[first, stop) of the key blocks a tile of rows [row_start, row_start + row_block) may
-    keep under bounds b (the interpreter's arithmetic; the emitter spells the same)."""
+    keep under bounds b (the interpreter's arithmetic; the emitter spells the same). A bound
+    read at run time needs its leaf's value in `leaves`; without it (the cost model) it bounds
+    nothing."""
     first, stop = 0, blocks
     for kb in b:
         lo_row, hi_row = row_start, row_start + row_block - 1
+        extra = 0
+        if kb.leaf is not None:
+            if leaves is None:
+                continue
+            extra = runtime_offset(kb, leaves[kb.leaf], blocks * key_block)
         if kb.side == "hi":  # the largest key any row keeps
-            key = kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
+            key = extra + kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
             stop = min(stop, (max(key + 1, 0) + key_block - 1) // key_block)
         else:  # the smallest
-            key = kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)
+            key = extra + kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)
             first = max(first, max(key, 0) // key_block)
     return first, max(stop, first)
 
@@ -86,6 +110,8 @@ def key_block_interior(b: tuple[KeyBound, ...], row_start: int, row_block: int, 
     existed: that only narrows the range. Empty where first >= stop."""
     first, stop = 0, None
     for kb in b:
+        if kb.leaf is not None:  # a run-time bound unmasks nothing (its select runs everywhere)
+            continue
         lo_row, hi_row = row_start, row_start + row_block - 1
         if kb.side == "hi":  # every key of block j at most the smallest bound: (j + 1) kb - 1 <= key
             key = kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)

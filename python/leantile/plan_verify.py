@@ -224,6 +224,10 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
             out.append(f"{where}: store {s.src}->{s.dst} is staged through shared memory, but {s.src!r} "
                        "is no 2-D fragment")
     _boundary_problems(k, where, out)
+    for b in (k.stream.skip if k.stream else ()):
+        batch = {t.axis for t in k.grid if t.block == 1}
+        if b.leaf is not None and (b.leaf not in globals_ or not set(globals_[b.leaf].axes) <= batch):
+            out.append(f"{where}: a key bound reads {b.leaf!r} per CTA, which is no global along batch axes of the grid")
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
         for j, s in enumerate(stmts):
             at = f"{where}: {part}[{j}] ({s.op})"

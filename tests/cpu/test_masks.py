@@ -2,6 +2,8 @@
 function between Q K^T and the softmax (causal at any offset, sliding windows, lengths, keep
 masks, additive biases) into its kernel, and every candidate still equals the independent
 float64 evaluator, wholly masked rows (NaN in the graph, 0 / 0) included."""
+import math
+
 import pytest
 import torch
 from hypothesis import event, given, strategies as st
@@ -125,6 +127,8 @@ MASKS_ON_GPU = {  # (t_q, t_kv): partial tiles; offsets that mask whole rows and
     "causal_chunk": ((40, 328), causal(288)),
     "window": ((200, 328), lambda g, s, i, j: g.select(g.mul(g.gt(j, g.sub(i, g.const("64"))), g.le(j, i)), s,
                                                        g.const("-inf"))),
+    "padding": ((136, 328), lambda g, s, i, j: g.select(g.lt(j, g.mul(g.input("L", ["h"]), g.const("100"))), s,
+                                                        g.const("-inf"))),
     "bias_keep": ((136, 200), lambda g, s, i, j: g.select(g.gt(g.input("M", ["t_q", "t_kv"]), g.const("0")),
                                                           g.add(s, g.input("B", ["h", "t_q", "t_kv"])), g.const("-inf"))),
 }
@@ -259,3 +263,46 @@ def test_causal_query_tiles_launch_longest_first():
     (k,) = [k for k in derive(anti, "online_exp2", {"block_m": 16, "block_n": 16}).kernels if k.name.startswith("flash")]
     assert k.stream.skip and k.heavy_first is None
     check(anti, (None, {"block_m": 4, "block_n": 3}))
+
+
+def padded(tq=9, tkv=23, b=4):
+    """Attention over a batch padded to t_kv keys, lengths[b] valid: key < lengths."""
+    g = DagM("padded", {"b": b, "h": 2, "t_q": tq, "t_kv": tkv, "d_h": 3})
+    q, k, v = (g.input(n, ["b", "h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    s = g.div(g.matmul(q, k, "d_h", "d_h"), g.sqrt(g.size_const("d_h")))
+    s = g.select(g.lt(g.iota("t_kv"), g.input("lengths", ["b"], "f32")), s, g.const("-inf"))
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
+@given(st.lists(st.one_of(st.floats(-30, 30, allow_nan=False), st.sampled_from([float("nan"), float("inf"),
+                                                                                  -float("inf"), 0.0, 23.0, 24.0])),
+                min_size=4, max_size=4),
+       st.sampled_from([1, 2, 5]), st.sampled_from([1, 3, 4, 8]), st.integers(0, 2 ** 16))
+def test_padding_lengths_skip_key_blocks_at_run_time(lengths, bm, bn, seed):
+    """Padding from a lengths input: the bound is read per CTA (KeyBound.leaf), the blocks past
+    a batch's length are not streamed (counted: the interpreter's stream ranges), and the plan
+    equals the evaluator for any length: fractional, negative (a row of NaN: 0 / 0, as the
+    graph says), past the end, infinite or NaN (every comparison with NaN masks)."""
+    from leantile.interp import _leaf_values  # noqa: F401  (the per-CTA read the emitter spells)
+    from leantile.plan import key_block_range
+    g = padded()
+    tiles = {"block_m": bm, "block_n": bn}
+    plan = derive(g, "online_exp2", tiles)
+    (k,) = [k for k in plan.kernels if k.name.startswith("flash")]
+    (b,) = k.stream.skip
+    assert b.leaf == "lengths" and b.side == "hi"
+    assert not any(s.boundary_only for s in k.body if s.op in ("map", "iota"))  # masked on every block
+    blocks = -(-23 // bn)
+    for length in lengths:
+        first, stop = key_block_range(k.stream.skip, 0, bm, bn, blocks, {"lengths": length})
+        if length == length and length < 23 - bn - 1:  # a whole block past the length (the margin: one key)
+            assert stop < blocks, (length, stop)
+        if length == length and length > 0:  # every kept key streams
+            assert stop * bn >= math.ceil(min(23.0, length)), (length, stop)
+    inputs = ev.random_inputs(g, seed)
+    inputs["lengths"] = torch.tensor(lengths, dtype=inputs["lengths"].dtype)
+    ref = ev.evaluate(g, inputs)["out"]
+    out = interp.run(plan, inputs, dtype=torch.float64)["out"]
+    assert torch.equal(torch.isnan(out), torch.isnan(ref))
+    assert ev.rel_err(out.nan_to_num(), ref.nan_to_num()) <= TOL

@@ -93,6 +93,8 @@ class _KernelWriter(ReductionWriter):
         `whole`, those every row keeps whole (plan.key_block_interior; stop None: no bound)."""
         first, stop, ext = "0", (None if whole else nblk), self.extent(st.axis)
         for b in st.skip:
+            if b.leaf is not None and whole:  # a run-time bound unmasks nothing
+                continue
             lo_row = self.start(b.row) or "0"
             # a batch row axis (one query, its heads packed instead): one position per CTA
             hi_row = lo_row if self.block.get(b.row) == 1 else f"({lo_row} + {self.extent(b.row)} - 1)"
@@ -100,6 +102,8 @@ class _KernelWriter(ReductionWriter):
             far = (b.side == "hi") != whole
             row = {1: hi_row if far else lo_row, -1: f"-{lo_row if far else hi_row}", 0: "0"}
             key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
+            if b.leaf is not None:
+                key = f"{self.runtime_offset(b, nblk)} + {key}"
             if b.side == "hi":
                 s = f"T.max({key} + 1, 0) // {ext}" if whole else f"(T.max({key} + 1, 0) + {ext} - 1) // {ext}"
                 stop = s if stop is None else f"T.min({stop}, {s})"
@@ -107,6 +111,15 @@ class _KernelWriter(ReductionWriter):
                 s = f"(T.max({key}, 0) + {ext} - 1) // {ext}" if whole else f"T.max({key}, 0) // {ext}"
                 first = f"T.max({first}, {s})"
         return first, stop
+
+    def runtime_offset(self, b, nblk: str) -> str:
+        """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
+        clamped in float (a NaN leaf masks every key: any bound is then right), then rounded."""
+        g = self.plan.global_buffer(b.leaf)
+        at = ", ".join(self.grid_var[a] for a in g.axes) or "0"
+        v = f"{b.shift!r} + {b.scale!r} * T.cast({self.gname[g.name]}[{at}], 'float32')"
+        v = f"T.max(T.min({v}, T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')), -2.0)"
+        return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
     def can_be_partial(self, axis: str) -> bool:
         return axis in self.block and self.block[axis] > 1

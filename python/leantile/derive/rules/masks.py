@@ -30,45 +30,54 @@ _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 UNMASK_INTERIOR = True
 
 
-def _affine(cx: Ctx, i: int, key: str, row: str) -> tuple[float, float, float] | None:
-    """(a, b, c) with node i = a * key position + b * row position + c, else None."""
+def _affine(cx: Ctx, i: int, key: str, row: str, leaves: frozenset = frozenset()) -> tuple | None:
+    """(a, b, c, r, leaf) with node i = a * key position + b * row position + c + r * leaf, leaf
+    one of `leaves` (a value the kernel reads per CTA: padding lengths) or None, else None."""
     lit = cx.literal(i)
     if lit is not None:
         v = float(lit[1:])
-        return (0.0, 0.0, v) if math.isfinite(v) else None
+        return (0.0, 0.0, v, 0.0, None) if math.isfinite(v) else None
+    if i in leaves:
+        return (0.0, 0.0, 0.0, 1.0, i)
     n = cx.node(i)
     if isinstance(n, ir.Iota):
-        return (1.0, 0.0, 0.0) if n.axis == key else (0.0, 1.0, 0.0) if n.axis == row else None
+        return (1.0, 0.0, 0.0, 0.0, None) if n.axis == key else (0.0, 1.0, 0.0, 0.0, None) if n.axis == row else None
     if isinstance(n, ir.Unary) and n.op == "neg":
-        x = _affine(cx, n.x, key, row)
-        return None if x is None else tuple(-v for v in x)
+        x = _affine(cx, n.x, key, row, leaves)
+        return None if x is None else (*(-v for v in x[:4]), x[4])
     if isinstance(n, ir.Binary) and n.op in ("add", "sub", "mul"):
-        a, b = _affine(cx, n.a, key, row), _affine(cx, n.b, key, row)
+        a, b = _affine(cx, n.a, key, row, leaves), _affine(cx, n.b, key, row, leaves)
         if a is None or b is None:
             return None
-        if n.op == "add":
-            return tuple(x + y for x, y in zip(a, b))
-        if n.op == "sub":
-            return tuple(x - y for x, y in zip(a, b))
-        if a[:2] == (0.0, 0.0):  # a constant times an affine form
-            return tuple(a[2] * y for y in b)
-        if b[:2] == (0.0, 0.0):
-            return tuple(b[2] * x for x in a)
+        if n.op in ("add", "sub"):
+            if a[4] is not None and b[4] is not None and a[4] != b[4]:
+                return None  # two run-time values: not one bound
+            sign = 1.0 if n.op == "add" else -1.0
+            return (*(x + sign * y for x, y in zip(a[:4], b[:4])), a[4] if a[4] is not None else b[4])
+        if a[:2] == (0.0, 0.0) and a[4] is None:  # a constant times an affine form
+            return (*(a[2] * y for y in b[:4]), b[4])
+        if b[:2] == (0.0, 0.0) and b[4] is None:
+            return (*(b[2] * x for x in a[:4]), a[4])
     return None
 
 
-def _bound(cx: Ctx, n, key: str, row: str) -> KeyBound | None:
+def _bound(cx: Ctx, n, key: str, row: str, leaves: frozenset = frozenset()) -> KeyBound | None:
     """The bound comparison n (1 where it holds) puts on the key, or None."""
     if not (isinstance(n, ir.Binary) and n.op in _FLIP):
         return None
-    a, b = _affine(cx, n.a, key, row), _affine(cx, n.b, key, row)
-    if a is None or b is None:
+    a, b = _affine(cx, n.a, key, row, leaves), _affine(cx, n.b, key, row, leaves)
+    if a is None or b is None or (a[4] is not None and b[4] is not None and a[4] != b[4]):
         return None
-    ak, aq, c = (x - y for x, y in zip(a, b))  # ak key + aq row + c  (op)  0
+    ak, aq, c, r = (x - y for x, y in zip(a[:4], b[:4]))  # ak key + aq row + c + r leaf  (op)  0
+    leaf = a[4] if a[4] is not None else b[4]
     if ak == 0 or aq / abs(ak) not in (-1.0, 0.0, 1.0):
         return None
     op = n.op if ak > 0 else _FLIP[n.op]
-    coef = int(-aq / ak)  # key (op) coef * row + e, e = -c / ak
+    coef = int(-aq / ak)  # key (op) coef * row + e, e = -(c + r leaf) / ak
+    side = "hi" if op in ("le", "lt") else "lo"
+    if leaf is not None and r != 0:  # read at run time, one key wider: plan.KeyBound.leaf
+        return KeyBound(side=side, row=row, coef=coef, offset=1 if side == "hi" else -1,
+                        leaf=cx.value(leaf), shift=-c / ak + 0.0, scale=-r / ak + 0.0)  # no -0.0
     e = -c / ak
     if op == "le":
         return KeyBound(side="hi", row=row, coef=coef, offset=math.floor(e))
@@ -77,6 +86,13 @@ def _bound(cx: Ctx, n, key: str, row: str) -> KeyBound | None:
     if op == "ge":
         return KeyBound(side="lo", row=row, coef=coef, offset=math.ceil(e))
     return KeyBound(side="lo", row=row, coef=coef, offset=math.floor(e) + 1)
+
+
+def _batch_axes(cx: Ctx, s: FlashSite, row: str) -> list[str]:
+    """The scores' axes the flash grid indexes one position per CTA whatever the tiles: not the
+    key axis, not the query axis, not a head axis of Q alone (pack_query_group may tile it)."""
+    q, k = cx.node(cx.node(s.qk).a), cx.node(cx.node(s.qk).b)
+    return [a for a in cx.node(s.qk).axes if a not in (s.axis, row) and not (a in q.axes and a not in k.axes)]
 
 
 def _conjuncts(cx: Ctx, i: int) -> list[int]:
@@ -111,6 +127,9 @@ class SkipMaskedTiles(Rule):
         nested, and some comparison bounds the key. An exact select is true on every key of a
         block that every row of the tile keeps by the bounds: such a block runs without it."""
         z, at, bounds, exact = s.softmax.src, [], [], []
+        # a value read per CTA (padding lengths): a leaf along none of the axes a CTA's tile spans
+        spans = {s.axis, row, *cx.node(s.qk).axes} - set(_batch_axes(cx, s, row))
+        leaves = frozenset(i for i in s.leaves if not set(cx.node(i).axes) & spans)
         while z in s.score:
             n = cx.node(z)
             if not (isinstance(n, ir.Select) and cx.literal(n.b) == f"#{ir.NEG_INF}"):
@@ -118,11 +137,11 @@ class SkipMaskedTiles(Rule):
             at.append(z)
             whole = True  # every factor of keep is a bound: keep is exactly the bounds
             for c in _conjuncts(cx, n.cond):
-                b = _bound(cx, cx.node(c), s.axis, row)
+                b = _bound(cx, cx.node(c), s.axis, row, leaves)
                 if b is not None:
                     at.append(c)
                     bounds.append(b)
-                whole = whole and b is not None
+                whole = whole and b is not None and b.leaf is None  # a run-time bound is masked everywhere
             if whole and UNMASK_INTERIOR:
                 exact.append(z)
             z = n.a
@@ -183,7 +202,9 @@ def describe(bounds: tuple[KeyBound, ...], key: str) -> str:
     """'t_kv <= t_q + 0; t_kv >= t_q - 3': the step's `bounds` parameter."""
     def one(b: KeyBound) -> str:
         rhs = {1: f"{b.row} ", -1: f"-{b.row} ", 0: ""}[b.coef]
-        off = f"{'+' if b.offset >= 0 else '-'} {abs(b.offset)}" if b.coef else str(b.offset)
+        off = f"{'+' if b.offset >= 0 else '-'} {abs(b.offset)}" if b.coef or b.leaf else str(b.offset)
+        if b.leaf:  # read at run time
+            rhs += f"{'floor' if b.side == 'hi' else 'ceil'}({b.shift:g} + {b.scale:g} * {b.leaf}) "
         return f"{key} {'<=' if b.side == 'hi' else '>='} {rhs}{off}"
     return "; ".join(one(b) for b in bounds)
 
