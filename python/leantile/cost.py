@@ -61,41 +61,29 @@ def _elems(plan: Plan, k: Kernel, axes, tiles) -> int:
     return math.prod(extent(plan, k, a, tiles) for a in axes)
 
 
-def _stream_steps(plan: Plan, k: Kernel, tiles) -> float:
-    """Stream blocks one CTA runs (of its slice, for a split stream), on average over the row
-    tiles where masked key blocks are skipped (plan.Stream.skip: causal runs about half)."""
+def _stream_steps(plan: Plan, k: Kernel, tiles) -> tuple[float, float]:
+    """(all, boundary): stream blocks one CTA runs (of its slice, for a split stream), on
+    average over the row tiles where masked key blocks are skipped (plan.Stream.skip: causal
+    runs about half), and those of them that run a mask (Map.boundary_only: outside the
+    interior every row of the tile keeps whole; causal with square tiles, one per row tile)."""
     if not k.stream:
-        return 1
+        return 1, 1
     block = extent(plan, k, k.stream.axis, tiles)
     blocks = math.ceil(plan.axes[k.stream.axis] / block)
     steps = math.ceil(blocks / plan.axes[k.stream.split]) if k.stream.split else blocks
-    if k.stream.skip and blocks:
-        row = k.stream.skip[0].row
-        bm = extent(plan, k, row, tiles)
-        starts = range(0, plan.axes[row], bm)
-        kept = sum(stop - first for first, stop in (key_block_range(k.stream.skip, r, bm, block, blocks)
-                                                    for r in starts)) / len(starts)
-        steps *= kept / blocks
-    return steps
-
-
-def _boundary_steps(plan: Plan, k: Kernel, tiles) -> float:
-    """The blocks of _stream_steps that run a mask (Map.boundary_only): those outside the
-    interior every row of the tile keeps whole (causal, square tiles: one per row tile)."""
-    steps = _stream_steps(plan, k, tiles)
-    if not (k.stream and k.stream.skip and steps):
-        return steps
-    block = extent(plan, k, k.stream.axis, tiles)
-    blocks = math.ceil(plan.axes[k.stream.axis] / block)
+    if not (k.stream.skip and blocks):
+        return steps, steps
     row = k.stream.skip[0].row
     bm = extent(plan, k, row, tiles)
+    starts = range(0, plan.axes[row], bm)
     ran = boundary = 0
-    for r in range(0, plan.axes[row], bm):
+    for r in starts:
         first, stop = key_block_range(k.stream.skip, r, bm, block, blocks)
         inner = key_block_interior(k.stream.skip, r, bm, block)
         ran += stop - first
         boundary += (stop - first) - max(0, min(stop, inner[1]) - max(first, inner[0]))
-    return steps * boundary / ran if ran else steps
+    kept = steps * ran / len(starts) / blocks
+    return kept, (kept * boundary / ran if ran else kept)
 
 
 # CUDA-core instructions an elementwise op of the plan costs, where it is more than one: exp
@@ -151,13 +139,12 @@ def _ctas(plan: Plan, k: Kernel, tiles) -> int:
 def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     tiles = tiles if tiles is not None else dict(plan.tiles)
     ctas = _ctas(plan, k, tiles)
-    steps = _stream_steps(plan, k, tiles)
+    steps, boundary = _stream_steps(plan, k, tiles)
     local = {b.name: b for b in k.buffers if b.scope != "global"}
     globals_ = {b.name: b for b in plan.globals}
     per_cta = per_step = 0.0
     mma = simt = 0.0
     touched: set[str] = set()
-    boundary = _boundary_steps(plan, k, tiles) if any(getattr(s, "boundary_only", False) for s in k.body) else steps
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
         for s in stmts:
             times = (boundary if getattr(s, "boundary_only", False) else steps) if part == "body" else 1

@@ -284,7 +284,6 @@ def test_padding_lengths_skip_key_blocks_at_run_time(lengths, bm, bn, seed):
     a batch's length are not streamed (counted: the interpreter's stream ranges), and the plan
     equals the evaluator for any length: fractional, negative (a row of NaN: 0 / 0, as the
     graph says), past the end, infinite or NaN (every comparison with NaN masks)."""
-    from leantile.interp import _leaf_values  # noqa: F401  (the per-CTA read the emitter spells)
     from leantile.plan import key_block_range
     g = padded()
     tiles = {"block_m": bm, "block_n": bn}

@@ -270,7 +270,7 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                Load(src=g.value(v.id), dst=Vs),
                Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
     if skip:  # the mask's positions and comparisons run where its selects do: on boundary blocks
-        kb.body = boundary_closure(kb.prologue, kb.body, [])
+        kb.body = boundary_closure(kb.prologue, kb.body)
     if not split:
         kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
         return kb.build()

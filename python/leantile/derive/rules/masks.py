@@ -176,14 +176,14 @@ class SkipMaskedTiles(Rule):
         return S.zero(ratio((1, 1, 0)) - kept) and S.zero(ratio((1, 1, 1)) - plain)
 
 
-def boundary_closure(prologue: list, body: list, epilogue: list) -> list:
+def boundary_closure(prologue: list, body: list) -> list:
     """body with boundary_only spread from the masks' selects to what only they need: a Map or
     Iota whose value is read, after it is written, only by boundary-only statements (a select
     through its keep, args[0]: its args[1] passes through on interior blocks) is not computed
     on interior blocks either (the positions and comparisons of a causal mask)."""
     from ...plan_verify import statement_effects
     body = list(body)
-    outside = {r for s in (*prologue, *epilogue) for r in statement_effects(s)[0]}
+    outside = {r for s in prologue for r in statement_effects(s)[0]}  # (the epilogue reads o and l alone)
     changed = True
     while changed:
         changed = False
