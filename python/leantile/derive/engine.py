@@ -30,6 +30,7 @@ from .split_kernels import split_flash, split_gemm, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
+from .shape_tiles import gemm_rows, shape_tiles
 from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
@@ -160,8 +161,8 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     plain matmul then has two: split, or the one GEMM); none for a plain unsplit matmul."""
     fused = s.peels or len(s.matmuls) > 1 or s.epilogue
     opts = gemm_options(s) if fused else []
-    # judged at the tiles the shape gets (_shape_tiles): a skinny GEMM's 64 x 256
-    skinny = _rows(cx, cx.node(s.matmuls[0])) <= 64
+    # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256
+    skinny = gemm_rows(cx, cx.node(s.matmuls[0])) <= 64
     tiles = {**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES
     n = SPLIT_K.splits(cx, s, tiles)
     if not n:
@@ -315,7 +316,7 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles)
     plan = None
-    shaped = _shape_tiles(cx, picked)
+    shaped = shape_tiles(cx, picked)
     if shaped and not set(given) & set(shaped):
         plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
         if verify(plan, cx.g):  # does not fit the target (a dual GEMM's two B tiles): the defaults
@@ -329,58 +330,6 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     if problems:  # too big for the target at these tiles: smaller tiles may fit
         raise ir.GraphError([f"graph {cx.g.name!r}, candidate {name!r}: {problems[0]}"])
     return plan
-
-
-def _shape_tiles(cx: Ctx, picked: list) -> dict:
-    """Default tiles for the shape, where the plain defaults waste the GPU: a GEMM or attention
-    whose rows (m, t_q) all fit 64 takes 64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM
-    also 256 columns and 3 stages), attention 1 stage (FLASH_TILES), a large GEMM 128 x 256
-    tiles (LARGE_GEMM_TILES), a GEMM split over k 4 stages (SPLIT_GEMM_TILES)."""
-    rows = [_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
-    if rows and max(rows) <= 64:
-        # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
-        # accumulators on 128 threads (256 registers each: spilled; swiglu m=16 ran 0.32 ms
-        # against torch.compile's 0.062), keep the default columns
-        narrow = any(isinstance(c.site, FlashSite) or getattr(c, "dual", False) for c in picked)
-        return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES)}
-    if any(isinstance(c, K.OnlineChoice) and isinstance(c.site, FlashSite) for c in picked) and \
-            not any(isinstance(c, K.GemmChoice) for c in picked):
-        return dict(FLASH_TILES)
-    if _large_gemm(cx):
-        return dict(K.LARGE_GEMM_TILES)
-    # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
-    # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
-    # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
-    return dict(K.SPLIT_GEMM_TILES) if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else {}
-
-
-def _rows(cx: Ctx, mm: ir.Matmul) -> int:
-    """The extent of a contraction's row axis (of its LHS alone), 1 if it has none."""
-    rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
-    return cx.axes[rows[-1]] if rows else 1
-
-
-# Attention (flash kernels, no GEMM kernel beside them: `stages` is one for the plan) streams
-# K and V one block deep: TileLang's warp-specialised producer already loads the next block
-# while the consumers compute. Every attention search on the H200 found 1 stage best
-# (tuned_configs: attention 128 x 256, attention_scaled, causal, gqa and sliding-window
-# 128 x 128); gqa t=4096 ran 0.512 ms at 1 stage against 0.656 at 2 (exp).
-FLASH_TILES = {"stages": 1}
-# A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
-# one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
-# against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
-# matmul_published and rmsnorm_published, tuned against default).
-LARGE_GEMM_CTAS = 120
-
-
-def _large_gemm(cx: Ctx) -> bool:
-    """A contraction whose output fills the GPU with 128 x 256 tiles (LARGE_GEMM_CTAS of them)."""
-    for n in cx.nodes:
-        if isinstance(n, ir.Matmul) and len(n.axes) >= 2:
-            sizes = sorted((cx.axes[x] for x in n.axes), reverse=True)
-            if math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * math.prod(sizes[2:]) >= LARGE_GEMM_CTAS:
-                return True
-    return False
 
 
 def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:

@@ -39,7 +39,7 @@ LARGE_GEMM_TILES = {"block_n": 256, "stages": 4}
 # 256 columns and 3 stages (0.90x cuBLAS); one-query attention h32 t8192: 0.0475 -> 0.0417 ms.
 SMALL_M_TILES = {"block_m": 64, "threads": 128}
 SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
-# The default of a plan with a GEMM split over k (rows > 64): see engine._shape_tiles.
+# The default of a plan with a GEMM split over k (rows > 64): see shape_tiles.shape_tiles.
 SPLIT_GEMM_TILES = {"stages": 4}
 
 

@@ -1,0 +1,74 @@
+"""Probe behind the attention default tiles (issue 18): every prefill attention case of the suite
+(t_q >= 512) at the shipped default tiles and at wider K/V tiles, GPU time (do_bench_cudagraph)
+against cuDNN SDPA in one process, each plan checked against the float32 reference first.
+
+    python benchmarks/attention_tiles_probe.py      (on a GPU; writes $OUT/attention-tiles.json)
+"""
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+import triton.testing as tt
+
+sys.path.insert(0, "python")
+from leantile import suite  # noqa: E402
+from leantile.runtime import compile as compile_kernel  # noqa: E402
+
+VARIANTS = {"default": {}, "bn256": {"block_n": 256}, "bn256_s2": {"block_n": 256, "stages": 2},
+            "bm64_bn256_t128": {"block_m": 64, "block_n": 256, "threads": 128}}
+
+
+def main():
+    only = sys.argv[1:]
+    cases = [c for c in suite.select() if "attention" in c.arch and c.sizes["t_q"] >= 512 and "large" not in c.tags
+             and (not only or c.name in only)]
+    built = {c.name: suite.build(c) for c in cases}
+
+    def make(job):
+        name, var = job
+        g = built[name][0]
+        try:
+            base = compile_kernel(g, tuned=False)
+            if not VARIANTS[var]:
+                return job, base
+            return job, compile_kernel(g, candidate=base.plan.candidate, tiles={**base.plan.tiles, **VARIANTS[var]})
+        except Exception as e:  # a variant that does not compile is a row, not a crash
+            return job, e
+    jobs = [(c.name, v) for c in cases for v in VARIANTS]
+    with ThreadPoolExecutor(8) as pool:
+        kernels = dict(pool.map(make, jobs))
+    rows = []
+    for c in cases:
+        g, base_fn = built[c.name]
+        k0 = kernels[(c.name, "default")]
+        if isinstance(k0, Exception):
+            print(c.name, "default ERR", str(k0)[:200], flush=True)
+            continue
+        inputs = k0.random_inputs(0)
+        _, vendor = base_fn(inputs)
+        row = {"case": c.name, "sizes": c.sizes, "dtype": c.dtype, "candidate": k0.plan.candidate}
+        for vname, f in vendor.items():
+            try:
+                row[vname] = tt.do_bench_cudagraph(f, rep=100, return_mode="median")
+            except Exception as e:
+                row[vname] = str(e)[:100]
+        for v in VARIANTS:
+            k = kernels[(c.name, v)]
+            if isinstance(k, Exception):
+                row[v] = "ERR " + str(k)[:150]
+                continue
+            ok = k.verify(inputs)["ok"]
+            row[v] = {"ms": k.benchmark(inputs), "ok": ok, "tiles": dict(k.plan.tiles)}
+        cud = row.get("sdpa_cudnn")
+        print(c.name, {v: (round(row[v]["ms"], 4), row[v]["ok"], round(cud / row[v]["ms"], 3) if isinstance(cud, float) else None)
+                       if isinstance(row[v], dict) else row[v][:60] for v in VARIANTS},
+              "cudnn", cud if not isinstance(cud, float) else round(cud, 4), flush=True)
+        rows.append(row)
+        json.dump({"gpu": torch.cuda.get_device_name(), "rows": rows},
+                  open(os.path.join(os.environ.get("OUT", "."), "attention-tiles.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

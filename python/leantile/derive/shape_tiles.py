@@ -1,0 +1,100 @@
+"""Default tiles for a plan's shape, where the plain defaults (kernels.DEFAULT_TILES) waste the
+GPU. Every rule here was measured on the H100/H200 (132 SMs); the search may still find better
+tiles for one workload, these are what a new graph gets out of the box."""
+from __future__ import annotations
+
+import math
+
+from .. import ir
+from . import kernels as K
+from .context import Ctx
+from .sites import FlashSite
+
+# Attention (flash kernels, no GEMM kernel beside them: `stages` is one for the plan) streams
+# K and V one block deep: TileLang's warp-specialised producer already loads the next block
+# while the consumers compute. Every attention search on the H200 found 1 stage best
+# (tuned_configs: attention 128 x 256, attention_scaled, causal, gqa and sliding-window
+# 128 x 128); gqa t=4096 ran 0.512 ms at 1 stage against 0.656 at 2 (exp).
+FLASH_TILES = {"stages": 1}
+# Unmasked attention with 128-wide heads over at least FLASH_WIDE_KEYS keys: 256 keys per K/V
+# tile (half the online-softmax rescales per key). On an H100 (benchmarks/results/
+# attention-tiles-h100-2026-11-25.md), against 128 keys: published h16 t4096 0.2489 -> 0.2272 ms,
+# its scaled form 0.2711 -> 0.2360, gqa t4096 0.5001 -> 0.4676, llama3-8b t2048 0.1350 ->
+# 0.1261, llama3-70b t2048 0.2675 -> 0.2501; equal at t512 (0.0149 -> 0.0150). Masked
+# (causal, sliding-window) attention keeps 128: a wider tile wastes more of each diagonal block
+# (causal t2048 0.1018 -> 0.1048, t512 0.0147 -> 0.0198, window t4096 0.1776 -> 0.1900).
+FLASH_WIDE_TILES = {"block_n": 256}
+FLASH_WIDE_KEYS = 2048
+# Unmasked attention with heads of at most 64 whose 128-row query tiles leave SMs idle (under
+# one wave): 64-row tiles on one warpgroup, 256 keys per tile. GPT-2 t512 (12 heads: 48 CTAs of
+# 128 rows) 0.0101 -> 0.0082 ms (1.12x cuDNN), bf16 0.0101 -> 0.0082, scaled bf16 0.0106 ->
+# 0.0088; at t2048 (192 CTAs) they lose (0.0565 -> 0.0594), and causal gpt2 t1024 loses too.
+FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
+SMS = 132
+# A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
+# one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
+# against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
+# matmul_published and rmsnorm_published, tuned against default).
+LARGE_GEMM_CTAS = 120
+
+
+def shape_tiles(cx: Ctx, picked: list) -> dict:
+    """Default tiles for the shape: a GEMM or attention whose rows (m, t_q) all fit 64 takes
+    64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
+    attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
+    (flash_tiles), a large GEMM 128 x 256 tiles (LARGE_GEMM_TILES), a GEMM split over k 4
+    stages (SPLIT_GEMM_TILES)."""
+    rows = [gemm_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
+    if rows and max(rows) <= 64:
+        # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
+        # accumulators on 128 threads (256 registers each: spilled; swiglu m=16 ran 0.32 ms
+        # against torch.compile's 0.062), keep the default columns
+        narrow = any(isinstance(c.site, FlashSite) or getattr(c, "dual", False) for c in picked)
+        return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES)}
+    flash = [c for c in picked if isinstance(c, K.OnlineChoice) and isinstance(c.site, FlashSite)]
+    if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
+        return {**FLASH_TILES, **flash_tiles(cx, flash)}
+    if _large_gemm(cx):
+        return dict(K.LARGE_GEMM_TILES)
+    # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
+    # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
+    # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
+    return dict(K.SPLIT_GEMM_TILES) if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else {}
+
+
+def flash_tiles(cx: Ctx, flash: list) -> dict:
+    """The key and query tiles of a plan of unsplit flash kernels, from their shapes: every
+    kernel must qualify (one `tiles` serves the plan). Masked attention (a key bound, skipped
+    tiles) and split-kv (decode) keep the defaults."""
+    if any(c.split or c.skip or c.site.bounds or c.site.skip_at for c in flash):
+        return {}
+    heads = [cx.axes[cx.node(c.site.qk).axis_a] for c in flash]
+    if all(64 < h <= 128 for h in heads) and min(cx.axes[c.site.axis] for c in flash) >= FLASH_WIDE_KEYS:
+        return dict(FLASH_WIDE_TILES)
+    if all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < SMS:
+        return dict(FLASH_SMALL_GRID_TILES)
+    return {}
+
+
+def query_tiles(cx: Ctx, site: FlashSite, block_m: int) -> int:
+    """CTAs of the site's flash kernel at `block_m` query rows: its output's axes but the head
+    dimension (the last) are the grid, the query axis in blocks."""
+    out = cx.node(site.pv).axes
+    batch = math.prod(cx.axes[a] for a in out[:-1] if a != site.row)
+    return batch * math.ceil(cx.axes[site.row] / block_m) if site.row else batch
+
+
+def gemm_rows(cx: Ctx, mm: ir.Matmul) -> int:
+    """The extent of a contraction's row axis (of its LHS alone), 1 if it has none."""
+    rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
+    return cx.axes[rows[-1]] if rows else 1
+
+
+def _large_gemm(cx: Ctx) -> bool:
+    """A contraction whose output fills the GPU with 128 x 256 tiles (LARGE_GEMM_CTAS of them)."""
+    for n in cx.nodes:
+        if isinstance(n, ir.Matmul) and len(n.axes) >= 2:
+            sizes = sorted((cx.axes[x] for x in n.axes), reverse=True)
+            if math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * math.prod(sizes[2:]) >= LARGE_GEMM_CTAS:
+                return True
+    return False

@@ -1,0 +1,108 @@
+"""The attention tiles a shape gets by default (derive.shape_tiles.flash_tiles): wider key tiles
+for unmasked 128-wide heads over long keys, 64-row query tiles where 128-row ones leave SMs idle
+and heads are narrow, the plain flash tiles for masked and split attention. Each default must
+also stay exact: the interpreter runs the plan at shapes whose axes do not divide those tiles."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from leantile import architectures, interp, reference
+from leantile.cost import choose
+from leantile.derive import derive
+from leantile.derive.shape_tiles import FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS, FLASH_WIDE_TILES, SMS
+from leantile.plan_verify import verify
+from leantile.sources import load_source
+from leantile.tolerance import rel_err, tolerance
+
+SCALED = "examples/architectures/attention_scaled.py:build"
+
+
+def _tiles(g):
+    """The tiles of the plan leantile ships for g where no tuned entry exists."""
+    return choose(g)[0].tiles
+
+
+def _has(tiles, want):
+    return {k: tiles[k] for k in want} == want
+
+
+@pytest.mark.parametrize("arch", ["attention", "gqa_attention", SCALED])
+def test_unmasked_wide_heads_over_long_keys_take_256_key_tiles(arch):
+    sizes = {"t_q": 1024, "t_kv": FLASH_WIDE_KEYS, "d_h": 128}
+    g = load_source(arch, sizes) if ":" in arch else architectures.build(arch, **sizes)
+    assert _has(_tiles(g), {**FLASH_WIDE_TILES, "stages": 1})
+    shorter = load_source(arch, {**sizes, "t_kv": FLASH_WIDE_KEYS - 1}) if ":" in arch else \
+        architectures.build(arch, **{**sizes, "t_kv": FLASH_WIDE_KEYS - 1})
+    assert _tiles(shorter)["block_n"] == 128  # equal at t512 on the H100: the default kept
+    assert not verify(choose(g)[0], g)  # fits the target (shared memory, threads)
+
+
+@pytest.mark.parametrize("arch", ["causal_attention", "sliding_window_attention"])
+def test_masked_attention_keeps_128_key_tiles(arch):
+    g = architectures.build(arch, t_q=4096, t_kv=4096, d_h=128)
+    t = _tiles(g)
+    assert t["block_n"] == 128 and t["block_m"] == 128 and t["stages"] == 1
+
+
+def test_narrow_heads_on_an_underfilled_grid_take_64_row_tiles():
+    small = architectures.build("attention", h=12, t_q=512, t_kv=512, d_h=64)  # 48 CTAs of 128 rows
+    assert _has(_tiles(small), FLASH_SMALL_GRID_TILES)
+    full = architectures.build("attention", h=12, t_q=(SMS + 12) // 12 * 128, t_kv=512, d_h=64)
+    assert _tiles(full)["block_m"] == 128  # a wave of 128-row tiles: 64-row ones lost at t2048
+    wide = architectures.build("attention", h=12, t_q=512, t_kv=512, d_h=128)
+    assert _tiles(wide)["block_m"] == 128  # 128-wide heads on 64 rows / 128 threads lost (t512: 0.0149 -> 0.0221)
+    causal = architectures.build("causal_attention", h=12, t_q=1024, t_kv=1024, d_h=64)
+    assert _tiles(causal)["block_m"] == 128  # causal gpt2 t1024 lost at 64 x 256
+
+
+def test_decode_keeps_its_split_tiles():
+    g = architectures.build("attention", h=32, t_q=1, t_kv=8192, d_h=128)
+    p = choose(g)[0]
+    assert p.candidate.endswith("split") and p.tiles["block_n"] == 128
+
+
+def _check(g, plan, seed):
+    inputs = reference.random_inputs(g, seed=seed)
+    out = interp.run(plan, inputs)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float32)
+    same = reference.evaluate(g, inputs, check=False)
+    for o in g.outputs:
+        err = rel_err(out[o].to(ref[o].dtype), ref[o], same[o])
+        assert err <= tolerance(same[o].dtype), (plan.candidate, plan.tiles, o, err)
+
+
+@settings(max_examples=4)
+@given(t_q=st.integers(65, 300), extra=st.integers(0, 300), seed=st.integers(0, 2**16))
+def test_wide_key_tiles_stay_exact_on_partial_tiles(t_q, extra, seed):
+    """The wide default at key lengths that leave a partial 256-key tile, one head (at most 64
+    query rows take SMALL_M_TILES)."""
+    g = architectures.build("attention", h=1, t_q=t_q, t_kv=FLASH_WIDE_KEYS + extra, d_h=128)
+    plan = derive(g, "online_exp2")  # unsplit (the tiny grid may rank the split plan first)
+    assert plan.tiles["block_n"] == 256
+    _check(g, plan, seed)
+
+
+@settings(max_examples=4)
+@given(h=st.integers(1, 3), t_q=st.integers(1, 200), t_kv=st.integers(1, 400), seed=st.integers(0, 2**16))
+def test_small_grid_tiles_stay_exact_on_partial_tiles(h, t_q, t_kv, seed):
+    g = load_source(SCALED, {"h": h, "t_q": t_q, "t_kv": t_kv, "d_h": 64})
+    plan = derive(g, "online")  # unsplit
+    if t_q > 64:  # at most 64 query rows: SMALL_M_TILES
+        assert _has(plan.tiles, FLASH_SMALL_GRID_TILES), plan.tiles
+    _check(g, plan, seed)
+
+
+def test_small_grid_tiles_lower_for_sm90():
+    pytest.importorskip("tilelang", reason="tilelang not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import hopper_features, lower_to_cuda
+
+    small = architectures.build("attention", h=12, t_q=512, t_kv=500, d_h=64)
+    wide = architectures.build("attention", h=2, t_q=256, t_kv=FLASH_WIDE_KEYS + 100, d_h=128)
+    for plan in (choose(small)[0], derive(wide, "online_exp2")):  # (the tiny wide grid ranks split first)
+        assert plan.tiles["block_n"] == 256, plan.tiles
+        mod = load_module(emit_module(plan), f"shape_tiles_{plan.tiles['block_m']}_{plan.tiles['block_n']}")
+        for name, f in mod.build_kernel().items():
+            assert hopper_features(lower_to_cuda(f, arch="sm_90"))["wgmma"], (name, plan.tiles)
