@@ -201,12 +201,16 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     # a reduction in the mainloop of a tensor-core kernel over a loaded tile (fused row
     # statistics, column sums) is a block-wide barrier on every step: the pipeline drains. (One
     # over the GEMM's own accumulator, a flash kernel's running max, stays within a warp's rows.)
+    # The warps that wait at it are the warps that issue the MMAs: its time adds to the
+    # tensor cores' rather than hiding behind them. (Hidden, it ranked rmsnorm -> GEMM with the
+    # statistics fused first at every m >= 1024, which ran 1.09x to 1.23x the time of a row kernel
+    # before the GEMM on an H100: benchmarks/results/norm-gemm-h100-2026-11-25.md.)
     syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
-    serial = steps * syncs * REDUCE_SYNC_S
-    pipeline = (per_cta / (max(per_step, 1.0) * stages / LATENCY_S) + serial) * math.ceil(load / per_sm)
+    serial = steps * syncs * REDUCE_SYNC_S * math.ceil(load / per_sm)
+    pipeline = per_cta / (max(per_step, 1.0) * stages / LATENCY_S) * math.ceil(load / per_sm)
     shared = load * max(per_cta / (DRAM_BPS / SMS * 2), compute(mma, simt) * SMS)
     ideal *= spill
-    seconds = max(ideal, max(pipeline, shared) * spill) + LAUNCH_S
+    seconds = max(ideal, max(pipeline, shared) * spill) + serial + LAUNCH_S
     return KernelCost(k.name, ctas, waves, dram, total, mma_total, simt_total, seconds)
 
 

@@ -99,3 +99,36 @@ def test_a_reduction_between_k_steps_costs_the_fused_statistics_their_measured_l
     g = architectures.build("layernorm_linear_gelu", m=1, d=768, n=3072)
     for tiles in (None, {"block_m": 64, "threads": 128, "block_n": 64, "stages": 4}):
         assert _ms(g, "prenorm", tiles) < _ms(g, "stats_fused+colsum_streamed", tiles), tiles
+
+
+# The best candidate of a norm -> GEMM on the H100, every candidate at its shape's tiles, checked
+# and timed in one process (benchmarks/results/norm-gemm-h100-2026-11-25.md): the normalised rows
+# from a row kernel before the GEMM (prenorm) beat the statistics fused into the GEMM's k loop
+# (rmsnorm 2048 x 4096 x 6144: 0.168 ms against 0.196) and those from a kernel before it (0.179).
+MEASURED_BEST_CANDIDATE = [
+    ("rmsnorm", {"m": 2048, "d": 4096, "n": 6144}, "prenorm"),
+    ("rmsnorm", {"m": 2048, "d": 8192, "n": 10240}, "prenorm"),
+    ("rmsnorm", {"m": 1024, "d": 4096, "n": 4096}, "prenorm"),
+    ("rmsnorm_mlp", {"m": 1024, "d": 1024, "n": 1024}, "prenorm"),
+    ("rmsnorm_mlp", {"m": 2048, "d": 4096, "n": 14336}, "prenorm"),
+    ("layernorm_linear_gelu", {"m": 1024, "d": 1024, "n": 4096}, "prenorm"),
+    ("layernorm_linear_gelu", {"m": 8192, "d": 768, "n": 3072}, "prenorm"),
+]
+
+
+@pytest.mark.parametrize("arch,sizes,want", MEASURED_BEST_CANDIDATE)
+def test_choose_takes_the_norm_gemm_candidate_that_ran_fastest(arch, sizes, want):
+    plan, _ = choose(architectures.build(arch, **sizes))
+    assert plan.candidate == want, plan.candidate
+
+
+def test_fused_statistics_cost_their_barriers_on_top_of_the_gemm():
+    """A block-wide reduction each k step stalls the warps that issue the MMAs: the fused GEMM
+    costs the plain one's time plus at least one barrier a step (never hidden behind it)."""
+    from leantile.cost import REDUCE_SYNC_S
+
+    g = architectures.build("rmsnorm", m=2048, d=4096, n=6144)
+    fused, plain = derive(g, "stats_fused"), derive(g, "prenorm")
+    gemm = [k for k in fused.kernels if "gemm" in k.name][-1]
+    steps = 4096 // fused.tiles["block_k"]
+    assert kernel_cost(fused, gemm).seconds >= kernel_cost(plain, plain.kernels[-1]).seconds + steps * REDUCE_SYNC_S
