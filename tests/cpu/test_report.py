@@ -231,6 +231,20 @@ def test_bench_rows_match_by_digest_or_by_the_builtin_at_the_rows_shape(tmp_path
     assert graph_digest(real) == graph_digest(real.with_derivation(candidates(real)[0].steps))
 
 
+@pytest.mark.parametrize("other", [{"rows": 4096, "cols": 65536}, {"rows": "x"}, {"rows": {"a": 1}}, {"rows": None},
+                                   {"rows": [1, "x", None]}, [1, 2], 7])
+def test_other_scripts_json_beside_bench_rows_is_skipped(tmp_path, other):
+    """benchmarks/results holds probes' JSON too (a row count under "rows"): the report reads
+    the bench rows beside it and skips the rest, never crashes on it."""
+    from leantile.report.bench import latest
+
+    g = architectures.build("matmul", m=8, d=8, n=8)
+    (tmp_path / "a-probe.json").write_text(json.dumps(other))
+    (tmp_path / "b-bench.json").write_text(json.dumps(
+        {"rows": [{"arch": "matmul", "candidate": "direct", "gpu_ms": {"leantile": 1.0}}]}))
+    assert latest(tmp_path, g)
+
+
 # -- odd graphs: one clean page, quickly --------------------------------------------------------
 
 def _graph_file(tmp_path, name, axes, body):

@@ -122,7 +122,10 @@ def latest(results_dir: Path, g: ir.Graph, root: Path | None = None) -> Bench:
         data = _load(p)
         if not isinstance(data, dict):
             continue
-        for row in data.get("rows") or []:
+        rows = data.get("rows")
+        if not isinstance(rows, list):  # another script's JSON (a probe's "rows": 4096): no bench rows
+            continue
+        for row in rows:
             if isinstance(row, dict) and row.get("arch") == arch and isinstance(row.get("gpu_ms"), dict):
                 if not same(row):
                     other.add(p.name)
