@@ -165,11 +165,13 @@ def _maybe(draw, cls, allow):
 
 
 @st.composite
-def _user_attention(draw, allow, always: frozenset = frozenset()):
+def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool = False):
     built = set()
-    decode = _maybe(draw, 6, allow)
+    decode = _maybe(draw, 6, allow) and not shaped
     axes = {"h": draw(st.integers(1, 2)), "t_q": draw(st.integers(1, 5)), "t_kv": draw(st.integers(1, 9)),
             "d": draw(st.integers(1, 5)), "d_h": draw(st.integers(1, 5))}
+    if shaped:  # the sizes at which derive/shape_tiles.py gives attention other tiles
+        axes.update(draw(_shape_tiled_sizes()))
     g = DagM("user_attention", axes)
     computed = set(draw(st.sets(st.sampled_from("QKV")))) if 5 in allow else set()
 
@@ -207,6 +209,23 @@ def _user_attention(draw, allow, always: frozenset = frozenset()):
 
 
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal")
+
+
+def _shape_tiled_sizes():
+    """More than 64 query rows (no SMALL_M_TILES) and either 128-wide heads over >= 2048 keys
+    (256-key tiles) or narrow heads on a small grid (64 x 256 tiles), keys past a whole tile."""
+    from leantile.derive.shape_tiles import FLASH_WIDE_KEYS
+    wide = st.fixed_dictionaries({"t_q": st.integers(65, 140), "t_kv": st.integers(FLASH_WIDE_KEYS, FLASH_WIDE_KEYS + 300),
+                                  "d_h": st.just(128)})
+    narrow = st.fixed_dictionaries({"t_q": st.integers(65, 200), "t_kv": st.integers(1, 600),
+                                    "d_h": st.integers(16, 64)})
+    return st.one_of(wide, narrow)
+
+
+def shape_tiled_attention_graphs():
+    """(graph, classes): user attention (computed operands, masks, biases, grouped heads) at the
+    sizes where the default plan takes the shape's attention tiles (derive/shape_tiles.py)."""
+    return _user_attention(ALL_CLASSES, shaped=True)
 
 
 @st.composite

@@ -288,7 +288,7 @@ def choose(g, candidates=None) -> tuple[object, float]:
             t = plan_seconds(p)
             if best is None or t < best[1]:
                 best = (p, t)
-    if best is None:
-        plan = derive(g)
+    if best is None:  # no fused candidate fits at its shape's tiles: the unfused plan is the product's
+        plan = derive(g, "unfused") if any(c.name == "unfused" for c in cands) else derive(g)
         best = (plan, plan_seconds(plan))
     return best

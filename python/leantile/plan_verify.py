@@ -116,7 +116,12 @@ def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
         return False
     ext = {"m": math.prod(extent(plan, k, x) for x in fa[0]), "n": math.prod(extent(plan, k, x) for x in fb[0]),
            "k": extent(plan, k, s.axis_a)}
-    return all(ext[d] >= lo for d, lo in MMA_MIN.items())
+    # whole MMA pieces only (TileLang 0.1.15, sm_90, found by lowering every head dimension
+    # 8..128): rows in 16s; columns in 16s (a B tile of 24 or 40 columns, N-major as V is in
+    # P V, is "Not a canonical GMMA_MN layout"; 17 has no warp partition); k a multiple of the
+    # MMA's k (16, tf32's 8). Other shapes run on the CUDA cores (SIMT), never fail to build.
+    step = {"m": 16, "n": 16, "k": 8 if "f32" in (a.dtype, b.dtype) else 16}
+    return all(ext[d] >= lo and ext[d] % step[d] == 0 for d, lo in MMA_MIN.items())
 
 
 def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | None:

@@ -106,3 +106,27 @@ def test_small_grid_tiles_lower_for_sm90():
         mod = load_module(emit_module(plan), f"shape_tiles_{plan.tiles['block_m']}_{plan.tiles['block_n']}")
         for name, f in mod.build_kernel().items():
             assert hopper_features(lower_to_cuda(f, arch="sm_90"))["wgmma"], (name, plan.tiles)
+
+
+@pytest.mark.parametrize("d_h", [17, 24, 40, 72])
+def test_head_dimensions_no_mma_tile_covers_still_build_and_lower(d_h):
+    """Head dimensions that are no whole number of MMA pieces (17: no warp partition; 24 and 40:
+    a V tile TileLang cannot lay out for wgmma) run those GEMMs on the CUDA cores: the default
+    plan builds, stays exact and lowers for sm_90 (before, choose raised or lowering failed)."""
+    from leantile.plan import Gemm
+    from leantile.plan_verify import mma_shaped
+
+    g = architectures.build("attention", h=2, t_q=70, t_kv=130, d_h=d_h)
+    plan = choose(g)[0]
+    for k in plan.kernels:
+        for s in k.statements():
+            if isinstance(s, Gemm):
+                assert s.mma == mma_shaped(plan, k, s)
+    _check(g, plan, seed=d_h)
+    pytest.importorskip("tilelang", reason="tilelang not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+
+    mod = load_module(emit_module(plan), f"head_dim_{d_h}")
+    for name, f in mod.build_kernel().items():
+        assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90")

@@ -13,14 +13,14 @@ import math
 
 import pytest
 import torch
-from hypothesis import event, given, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 import evaluator as ev
 import soundness_graphs as sg
 from leantile import interp
 from leantile.tolerance import TOLERANCE
 from leantile.derive import candidates, derive
-from strategies import ALL_CLASSES, masked_softmax_graphs, user_graphs
+from strategies import ALL_CLASSES, masked_softmax_graphs, shape_tiled_attention_graphs, user_graphs
 
 TOL = TOLERANCE[torch.float64]  # every candidate runs in float64 against the float64 evaluator
 
@@ -206,6 +206,18 @@ def test_user_graphs_every_candidate_equals_evaluator(gc, tiles, seed):
         event(f"class {c}")
     n = check_all(g, (None, tiles), seed)
     event(f"candidates per graph: {min(n // 2, 6)}{'+' if n // 2 >= 6 else ''}")
+
+
+@settings(max_examples=max(4, settings().max_examples // 8))  # long key axes: a plan runs seconds
+@given(shape_tiled_attention_graphs(), st.integers(0, 2**31 - 1))
+def test_attention_at_the_shapes_that_get_their_own_tiles_equals_evaluator(gc, seed):
+    """The structures of user attention (masks, biases, grouped heads, computed operands) at
+    sizes where the default tiles come from the shape (256-key tiles, 64 x 256 query x key
+    tiles): every candidate at those default tiles equals the evaluator."""
+    g, classes = gc
+    for c in sorted(set(classes)):
+        event(f"class {c}")
+    check_all(g, (None,), seed)
 
 
 @given(masked_softmax_graphs(), RANDOM_TILES, st.integers(0, 2**31 - 1))
