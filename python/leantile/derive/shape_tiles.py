@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from .. import ir
+from ..cost import SMS  # the one SM count (the cost model's)
 from . import kernels as K
 from .context import Ctx
 from .sites import FlashSite
@@ -30,7 +31,6 @@ FLASH_WIDE_KEYS = 2048
 # 128 rows) 0.0101 -> 0.0082 ms (1.12x cuDNN), bf16 0.0101 -> 0.0082, scaled bf16 0.0106 ->
 # 0.0088; at t2048 (192 CTAs) they lose (0.0565 -> 0.0594), and causal gpt2 t1024 loses too.
 FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
-SMS = 132
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
