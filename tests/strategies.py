@@ -165,13 +165,16 @@ def _maybe(draw, cls, allow):
 
 
 @st.composite
-def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool = False):
+def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool = False, overlap: bool = False):
     built = set()
-    decode = _maybe(draw, 6, allow) and not shaped
+    decode = _maybe(draw, 6, allow) and not (shaped or overlap)
     axes = {"h": draw(st.integers(1, 2)), "t_q": draw(st.integers(1, 5)), "t_kv": draw(st.integers(1, 9)),
             "d": draw(st.integers(1, 5)), "d_h": draw(st.integers(1, 5))}
     if shaped:  # the sizes at which derive/shape_tiles.py gives attention other tiles
         axes.update(draw(_shape_tiled_sizes()))
+    if overlap:  # 65.. query rows (no small-m tiles), keys across 1..9 blocks of 128, MMA-sized heads
+        axes.update({"t_q": draw(st.integers(65, 300)), "t_kv": draw(st.integers(1, 1100)),
+                     "d_h": 16 * draw(st.integers(1, 8)), "d": 16 * draw(st.integers(1, 4))})
     g = DagM("user_attention", axes)
     computed = set(draw(st.sets(st.sampled_from("QKV")))) if 5 in allow else set()
 
@@ -206,6 +209,22 @@ def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool =
             s = g.mul(s, g.const("0.25"))  # after the mask: -inf * c stays -inf
     g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
     return g.graph(), frozenset(built)
+
+
+def overlap_attention_graphs():
+    """(graph, classes): user attention in f16 at sizes FlashAttention-3's schedule serves
+    (plan_passes.overlap: 128-row query tiles, heads of 16..128 in 16s), partial tiles included."""
+    return _user_attention(ALL_CLASSES, overlap=True).map(lambda gc: (_inputs_in(gc[0], "f16"), gc[1]))
+
+
+def _inputs_in(g, dtype: str):
+    """g with every input in `dtype` (the generators draw f32 inputs), validated again."""
+    data = g.model_dump(mode="json", by_alias=True)
+    for n in data["nodes"]:
+        if n["op"] == "input":
+            n["dtype"] = dtype
+    data["derivation"] = []
+    return ir.parse(data)
 
 
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal")

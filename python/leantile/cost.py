@@ -38,6 +38,7 @@ LAUNCH_S = 2.0e-6
 # steps, 3 reductions a step) ran 0.028 ms with the statistics fused and 0.0126 with a row kernel
 # before the GEMM (benchmarks/results/issue16-prenorm-probe-2026-11-25.md)
 REDUCE_SYNC_S = 0.4e-6
+TIE = 0.02  # model times this close are a tie for choose()
 SMEM_PER_SM = 228 * 1024
 MAX_RANKED = 12  # candidates `choose` derives and ranks (derive lists the likeliest first)
 THREADS_PER_SM = 2048
@@ -86,10 +87,14 @@ def _stream_steps(plan: Plan, k: Kernel, tiles) -> tuple[float, float]:
     return kept, (kept * boundary / ran if ran else kept)
 
 
-# CUDA-core instructions an elementwise op of the plan costs, where it is more than one: exp
-# and log run as ex2 / lg2 on the special-function unit with a multiply by log2(e) or ln(2)
-# (exp2 with the scale folded into an fma is one: derive's exp2 candidates)
-OP_INSTRUCTIONS = {"exp": 2, "log": 2}
+# CUDA-core instructions an elementwise op of the plan costs, where it is more than one. TileLang
+# spells exp and log as expf / logf, libdevice's accurate routines (range reduction and a
+# correction around ex2 / lg2), not one special-function instruction; exp2 with the scale folded
+# into an fma is one (derive's exp2 candidates). Measured on an H200, the same attention plan
+# with exp against exp2 (benchmarks/overlap_compare.py, results/overlap-compare-h200-2026-11-26):
+# GPT-2 t2048 0.0589 against 0.0509 ms, h32 t1000 d128 0.0476 against 0.0408, llama3-8b t512
+# 0.0152 against 0.0130. At 2 the model ranked the exp plans first there (one map fewer).
+OP_INSTRUCTIONS = {"exp": 6, "log": 6}
 
 
 def _loop_temporaries(k: Kernel) -> set[str]:
@@ -275,7 +280,7 @@ def choose(g, candidates=None) -> tuple[object, float]:
         except GraphError:  # does not fit the target at the default tiles
             continue
     split = any(_split(p) for _, p in plans)
-    best = None
+    scored: list = []
     for name, plan in plans:
         ranked = [plan]
         if underfilled(plan) and _split(plan) == split:
@@ -284,11 +289,23 @@ def choose(g, candidates=None) -> tuple[object, float]:
                     ranked.append(derive(g, name, tiles=tiles))
                 except GraphError:  # these tiles do not fit this candidate's kernels
                     pass
-        for p in ranked:
-            t = plan_seconds(p)
-            if best is None or t < best[1]:
-                best = (p, t)
-    if best is None:  # no fused candidate fits at its shape's tiles: the unfused plan is the product's
+        scored += [(p, plan_seconds(p)) for p in ranked]
+    if not scored:  # no fused candidate fits at its shape's tiles: the unfused plan is the product's
         plan = derive(g, "unfused") if any(c.name == "unfused" for c in cands) else derive(g)
-        best = (plan, plan_seconds(plan))
-    return best
+        return plan, plan_seconds(plan)
+    # Twins (the same kernels on the same grids: plans that differ in their arithmetic, exp
+    # against exp2) within TIE of the fastest, the model cannot tell apart (a latency-bound
+    # stream hides their arithmetic); the one with less CUDA-core work wins there: exp2 against
+    # exp measured 0.0509 against 0.0589 ms on GPT-2 attention (H200), the model 0.3% apart.
+    best = min(scored, key=lambda pt: pt[1])
+    twins = [(p, t) for p, t in scored if t <= best[1] * (1 + TIE) and _shape(p) == _shape(best[0])]
+    return min(twins, key=lambda pt: (simt_work(pt[0]), pt[1]))
+
+
+def _shape(plan: Plan) -> tuple:
+    return tuple((k.name, k.grid, k.stream.axis if k.stream else None) for k in plan.kernels)
+
+
+def simt_work(plan: Plan) -> float:
+    """The plan's CUDA-core element operations (kernel_cost's simt, over every kernel)."""
+    return sum(kernel_cost(plan, k).simt_flops for k in plan.kernels)

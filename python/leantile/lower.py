@@ -72,12 +72,14 @@ def include_flags() -> list[str]:
     return [f"-I{env.TILELANG_TEMPLATE_PATH}", f"-I{env.CUTLASS_INCLUDE_DIR}"]
 
 
-def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = None) -> bytes:
+def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = None, report: list | None = None) -> bytes:
     """Compile TileLang CUDA source to a cubin with nvcc; return its bytes.
 
     The Hopper path needs sm_90a, not sm_90: warp-specialised kernels call
     setmaxnreg (tl::warpgroup_reg_alloc) and wgmma, which static_assert on plain
-    sm_90. If ``out`` is given the cubin is also written there.
+    sm_90. If ``out`` is given the cubin is also written there. With ``report`` (a list), ptxas
+    runs verbose and its lines are appended: registers, spills, and warnings such as C7514
+    (wgmma serialised: accumulator registers touched while in flight).
     """
     nvcc = nvcc_path()
     if nvcc is None:
@@ -90,13 +92,15 @@ def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = Non
         # tl_templates/cuda/reduce.h); -w hides the hundreds of header warnings.
         cmd = [nvcc, "-cubin", "-O3", "-std=c++20", "-w",
                f"-gencode=arch=compute_{cc},code=sm_{cc}", *include_flags(),
-               "-o", str(cubin), str(cu)]
+               *(["-Xptxas", "-v"] if report is not None else []), "-o", str(cubin), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not cubin.exists():
             text = (proc.stderr or "") + (proc.stdout or "")
             errs = [ln for ln in text.splitlines() if "error" in ln.lower()] or text.splitlines()
             raise LoweringError(f"nvcc failed (rc={proc.returncode}) for {arch}:\n" + "\n".join(errs[:8]))
         data = cubin.read_bytes()
+        if report is not None:
+            report += [ln for ln in (proc.stderr or "").splitlines() if "ptxas" in ln or "spill" in ln]
     if out is not None:
         Path(out).write_bytes(data)
     return data

@@ -4,16 +4,16 @@ the plan so the emitter only spells them and the search reads them from the plan
     run(plan) -> plan with every pass applied, in PASSES order
 
 Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
-code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Store.staged, which interp
+code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap, Store.staged, which interp
 ignores) or drops a statement whose effect is already there (a repeated load), so that interp
 runs exactly the statements the emitter prints. derive runs them before the plan verifier
 (engine._replay).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
-from .plan import FIXED, Gemm, Kernel, Load, Plan, Reduce, Store, on_chip_dims
+from .plan import FIXED, Gemm, Kernel, Load, Map, Plan, Reduce, Store, on_chip_dims
 from .plan_verify import mma_shaped, statement_effects
 
 PARTS = ("prologue", "body", "epilogue")
@@ -126,8 +126,82 @@ def heavy_first(plan: Plan) -> Plan:
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
 
 
+class OverlapParts(NamedTuple):
+    """An online-softmax stream body cut where FlashAttention-3's rotated loop cuts it:
+    load_k; gemm_s (S = Q K^T); softmax; moved; load_v; gemm_o (O += P V). `moved` are the
+    statements that write what gemm_o reads or accumulates (O's rescale, P's cast): the rotated
+    loop runs them after the wait for the previous block's P V, so they move past `softmax`."""
+    load_k: Load
+    gemm_s: Gemm
+    softmax: tuple
+    moved: tuple
+    load_v: Load
+    gemm_o: Gemm
+
+
+def overlap_parts(k: Kernel) -> OverlapParts | None:
+    """The FA3 cut of k's stream body, or None where k is no plain online-softmax stream of that
+    shape: a split or key-bounded stream (masked attention), packed heads, a third load or GEMM
+    in the body (an additive bias tile), a GEMM off the tensor cores, or a moved statement that
+    does not commute with the softmax statements after it."""
+    b = k.body
+    if (not k.stream or k.stream.split or k.stream.skip or k.packed or len(b) < 4
+            or any(getattr(s, "boundary_only", False) for s in b)):
+        return None
+    load_k, gemm_s, load_v, gemm_o = b[0], b[1], b[-2], b[-1]
+    if not (isinstance(load_k, Load) and isinstance(load_v, Load) and isinstance(gemm_s, Gemm)
+            and isinstance(gemm_o, Gemm) and gemm_s.mma and gemm_o.mma and gemm_s.clear and not gemm_o.clear
+            and gemm_s.b == load_k.dst and gemm_o.b == load_v.dst and load_k.dst != load_v.dst):
+        return None
+    local = {x.name: x for x in k.buffers}
+    q = local.get(gemm_s.a)
+    if (q is None or q.scope != "shared" or local[gemm_o.a].scope != "fragment"
+            or {q.dtype, local[load_k.dst].dtype, local[load_v.dst].dtype, local[gemm_o.a].dtype} - {"f16", "bf16"}):
+        return None  # 16-bit operands only: the tf32 wgmma of f32 attention is not measured
+    middle = b[2:-2]
+    if any(isinstance(s, (Load, Store, Gemm)) for s in middle):
+        return None
+    if any(gemm_s.a in statement_effects(s)[1] or load_k.dst in statement_effects(s)[0] + statement_effects(s)[1]
+           or load_v.dst in statement_effects(s)[0] + statement_effects(s)[1] for s in middle):
+        return None
+    touch = {gemm_o.a, gemm_o.acc}
+    moved = [i for i, s in enumerate(middle) if set(statement_effects(s)[1]) & touch]
+    for i in moved:
+        reads, writes = statement_effects(middle[i])
+        if not isinstance(middle[i], Map):
+            return None
+        for later in middle[i + 1:]:
+            if later in [middle[j] for j in moved]:
+                continue
+            r2, w2 = statement_effects(later)
+            if set(w2) & set(reads) or (set(r2) | set(w2)) & set(writes):
+                return None
+    kept = [s for i, s in enumerate(middle) if i not in moved]
+    if any(set(statement_effects(s)[0]) & touch for s in kept):  # only the moved ones see O and P
+        return None
+    return OverlapParts(load_k, gemm_s, tuple(kept), tuple(middle[i] for i in moved), load_v, gemm_o)
+
+
+OVERLAP_THREADS, OVERLAP_BLOCK_M = 256, 128  # two consumer warpgroups of 64 rows each
+
+
+def overlap(plan: Plan) -> Plan:
+    """Kernel.overlap where the tile parameter `overlap` is 1 and the kernel has the FA3 cut
+    (overlap_parts) at 128 query rows on 256 consumer threads; elsewhere the plain pipelined
+    loop (the parameter asks, the shape decides). Measured on an H200: benchmarks/fa3_probe.py."""
+    if not (plan.tiles or {}).get("overlap"):
+        return plan
+    kernels, changed = list(plan.kernels), False
+    for j, k in enumerate(kernels):
+        rows = [t for t in k.grid if t.param == "block_m"]
+        if (k.threads == OVERLAP_THREADS and len(rows) == 1 and rows[0].block == OVERLAP_BLOCK_M
+                and k.warp_policy == "full_row" and overlap_parts(k) is not None):
+            kernels[j], changed = k.model_copy(update={"overlap": True}), True
+    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
 PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
-                                              heavy_first)
+                                              heavy_first, overlap)
 
 
 def run(plan: Plan) -> Plan:

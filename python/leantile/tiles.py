@@ -26,6 +26,7 @@ class Tiles(BaseModel):
     stages: Optional[Annotated[int, Field(strict=True, ge=1, le=8)]] = None
     threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
     swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
+    overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.overlap
 
 
 NAMES = tuple(Tiles.model_fields)

@@ -132,3 +132,17 @@ def test_fused_statistics_cost_their_barriers_on_top_of_the_gemm():
     gemm = [k for k in fused.kernels if "gemm" in k.name][-1]
     steps = 4096 // fused.tiles["block_k"]
     assert kernel_cost(fused, gemm).seconds >= kernel_cost(plain, plain.kernels[-1]).seconds + steps * REDUCE_SYNC_S
+
+
+@pytest.mark.parametrize("arch,sizes,want", [
+    # H200, exp against exp2 (benchmarks/results/overlap-compare-h200-2026-11-26.json): the model
+    # put them within 0.3%; exp2 ran 0.0509 against 0.0589 ms, 0.0130 against 0.0152
+    ("attention", {"h": 12, "t_q": 2048, "t_kv": 2048, "d_h": 64}, "online_exp2"),
+    ("attention", {"h": 32, "t_q": 512, "t_kv": 512, "d_h": 128}, "online_exp2"),
+    ("attention", {"h": 32, "t_q": 1, "t_kv": 8192, "d_h": 128}, "online_exp2_split"),
+    # the tie-break is between twins only: a different plan shape within 2% keeps its rank
+    ("rmsnorm", {"m": 8192, "d": 4096, "n": 6144}, "stats_separate"),
+    ("attention", {"h": 64, "t_q": 1, "t_kv": 8192, "d_h": 128}, "online_exp2_split"),
+])
+def test_choose_breaks_a_model_tie_between_twins_by_cuda_core_work(arch, sizes, want):
+    assert choose(architectures.build(arch, **sizes))[0].candidate == want

@@ -31,6 +31,18 @@ FLASH_WIDE_KEYS = 2048
 # 128 rows) 0.0101 -> 0.0082 ms (1.12x cuDNN), bf16 0.0101 -> 0.0082, scaled bf16 0.0106 ->
 # 0.0088; at t2048 (192 CTAs) they lose (0.0565 -> 0.0594), and causal gpt2 t1024 loses too.
 FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
+# Every other unmasked attention with heads of 16..128 in 16s over more than
+# FLASH_OVERLAP_MIN_KEYS keys: FlashAttention-3's schedule (plan_passes.overlap, emit.overlap: a
+# TMA producer warpgroup, the loop rotated so the softmax runs while P V does, two consumer
+# warpgroups taking turns) at the plain 128 x 128 tiles. On an H200, the emitted kernel against
+# the plain loop, both exp2 (benchmarks/overlap_compare.py, results/overlap-compare-h200-2026-11-26.json):
+# GPT-2 h12 t2048 d64 0.0509 -> 0.0462 ms (cuDNN 0.0406), h32 t1000 d128 0.0408 -> 0.0372
+# (cuDNN 0.0350); over 512 keys (4 blocks) it loses a little (llama3-8b t512 0.0130 -> 0.0132),
+# and where the wide tiles apply it loses (published t4096 0.2332 against 0.2447:
+# results/attention-tiles-h200-2026-11-26.json). Where the pass finds no FA3 cut (a bias or mask
+# tile loaded per block, packed heads, f32) the plan keeps the plain loop at these same tiles.
+FLASH_OVERLAP_TILES = {"overlap": 1}
+FLASH_OVERLAP_MIN_KEYS = 512
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
@@ -73,6 +85,9 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
         return dict(FLASH_WIDE_TILES)
     if all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < SMS:
         return dict(FLASH_SMALL_GRID_TILES)
+    if (all(16 <= h <= 128 and h % 16 == 0 for h in heads) and not any(c.pack or c.site.leaves for c in flash)
+            and min(cx.axes[c.site.axis] for c in flash) > FLASH_OVERLAP_MIN_KEYS):
+        return dict(FLASH_OVERLAP_TILES)
     return {}
 
 

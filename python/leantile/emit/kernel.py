@@ -8,11 +8,12 @@ import math
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
                     on_chip_dims, running_maxes)
 from .. import ops
+from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, tile_param_of)
 
-class _KernelWriter(ReductionWriter):
+class _KernelWriter(ReductionWriter, OverlapWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
@@ -61,6 +62,8 @@ class _KernelWriter(ReductionWriter):
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         self.pre: list[str] = []  # Python lines of the factory, before the prim_func
         self.interior: tuple[str, str | None] | None = None  # names of the whole-kept key blocks' range
+        self.ring: set[str] = set()  # shared buffers with a leading `stages` dimension (Kernel.overlap)
+        self.extra_allocs: list[str] = []  # mbarriers (Kernel.overlap)
 
     # -- helpers -------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -424,25 +427,21 @@ class _KernelWriter(ReductionWriter):
             self.emit(f"{self.ref(s.dst, axes, loop)} = {expr}", depth + 1)
 
     def do_gemm(self, s: Gemm, depth: int):
-        a, b = self.local[s.a], self.local[s.b]
         if not s.mma:  # plan_passes.gemm_engine: not an MMA tile shape
             self.gemm_simt(s, depth)
             return
-        ta = a.axes.index(s.axis_a) == 0  # a stored (k, m)
-        tb = b.axes.index(s.axis_b) == 1  # b stored (n, k)
-        self.fam[s.acc] = "G"
         if s.clear:
             self.emit(f"T.clear({self.lname[s.acc]})", depth)
-        kw = ""
-        if ta:
-            kw += ", transpose_A=True"
-        if tb:
-            kw += ", transpose_B=True"
-        if self.full_row:
-            kw += ", policy=T.GemmWarpPolicy.FullRow"
         op = "=" if s.clear else "+="
-        self.emit(f"T.gemm({self.lname[s.a]}, {self.lname[s.b]}, {self.lname[s.acc]}{kw})"
+        self.emit(f"T.gemm({self.lname[s.a]}, {self.lname[s.b]}, {self.lname[s.acc]}{self.gemm_kw(s)})"
                   f"  # {s.acc} {op} {s.a} . {s.b} over {s.axis_a}", depth)
+
+    def gemm_kw(self, s: Gemm) -> str:
+        """The keyword arguments of a tensor-core GEMM: operand layouts and warp policy."""
+        self.fam[s.acc] = "G"
+        kw = ", transpose_A=True" if self.local[s.a].axes.index(s.axis_a) == 0 else ""  # a stored (k, m)
+        kw += ", transpose_B=True" if self.local[s.b].axes.index(s.axis_b) == 1 else ""  # b stored (n, k)
+        return kw + (", policy=T.GemmWarpPolicy.FullRow" if self.full_row else "")
 
     # -- the whole kernel ----------------------------------------------------------
     def write(self) -> list[str]:
@@ -483,10 +482,12 @@ class _KernelWriter(ReductionWriter):
             self.emit(f"{v} = T.ceildiv({_size(a)}, {self.extent(a)}) - 1 - {bound[a]}  "
                       f"# {a} tiles in reverse: the longest streams first, the short ones fill the last wave", d)
             self.grid_var[a] = v
-        if k.prologue:
+        if k.overlap:  # FlashAttention-3's schedule (emit.overlap)
+            self.write_overlapped(d)
+        if k.prologue and not k.overlap:
             self.emit("# prologue: once per tile", d)
             self.stmts(k.prologue, d)
-        if k.stream:
+        if k.stream and not k.overlap:
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
@@ -529,10 +530,10 @@ class _KernelWriter(ReductionWriter):
             self.running_max, self.kvar = frozenset(), "k"
             if not k.body:
                 self.emit("pass", d + 1)
-        elif k.body:
+        elif k.body and not k.overlap:
             self.emit("# body", d)
             self.stmts(k.body, d)
-        if k.epilogue:
+        if k.epilogue and not k.overlap:
             self.emit("# epilogue", d)
             self.stmts(k.epilogue, d)
 
@@ -561,11 +562,13 @@ class _KernelWriter(ReductionWriter):
         if not vars_:  # a single tile (the output is a scalar)
             counts, vars_ = ["1"], ["bx"]
         as_ = vars_[0] if len(vars_) == 1 else f"({', '.join(vars_)})"
+        if k.overlap:  # the producer warpgroup comes on top of the consumers' threads
+            threads = f"{threads} + {PRODUCER_THREADS}"
         out.append(f"        with T.Kernel({', '.join(counts)}, threads={threads}) as {as_}:  # {grid_desc}")
         for b in k.buffers:
             if b.scope == "global":
                 continue
-            shape = self.shape(b.axes)
+            shape = (f"{self.ring_size}, " if b.name in self.ring else "") + self.shape(b.axes)
             alloc = "T.alloc_shared" if b.scope == "shared" else "T.alloc_fragment"
             node = f"  # node {b.node}" if b.node is not None else ""
             out.append(f"            {self.lname[b.name]} = {alloc}(({shape}), {self.dtype_expr(b)}){node}")
@@ -575,6 +578,7 @@ class _KernelWriter(ReductionWriter):
                 out.append(f"            {name} = T.alloc_shared(({shape}), {dt})  # layout bridge")
             else:
                 out.append(f"            {name} = T.alloc_fragment(({shape}), {dt})  # reduction operand")
+        out += [f"            {line}" for line in self.extra_allocs]
         out.append("")
         out.extend(body)
         out.append("")

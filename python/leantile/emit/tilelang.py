@@ -66,6 +66,8 @@ def _configs(plan: Plan, used: set[str], full_row: bool = False) -> list[dict]:
             c = {**base, **combo}
             if all(p not in limit or v <= max(16, _next_pow2(limit[p])) for p, v in combo.items()) and c not in out:
                 out.append(c)
+    if any(k.overlap for k in plan.kernels):  # two consumer warpgroups of 64 rows (emit.overlap)
+        out = [c for c in out if c.get("block_m", 128) == 128 and c.get("threads", 256) == 256]
     return out[:14]
 
 
