@@ -140,13 +140,13 @@ class OverlapParts(NamedTuple):
 
 
 def overlap_parts(k: Kernel) -> OverlapParts | None:
-    """The FA3 cut of k's stream body, or None where k is no plain online-softmax stream of that
-    shape: a split or key-bounded stream (masked attention), packed heads, a third load or GEMM
-    in the body (an additive bias tile), a GEMM off the tensor cores, or a moved statement that
-    does not commute with the softmax statements after it."""
+    """The FA3 cut of k's stream body, or None where k is no online-softmax stream of that shape:
+    a split stream (decode), packed heads, a third load or GEMM in the body (an additive bias
+    tile), a GEMM off the tensor cores, or a moved statement that does not commute with the
+    softmax statements after it. Key bounds (a mask's skipped blocks) are kept: the rotated loop
+    runs over the same range of blocks."""
     b = k.body
-    if (not k.stream or k.stream.split or k.stream.skip or k.packed or len(b) < 4
-            or any(getattr(s, "boundary_only", False) for s in b)):
+    if not k.stream or k.stream.split or k.packed or len(b) < 4:
         return None
     load_k, gemm_s, load_v, gemm_o = b[0], b[1], b[-2], b[-1]
     if not (isinstance(load_k, Load) and isinstance(load_v, Load) and isinstance(gemm_s, Gemm)
@@ -168,7 +168,7 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
     moved = [i for i, s in enumerate(middle) if set(statement_effects(s)[1]) & touch]
     for i in moved:
         reads, writes = statement_effects(middle[i])
-        if not isinstance(middle[i], Map):
+        if not isinstance(middle[i], Map) or middle[i].boundary_only:
             return None
         for later in middle[i + 1:]:
             if later in [middle[j] for j in moved]:

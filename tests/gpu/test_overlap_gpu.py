@@ -2,8 +2,9 @@
 the schedule engaged, every kernel matches the float32 reference on fresh random inputs, outputs
 NaN-poisoned (leantile.compile's verify): partial query and key tiles, a single key block, a
 single query row, head dimensions 16..128, f16 and bf16, a producer 1 or 2 blocks ahead, the
-scaled form, the shipped defaults that pick it, and generated user attention (computed
-operands, masks, biases, grouped heads) wherever the pass finds the FA3 cut."""
+scaled form, causal and sliding-window masks (key bounds), the shipped defaults that pick it,
+and generated user attention (computed operands, masks, biases, grouped heads; per-head
+lengths that mask every key of a tile) wherever the pass finds the FA3 cut."""
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
@@ -42,6 +43,10 @@ CASES = [  # (architecture, sizes, dtype, stages)
     ("attention", {"h": 2, "t_q": 129, "t_kv": 777, "d_h": 96}, "f16", 1),
     ("attention", {"h": 2, "t_q": 256, "t_kv": 2048 + 64, "d_h": 128}, "f16", 1),
     ("attention_scaled", {"h": 2, "t_q": 300, "t_kv": 513, "d_h": 64}, "bf16", 1),
+    # key bounds: the rotated loop over the blocks some row keeps, boundary blocks masked
+    ("causal_attention", {"h": 2, "t_q": 300, "t_kv": 1000, "d_h": 64}, "f16", 1),
+    ("causal_attention", {"h": 2, "t_q": 1000, "t_kv": 1000, "d_h": 128}, "bf16", 1),
+    ("sliding_window_attention", {"h": 2, "t_q": 5000, "t_kv": 5000, "d_h": 64}, "f16", 2),
 ]
 
 
@@ -71,7 +76,7 @@ def test_shipped_default_takes_the_schedule_and_is_exact(arch, sizes, dtype):
         assert v["ok"], (k.plan.candidate, k.plan.tiles, v)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=16, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(overlap_attention_graphs())
 def test_generated_attention_with_the_schedule_asked_is_exact(gc):

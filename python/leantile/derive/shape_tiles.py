@@ -41,8 +41,15 @@ FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
 # and where the wide tiles apply it loses (published t4096 0.2332 against 0.2447:
 # results/attention-tiles-h200-2026-11-26.json). Where the pass finds no FA3 cut (a bias or mask
 # tile loaded per block, packed heads, f32) the plan keeps the plain loop at these same tiles.
+# Masked attention (causal, sliding-window: the loop runs over the key blocks some row keeps)
+# takes it over more than FLASH_OVERLAP_MASKED_MIN_KEYS keys. H200, plain 128 x 128 -> overlapped
+# (results/attention-tiles-masked-h200-2026-11-26.json): causal published t4096 0.1781 -> 0.1680
+# ms (cuDNN 0.1626), llama3-8b t2048 0.1018 -> 0.0984, chunk 512 of 4096 0.0721 -> 0.0668,
+# sliding window t4096 0.1780 -> 0.1749 and t8192 0.1895 -> 0.1849; at 1024 keys and fewer it
+# loses (GPT-2 t1024 bf16 0.0145 -> 0.0149, llama3-8b t512 0.0134 -> 0.0138).
 FLASH_OVERLAP_TILES = {"overlap": 1}
 FLASH_OVERLAP_MIN_KEYS = 512
+FLASH_OVERLAP_MASKED_MIN_KEYS = 1024
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
@@ -77,16 +84,18 @@ def shape_tiles(cx: Ctx, picked: list) -> dict:
 def flash_tiles(cx: Ctx, flash: list) -> dict:
     """The key and query tiles of a plan of unsplit flash kernels, from their shapes: every
     kernel must qualify (one `tiles` serves the plan). Masked attention (a key bound, skipped
-    tiles) and split-kv (decode) keep the defaults."""
-    if any(c.split or c.skip or c.site.bounds or c.site.skip_at for c in flash):
+    tiles) takes only the overlapped schedule; split-kv (decode) keeps the defaults."""
+    if any(c.split for c in flash):
         return {}
+    masked = any(c.skip or c.site.bounds or c.site.skip_at for c in flash)
     heads = [cx.axes[cx.node(c.site.qk).axis_a] for c in flash]
-    if all(64 < h <= 128 for h in heads) and min(cx.axes[c.site.axis] for c in flash) >= FLASH_WIDE_KEYS:
+    keys = min(cx.axes[c.site.axis] for c in flash)
+    if not masked and all(64 < h <= 128 for h in heads) and keys >= FLASH_WIDE_KEYS:
         return dict(FLASH_WIDE_TILES)
-    if all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < SMS:
+    if not masked and all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < SMS:
         return dict(FLASH_SMALL_GRID_TILES)
     if (all(16 <= h <= 128 and h % 16 == 0 for h in heads) and not any(c.pack or c.site.leaves for c in flash)
-            and min(cx.axes[c.site.axis] for c in flash) > FLASH_OVERLAP_MIN_KEYS):
+            and keys > (FLASH_OVERLAP_MASKED_MIN_KEYS if masked else FLASH_OVERLAP_MIN_KEYS)):
         return dict(FLASH_OVERLAP_TILES)
     return {}
 

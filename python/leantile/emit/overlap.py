@@ -53,22 +53,44 @@ class OverlapWriter:
         self.pre.append(f"if {rows} != {OVERLAP_BLOCK_M} or threads != {OVERLAP_THREADS}:  # two warpgroups of 64 rows")
         self.pre.append(f"    raise ValueError(f'the overlapped schedule needs {rows}={OVERLAP_BLOCK_M}, "
                         f"threads={OVERLAP_THREADS}; got {{{rows}}}, {{threads}}')")
-        nblk, tx, wg, ring = self.fresh("kv_blocks"), self.fresh("tx"), self.fresh("wg"), self.fresh("ring")
+        tx, wg, ring = self.fresh("tx"), self.fresh("wg"), self.fresh("ring")
         self.ring_size = ring
         self.pre.append(f"{ring} = stages + 1  # K and V blocks in shared memory: the producer runs `stages` ahead")
-        slot, prev = self.fresh("slot"), self.fresh("prev")
+        slot, prev, last = self.fresh("slot"), self.fresh("prev"), self.fresh("last")
         bars = {n: self.fresh(n) for n in ("k_full", "k_free", "v_full", "v_free")}
-        self.pre.append(f"{nblk} = ({_size(st.axis)} + {self.extent(st.axis)} - 1) // "
-                        f"{self.extent(st.axis)}  # {st.axis} blocks")
         for n, b in bars.items():  # full: the producer's 128 threads arrive; free: the consumers'
             count = PRODUCER_THREADS if n.endswith("full") else "threads"
             self.extra_allocs.append(f"{b} = T.alloc_barrier(arrive_count=[{count}] * {ring})")
+        # the key blocks: all of them, or under key bounds (a mask) the range some row may keep;
+        # `k` counts the blocks streamed (ring slots and barrier phases), block(k) is the key block
+        nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
+        count, first = self.fresh("kv_count"), None
+        if st.skip:
+            lo, stop = self.key_range(st, nblk)
+            first = self.fresh("kv_first")
+            self.emit(f"{first} = {lo}  # the key blocks before it and after {count} more are masked", d)
+            self.emit(f"{count} = T.max({stop} - {first}, 0)", d)
+            if any(getattr(x, "boundary_only", False) for x in k.body):
+                inner = self.key_range(st, nblk, whole=True)
+                names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
+                self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", d)
+                if names[1]:
+                    self.emit(f"{names[1]} = {inner[1]}", d)
+                self.interior = names
+        else:
+            self.pre.append(f"{count} = ({_size(st.axis)} + {self.extent(st.axis)} - 1) // "
+                            f"{self.extent(st.axis)}  # {st.axis} blocks")
+
+        def block(i: str) -> str:
+            return f"({first} + {i})" if first else i
+
         self.emit(f"{tx} = T.get_thread_binding()", d)
         self.emit(f"if {tx} >= threads:  # the producer warpgroup: K and V blocks into the ring", d)
         e = d + 1
         self.emit(f"T.set_max_nreg({PRODUCER_REGS}, 0)", e)
-        self.emit(f"for k in T.serial({nblk}):", e)
+        self.emit(f"for k in T.serial({count}):", e)
         self.emit(f"{slot} = k % {ring}", e + 1)
+        self.kvar = block("k")
         for load, full, free in ((parts.load_k, "k_full", "k_free"), (parts.load_v, "v_full", "v_free")):
             g = self.plan.global_buffer(load.src)
             src = self.gslice(g, self.local[load.dst].axes, f"load {load.src}->{load.dst}")
@@ -83,21 +105,23 @@ class OverlapWriter:
         t0, t1 = TURN_BARRIERS
         self.emit(f"T.sync_threads({PROLOGUE_BARRIER}, threads)  # the prologue's shared writes (Q) before any wgmma", e)
         self.emit(f"{wg} = {tx} // 128", e)
+        if first:  # a query tile whose every key is masked streams nothing (as the plain loop)
+            self.emit(f"if {count} > 0:", e)
+            e += 1
         self.emit(f"if {wg} == 1:", e)
         self.emit(f"T.named_barrier_arrive({t0}, threads)  # warpgroup 0 issues first", e + 1)
         s_regs, o_regs = self.regs(parts.gemm_s.acc), self.regs(parts.gemm_o.acc)
         p_regs = self.regs(parts.gemm_o.a, half=True)
         masked = dict(self.masked)
 
-        def issue_s(slot_expr, depth):
-            self.emit(f"T.mbarrier_wait_parity({bars['k_full']}[{slot_expr}], (k // {ring}) % 2)"
-                      if slot_expr != "0" else f"T.mbarrier_wait_parity({bars['k_full']}[0], 0)", depth)
+        def issue_s(slot_expr, phase, depth):
+            self.emit(f"T.mbarrier_wait_parity({bars['k_full']}[{slot_expr}], {phase})", depth)
             self.emit(f"T.sync_threads({t0} + {wg}, threads)  # this warpgroup's turn at the tensor cores", depth)
             self.wgmma(parts.gemm_s, self.ring_slice(parts.load_k.dst, slot_expr), depth)
 
-        def softmax(depth):
+        def softmax(slot_expr, depth):
             self.emit(f"T.warpgroup_fence_operand({self.lname[parts.gemm_s.acc]}, num_regs={s_regs})", depth)
-            self.emit(f"T.barrier_arrive({bars['k_free']}[{slot if self.kvar != '0' else '0'}])", depth)
+            self.emit(f"T.barrier_arrive({bars['k_free']}[{slot_expr}])", depth)
             self.masked = dict(masked)
             self.stmts(parts.softmax, depth)
 
@@ -108,37 +132,37 @@ class OverlapWriter:
             self.emit(f"T.barrier_arrive({bars['v_free']}[{slot_expr}])", depth)
 
         self.running_max = running_maxes(k)  # read as 0 while -inf, as in the plain stream body
-        self.emit("# key block 0: its Q K^T alone", e)
-        self.kvar = "0"
-        issue_s("0", e)
+        self.emit("# the first key block: its Q K^T alone", e)
+        self.kvar = block("0")
+        issue_s("0", "0", e)
         self.emit(f"T.named_barrier_arrive({t1} - {wg}, threads)", e)
         self.emit("T.wait_wgmma(0)", e)
-        softmax(e)
+        softmax("0", e)
         self.stmts(parts.moved, e)
-        self.emit("# key blocks 1..: Q K_k^T and P_(k-1) V_(k-1) in flight while the softmax of block k runs", e)
-        self.emit(f"for k in T.serial(1, {nblk}):", e)
+        self.emit("# the next ones: Q K_k^T and P_(k-1) V_(k-1) in flight while the softmax of block k runs", e)
+        self.emit(f"for k in T.serial(1, {count}):", e)
         f = e + 1
-        self.kvar = "k"
+        self.kvar = block("k")
         self.emit(f"{slot} = k % {ring}", f)
         self.emit(f"{prev} = (k + {ring} - 1) % {ring}", f)
-        issue_s(slot, f)
+        issue_s(slot, f"(k // {ring}) % 2", f)
         self.emit(f"T.mbarrier_wait_parity({bars['v_full']}[{prev}], ((k - 1) // {ring}) % 2)", f)
         self.wgmma(parts.gemm_o, self.ring_slice(parts.load_v.dst, prev), f)
         self.emit(f"T.named_barrier_arrive({t1} - {wg}, threads)  # the other warpgroup's turn", f)
         self.emit("T.wait_wgmma(1)  # Q K_k^T done; P V may still run", f)
-        softmax(f)
+        softmax(slot, f)
         finish_o(prev, f)
         self.stmts(parts.moved, f)
         self.emit("# the last block's P V", e)
-        last = self.fresh("last")
-        self.emit(f"{last} = ({nblk} - 1) % {ring}", e)
-        self.emit(f"T.mbarrier_wait_parity({bars['v_full']}[{last}], (({nblk} - 1) // {ring}) % 2)", e)
+        self.emit(f"{last} = ({count} - 1) % {ring}", e)
+        self.emit(f"T.mbarrier_wait_parity({bars['v_full']}[{last}], (({count} - 1) // {ring}) % 2)", e)
         self.emit(f"T.sync_threads({t0} + {wg}, threads)", e)
         self.wgmma(parts.gemm_o, self.ring_slice(parts.load_v.dst, last), e)
         self.emit(f"if {wg} == 0:  # warpgroup 1's last turn (none is left pending)", e)
         self.emit(f"T.named_barrier_arrive({t1}, threads)", e + 1)
         finish_o(last, e)
-        self.running_max, self.kvar = frozenset(), "k"
+        self.running_max, self.kvar, self.interior = frozenset(), "k", None
+        e = d + 1
         if k.epilogue:
             self.emit("# epilogue", e)
             self.stmts(k.epilogue, e)
