@@ -115,6 +115,17 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
                 first = f"T.max({first}, {s})"
         return first, stop
 
+    def emit_interior(self, st, nblk: str, depth: int):
+        """Names for the key blocks every row keeps whole (self.interior), where boundary-only
+        mask statements need them: outside that range a block is a boundary block."""
+        if any(getattr(x, "boundary_only", False) for x in self.k.body):
+            inner = self.key_range(st, nblk, whole=True)
+            names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
+            self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", depth)
+            if names[1]:
+                self.emit(f"{names[1]} = {inner[1]}", depth)
+            self.interior = names
+
     def runtime_offset(self, b, nblk: str) -> str:
         """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
         clamped in float (a NaN leaf masks every key: any bound is then right), then rounded."""
@@ -503,13 +514,7 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
                     first, stop = f"T.max({s0}, {first})", f"T.min({s0} + {per}, {stop})"
                 kv_first = self.fresh("kv_first")
                 self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
-                if any(getattr(x, "boundary_only", False) for x in k.body):
-                    inner = self.key_range(st, nblk, whole=True)
-                    names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
-                    self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", d)
-                    if names[1]:
-                        self.emit(f"{names[1]} = {inner[1]}", d)
-                    self.interior = names
+                self.emit_interior(st, nblk, d)
                 self.kvar = f"({kv_first} + ks)"
                 self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
             elif st.split:  # this CTA's slice of the stream (plan.Stream.split)

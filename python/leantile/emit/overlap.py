@@ -70,13 +70,7 @@ class OverlapWriter:
             first = self.fresh("kv_first")
             self.emit(f"{first} = {lo}  # the key blocks before it and after {count} more are masked", d)
             self.emit(f"{count} = T.max({stop} - {first}, 0)", d)
-            if any(getattr(x, "boundary_only", False) for x in k.body):
-                inner = self.key_range(st, nblk, whole=True)
-                names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
-                self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", d)
-                if names[1]:
-                    self.emit(f"{names[1]} = {inner[1]}", d)
-                self.interior = names
+            self.emit_interior(st, nblk, d)
         else:
             self.pre.append(f"{count} = ({_size(st.axis)} + {self.extent(st.axis)} - 1) // "
                             f"{self.extent(st.axis)}  # {st.axis} blocks")
