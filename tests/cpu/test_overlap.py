@@ -155,3 +155,23 @@ def test_generated_attention_with_the_schedule_asked_lowers(gc):
                 assert "__global__" in lower_to_cuda(f, arch="sm_90")
             except LoweringError as e:
                 raise AssertionError(f"{g.name} {c.name} {name}: {e}") from e
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(overlap_attention_graphs())
+def test_the_stream_index_is_no_tile_loop_variable(gc):
+    """The rotated loop's block index must not be a name the emitter gives its tile loops (a
+    `j` there once made the masks read `(kv_first + j) * block_n + j`): in every overlapped
+    kernel of generated attention, the serial loops' variables and the T.Parallel loops'
+    variables are disjoint."""
+    import re
+    g, _ = gc
+    for c in candidates(g):
+        plan = derive(g, c.name, ASK)
+        if not any(overlapped(plan)):
+            continue
+        src = emit_module(plan)
+        serial = set(re.findall(r"for (\w+) in T\.serial\(", src))
+        tiles = {v.strip() for vs in re.findall(r"for ([\w, ]+) in T\.Parallel\(", src) for v in vs.split(",")}
+        assert serial and tiles and not serial & tiles, (c.name, serial & tiles)
