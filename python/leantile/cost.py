@@ -87,14 +87,13 @@ def _stream_steps(plan: Plan, k: Kernel, tiles) -> tuple[float, float]:
     return kept, (kept * boundary / ran if ran else kept)
 
 
-# CUDA-core instructions an elementwise op of the plan costs, where it is more than one. TileLang
-# spells exp and log as expf / logf, libdevice's accurate routines (range reduction and a
-# correction around ex2 / lg2), not one special-function instruction; exp2 with the scale folded
-# into an fma is one (derive's exp2 candidates). Measured on an H200, the same attention plan
-# with exp against exp2 (benchmarks/overlap_compare.py, results/overlap-compare-h200-2026-11-26):
-# GPT-2 t2048 0.0589 against 0.0509 ms, h32 t1000 d128 0.0476 against 0.0408, llama3-8b t512
-# 0.0152 against 0.0130. At 2 the model ranked the exp plans first there (one map fewer).
-OP_INSTRUCTIONS = {"exp": 6, "log": 6}
+# CUDA-core instructions an elementwise op of the plan costs, where it is more than one: exp
+# and log run as ex2 / lg2 on the special-function unit with a multiply by log2(e) or ln(2)
+# (exp2 with the scale folded into an fma is one: derive's exp2 candidates). TileLang spells
+# exp as expf, libdevice's accurate routine, so 2 undercounts it; the number is not measured,
+# and raising it to 6 changed no suite choice: between exp and exp2 plans, choose's tie-break
+# on CUDA-core work decides (measured there: exp2 14-18% faster on attention, H200).
+OP_INSTRUCTIONS = {"exp": 2, "log": 2}
 
 
 def _loop_temporaries(k: Kernel) -> set[str]:

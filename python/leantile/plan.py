@@ -272,8 +272,8 @@ class Kernel(_M):
     # the short tiles to fill the last wave (FlashAttention-2's order)
     heavy_first: Optional[str] = None
     # plan_passes.overlap (tile parameter `overlap`): FlashAttention-3's schedule for an online-
-    # softmax stream: a producer warpgroup loads the K and V blocks by TMA into a ring of `stages`
-    # buffers; two consumer warpgroups run the loop rotated (this block's Q K^T and the last
+    # softmax stream: a producer warpgroup loads the K and V blocks by TMA into a ring of
+    # `stages` + 1 buffers; two consumer warpgroups run the loop rotated (this block's Q K^T and the last
     # block's P V issued together, the softmax between them) and take turns at the tensor cores
     overlap: bool = False
 

@@ -170,11 +170,9 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
         reads, writes = statement_effects(middle[i])
         if not isinstance(middle[i], Map) or middle[i].boundary_only:
             return None
-        for later in middle[i + 1:]:
-            if later in [middle[j] for j in moved]:
-                continue
-            r2, w2 = statement_effects(later)
-            if set(w2) & set(reads) or (set(r2) | set(w2)) & set(writes):
+        for j in range(i + 1, len(middle)):  # the softmax statements it moves past
+            r2, w2 = statement_effects(middle[j])
+            if j not in moved and (set(w2) & set(reads) or (set(r2) | set(w2)) & set(writes)):
                 return None
     kept = [s for i, s in enumerate(middle) if i not in moved]
     if any(set(statement_effects(s)[0]) & touch for s in kept):  # only the moved ones see O and P

@@ -62,7 +62,8 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         self.pre: list[str] = []  # Python lines of the factory, before the prim_func
         self.interior: tuple[str, str | None] | None = None  # names of the whole-kept key blocks' range
-        self.ring: set[str] = set()  # shared buffers with a leading `stages` dimension (Kernel.overlap)
+        self.ring: set[str] = set()  # shared buffers with a leading ring dimension (Kernel.overlap)
+        self.ring_size = ""  # the factory's name for that dimension's extent (emit.overlap)
         self.extra_allocs: list[str] = []  # mbarriers (Kernel.overlap)
 
     # -- helpers -------------------------------------------------------------------
@@ -454,6 +455,56 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
         kw += ", transpose_B=True" if self.local[s.b].axes.index(s.axis_b) == 1 else ""  # b stored (n, k)
         return kw + (", policy=T.GemmWarpPolicy.FullRow" if self.full_row else "")
 
+    def write_plain(self, d: int):
+        """Prologue, pipelined stream (T.Pipelined: TileLang's own producer) or body, epilogue."""
+        k = self.k
+        if k.prologue:
+            self.emit("# prologue: once per tile", d)
+            self.stmts(k.prologue, d)
+        if k.stream:
+            st = k.stream
+            stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
+            self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
+            nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
+            if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
+                first, stop = self.key_range(st, nblk)
+                if st.split:
+                    ext, n = self.extent(st.axis), _size(st.split)
+                    per = self.fresh("split_per")
+                    self.pre.append(f"{per} = (({_size(st.axis)} + {ext} - 1) // {ext} + {n} - 1) // {n}  "
+                                    f"# {st.axis} blocks per slice")
+                    s0 = f"{self.grid_var[st.split]} * {per}"
+                    first, stop = f"T.max({s0}, {first})", f"T.min({s0} + {per}, {stop})"
+                kv_first = self.fresh("kv_first")
+                self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
+                self.emit_interior(st, nblk, d)
+                self.kvar = f"({kv_first} + ks)"
+                self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
+            elif st.split:  # this CTA's slice of the stream (plan.Stream.split)
+                # blocks per slice, computed in Python from the block the factory is given: a
+                # division in the loop bound by a slice count that is no power of two is refused
+                # by TileLang's loop analysis
+                ext, n = self.extent(st.axis), _size(st.split)
+                blocks, per = self.fresh("split_blocks"), self.fresh("split_per")
+                self.pre += [f"{blocks} = ({_size(st.axis)} + {ext} - 1) // {ext}",
+                             f"{per} = ({blocks} + {n} - 1) // {n}  # {st.axis} blocks per slice"]
+                first = f"{self.grid_var[st.split]} * {per}"
+                self.kvar = f"({first} + ks)"
+                self.emit(f"for ks in T.Pipelined(T.max(T.min({per}, {blocks} - {first}), 0), num_stages={stages}):", d)
+            else:
+                self.emit(f"for k in T.Pipelined({nblk}, num_stages={stages}):", d)
+            self.running_max = running_maxes(k)  # read as 0 while -inf (plan.running_maxes)
+            self.stmts(k.body, d + 1)
+            self.running_max, self.kvar = frozenset(), "k"
+            if not k.body:
+                self.emit("pass", d + 1)
+        elif k.body:
+            self.emit("# body", d)
+            self.stmts(k.body, d)
+        if k.epilogue:
+            self.emit("# epilogue", d)
+            self.stmts(k.epilogue, d)
+
     # -- the whole kernel ----------------------------------------------------------
     def write(self) -> list[str]:
         k = self.k
@@ -493,54 +544,8 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
             self.emit(f"{v} = T.ceildiv({_size(a)}, {self.extent(a)}) - 1 - {bound[a]}  "
                       f"# {a} tiles in reverse: the longest streams first, the short ones fill the last wave", d)
             self.grid_var[a] = v
-        if k.overlap:  # FlashAttention-3's schedule (emit.overlap)
-            self.write_overlapped(d)
-        if k.prologue and not k.overlap:
-            self.emit("# prologue: once per tile", d)
-            self.stmts(k.prologue, d)
-        if k.stream and not k.overlap:
-            st = k.stream
-            stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
-            self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
-            nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
-            if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
-                first, stop = self.key_range(st, nblk)
-                if st.split:
-                    ext, n = self.extent(st.axis), _size(st.split)
-                    per = self.fresh("split_per")
-                    self.pre.append(f"{per} = (({_size(st.axis)} + {ext} - 1) // {ext} + {n} - 1) // {n}  "
-                                    f"# {st.axis} blocks per slice")
-                    s0 = f"{self.grid_var[st.split]} * {per}"
-                    first, stop = f"T.max({s0}, {first})", f"T.min({s0} + {per}, {stop})"
-                kv_first = self.fresh("kv_first")
-                self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
-                self.emit_interior(st, nblk, d)
-                self.kvar = f"({kv_first} + ks)"
-                self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
-            elif st.split:  # this CTA's slice of the stream (plan.Stream.split)
-                # blocks per slice, computed in Python from the block the factory is given: a
-                # division in the loop bound by a slice count that is no power of two is refused
-                # by TileLang's loop analysis
-                ext, n = self.extent(st.axis), _size(st.split)
-                blocks, per = self.fresh("split_blocks"), self.fresh("split_per")
-                self.pre += [f"{blocks} = ({_size(st.axis)} + {ext} - 1) // {ext}",
-                             f"{per} = ({blocks} + {n} - 1) // {n}  # {st.axis} blocks per slice"]
-                first = f"{self.grid_var[st.split]} * {per}"
-                self.kvar = f"({first} + ks)"
-                self.emit(f"for ks in T.Pipelined(T.max(T.min({per}, {blocks} - {first}), 0), num_stages={stages}):", d)
-            else:
-                self.emit(f"for k in T.Pipelined({nblk}, num_stages={stages}):", d)
-            self.running_max = running_maxes(k)  # read as 0 while -inf (plan.running_maxes)
-            self.stmts(k.body, d + 1)
-            self.running_max, self.kvar = frozenset(), "k"
-            if not k.body:
-                self.emit("pass", d + 1)
-        elif k.body and not k.overlap:
-            self.emit("# body", d)
-            self.stmts(k.body, d)
-        if k.epilogue and not k.overlap:
-            self.emit("# epilogue", d)
-            self.stmts(k.epilogue, d)
+        # FlashAttention-3's schedule (Kernel.overlap, emit.overlap) or the plain one
+        (self.write_overlapped if k.overlap else self.write_plain)(d)
 
         out: list[str] = []
         # a kernel whose blocks derive fixed from the shape (an on-chip row) fixes its threads too
