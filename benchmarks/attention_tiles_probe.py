@@ -2,7 +2,8 @@
 (t_q >= 512) at the shipped default tiles and at wider K/V tiles, GPU time (do_bench_cudagraph)
 against cuDNN SDPA in one process, each plan checked against the float32 reference first.
 
-    python benchmarks/attention_tiles_probe.py      (on a GPU; writes $OUT/attention-tiles.json)
+    python benchmarks/attention_tiles_probe.py [case ...]   (on a GPU; writes $OUT/attention-tiles.json)
+    ATTN_VARIANTS=default,bn256,overlap_bn192 python benchmarks/attention_tiles_probe.py ...
 """
 import json
 import os
@@ -18,7 +19,12 @@ from leantile.runtime import compile as compile_kernel  # noqa: E402
 
 OVERLAP = {"block_m": 128, "block_n": 128, "threads": 256, "overlap": 1}  # plan_passes.overlap (FA3)
 VARIANTS = {"default": {}, "plain": {"overlap": 0}, "bn256": {"block_n": 256, "overlap": 0},
-            "overlap": OVERLAP, "overlap_s2": {**OVERLAP, "stages": 2}}
+            "overlap": OVERLAP, "overlap_s2": {**OVERLAP, "stages": 2},
+            # FA3's d128 tile: 176 keys (64 query rows per consumer: S 88 + P 44 + O 64 registers)
+            "overlap_bn160": {**OVERLAP, "block_n": 160}, "overlap_bn176": {**OVERLAP, "block_n": 176},
+            "overlap_bn192": {**OVERLAP, "block_n": 192}}
+if os.environ.get("ATTN_VARIANTS"):  # a comma-separated subset, e.g. default,bn256,overlap_bn192
+    VARIANTS = {v: VARIANTS[v] for v in os.environ["ATTN_VARIANTS"].split(",")}
 
 
 def main():

@@ -6,14 +6,15 @@ import itertools
 import math
 
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
-                    on_chip_dims, running_maxes)
+                    on_chip_dims)
 from .. import ops
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
+from .streams import StreamWriter
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, tile_param_of)
 
-class _KernelWriter(ReductionWriter, OverlapWriter):
+class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
@@ -91,50 +92,6 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
         if axis in self.grid_var:
             return f"{self.grid_var[axis]} * {self.extent(axis)}" if self.block[axis] > 1 else self.grid_var[axis]
         return None
-
-    def key_range(self, st, nblk: str, whole: bool = False) -> tuple[str, str]:
-        """(first, stop) key blocks under st.skip, as plan.key_block_range computes them; with
-        `whole`, those every row keeps whole (plan.key_block_interior; stop None: no bound)."""
-        first, stop, ext = "0", (None if whole else nblk), self.extent(st.axis)
-        for b in st.skip:
-            if b.leaf is not None and whole:  # a run-time bound unmasks nothing
-                continue
-            lo_row = self.start(b.row) or "0"
-            # a batch row axis (one query, its heads packed instead): one position per CTA
-            hi_row = lo_row if self.block.get(b.row) == 1 else f"({lo_row} + {self.extent(b.row)} - 1)"
-            # the row that gives the loosest bound (or, `whole`, the tightest)
-            far = (b.side == "hi") != whole
-            row = {1: hi_row if far else lo_row, -1: f"-{lo_row if far else hi_row}", 0: "0"}
-            key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
-            if b.leaf is not None:
-                key = f"{self.runtime_offset(b, nblk)} + {key}"
-            if b.side == "hi":
-                s = f"T.max({key} + 1, 0) // {ext}" if whole else f"(T.max({key} + 1, 0) + {ext} - 1) // {ext}"
-                stop = s if stop is None else f"T.min({stop}, {s})"
-            else:
-                s = f"(T.max({key}, 0) + {ext} - 1) // {ext}" if whole else f"T.max({key}, 0) // {ext}"
-                first = f"T.max({first}, {s})"
-        return first, stop
-
-    def emit_interior(self, st, nblk: str, depth: int):
-        """Names for the key blocks every row keeps whole (self.interior), where boundary-only
-        mask statements need them: outside that range a block is a boundary block."""
-        if any(getattr(x, "boundary_only", False) for x in self.k.body):
-            inner = self.key_range(st, nblk, whole=True)
-            names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
-            self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", depth)
-            if names[1]:
-                self.emit(f"{names[1]} = {inner[1]}", depth)
-            self.interior = names
-
-    def runtime_offset(self, b, nblk: str) -> str:
-        """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
-        clamped in float (a NaN leaf masks every key: any bound is then right), then rounded."""
-        g = self.plan.global_buffer(b.leaf)
-        at = ", ".join(self.grid_var[a] for a in g.axes) or "0"
-        v = f"{b.shift!r} + {b.scale!r} * T.cast({self.gname[g.name]}[{at}], 'float32')"
-        v = f"T.max(T.min({v}, T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')), -2.0)"
-        return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
     def can_be_partial(self, axis: str) -> bool:
         return axis in self.block and self.block[axis] > 1
@@ -277,22 +234,6 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
                 loaded[s.dst] = s.src
             getattr(self, "do_" + s.op)(s, depth)
 
-    def boundary_maps(self, group: list[Map | Iota], depth: int):
-        """A run of mask statements (Map.boundary_only) on boundary key blocks only: a uniform
-        branch per block, so the pipelined loop keeps one body; an interior block passes each
-        select's value through."""
-        if self.interior is None:
-            raise EmitError(f"kernel {self.k.name}: boundary-only statements outside a stream with key bounds")
-        first, stop = self.interior
-        inside = f"{self.kvar} >= {first}" + (f" and {self.kvar} < {stop}" if stop else "")
-        self.emit(f"if not ({inside}):  # a boundary block: some row may drop a key", depth)
-        self.maps(group, depth + 1)
-        through = [Map(dst=m.dst, fn="copy", args=(m.args[1],)) for m in group
-                   if isinstance(m, Map) and m.fn == "select" and m.dst != m.args[1]]
-        if through:
-            self.emit("else:  # every row keeps every key of the block", depth)
-            self.maps(through, depth + 1)
-
     def do_load(self, s: Load, depth: int):
         b = self.local[s.dst]
         g = self.plan.global_buffer(s.src)
@@ -372,10 +313,15 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
             return
         flag = self.pad_flag(s.axis)
         self.emit(f"if {flag}:  # positions of {s.dst} past the end of {s.axis} := {s.value}", depth)
-        loop = self.loop_header(b.axes, depth + 1)
+        depth += 1
+        last = self.partial_guard(s.axis)
+        if last:
+            self.emit(f"if {last}:  # the last {s.axis} block, the partial one", depth)
+            depth += 1
+        loop = self.loop_header(b.axes, depth)
         ref = self.ref(s.dst, b.axes, loop)
         self.emit(f"{ref} = T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {ref}, "
-                  f"{self.literal(s.value, self.dtype_expr(b))})", depth + 2)
+                  f"{self.literal(s.value, self.dtype_expr(b))})", depth + 1)
 
     def maps(self, group: list[Map | Iota], depth: int):
         axes = self.local[group[0].dst].axes
@@ -454,56 +400,6 @@ class _KernelWriter(ReductionWriter, OverlapWriter):
         kw = ", transpose_A=True" if self.local[s.a].axes.index(s.axis_a) == 0 else ""  # a stored (k, m)
         kw += ", transpose_B=True" if self.local[s.b].axes.index(s.axis_b) == 1 else ""  # b stored (n, k)
         return kw + (", policy=T.GemmWarpPolicy.FullRow" if self.full_row else "")
-
-    def write_plain(self, d: int):
-        """Prologue, pipelined stream (T.Pipelined: TileLang's own producer) or body, epilogue."""
-        k = self.k
-        if k.prologue:
-            self.emit("# prologue: once per tile", d)
-            self.stmts(k.prologue, d)
-        if k.stream:
-            st = k.stream
-            stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
-            self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
-            nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
-            if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
-                first, stop = self.key_range(st, nblk)
-                if st.split:
-                    ext, n = self.extent(st.axis), _size(st.split)
-                    per = self.fresh("split_per")
-                    self.pre.append(f"{per} = (({_size(st.axis)} + {ext} - 1) // {ext} + {n} - 1) // {n}  "
-                                    f"# {st.axis} blocks per slice")
-                    s0 = f"{self.grid_var[st.split]} * {per}"
-                    first, stop = f"T.max({s0}, {first})", f"T.min({s0} + {per}, {stop})"
-                kv_first = self.fresh("kv_first")
-                self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
-                self.emit_interior(st, nblk, d)
-                self.kvar = f"({kv_first} + ks)"
-                self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
-            elif st.split:  # this CTA's slice of the stream (plan.Stream.split)
-                # blocks per slice, computed in Python from the block the factory is given: a
-                # division in the loop bound by a slice count that is no power of two is refused
-                # by TileLang's loop analysis
-                ext, n = self.extent(st.axis), _size(st.split)
-                blocks, per = self.fresh("split_blocks"), self.fresh("split_per")
-                self.pre += [f"{blocks} = ({_size(st.axis)} + {ext} - 1) // {ext}",
-                             f"{per} = ({blocks} + {n} - 1) // {n}  # {st.axis} blocks per slice"]
-                first = f"{self.grid_var[st.split]} * {per}"
-                self.kvar = f"({first} + ks)"
-                self.emit(f"for ks in T.Pipelined(T.max(T.min({per}, {blocks} - {first}), 0), num_stages={stages}):", d)
-            else:
-                self.emit(f"for k in T.Pipelined({nblk}, num_stages={stages}):", d)
-            self.running_max = running_maxes(k)  # read as 0 while -inf (plan.running_maxes)
-            self.stmts(k.body, d + 1)
-            self.running_max, self.kvar = frozenset(), "k"
-            if not k.body:
-                self.emit("pass", d + 1)
-        elif k.body:
-            self.emit("# body", d)
-            self.stmts(k.body, d)
-        if k.epilogue:
-            self.emit("# epilogue", d)
-            self.stmts(k.epilogue, d)
 
     # -- the whole kernel ----------------------------------------------------------
     def write(self) -> list[str]:

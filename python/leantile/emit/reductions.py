@@ -36,15 +36,31 @@ class ReductionWriter:
         what = f"{s.dst} {'max' if s.kind == 'max' else '+'}= {s.kind}({s.src} over {s.axis})" if s.accumulate \
             else f"{s.dst} = {s.kind}({s.src} over {s.axis})"
         self.fam[s.dst] = "G" if self.fam.get(s.src) == "G" else "R"
-        if not needs_copy:
-            if partial:  # only a partial last tile needs the masked copy
-                self.emit(f"if {self.pad_flag(s.axis)}:", depth)
-                self.reduce_via_temp(s, fn, dim, clear, ident, partial, what, depth + 1)
-                self.emit("else:", depth)
-                depth += 1
-            self.emit(f"{fn}({self.lname[s.src]}, {self.lname[s.dst]}, dim={dim}, clear={clear})  # {what}", depth)
+        plain = f"{fn}({self.lname[s.src]}, {self.lname[s.dst]}, dim={dim}, clear={clear})  # {what}"
+        tmp = self.fresh(f"{s.src}_{'masked' if partial else 'frag'}") if partial or needs_copy else None
+        if tmp:
+            self.temps.append((tmp, src.axes, "fragment", self.dtype_expr(dst)))
+
+        def reduce(masked: bool, d: int):  # through the temporary, or straight from the operand
+            if masked or needs_copy:
+                self.reduce_via_temp(s, tmp, fn, dim, clear, ident, masked, what, d)
+            else:
+                self.emit(plain, d)
+        if not partial:
+            reduce(False, depth)
             return
-        self.reduce_via_temp(s, fn, dim, clear, ident, partial, what, depth)
+        # only a partial last tile needs the masked operand; of a stream, only its last block
+        last = self.partial_guard(s.axis)
+        self.emit(f"if {self.pad_flag(s.axis)}:", depth)
+        if last:
+            self.emit(f"if {last}:  # the last {s.axis} block, the partial one", depth + 1)
+            reduce(True, depth + 2)
+            self.emit("else:", depth + 1)
+            reduce(False, depth + 2)
+        else:
+            reduce(True, depth + 1)
+        self.emit("else:", depth)
+        reduce(False, depth + 1)
 
     def to_shared(self, name: str, depth: int) -> str:
         """A shared-memory view of an on-chip buffer (itself if already shared), for loops
@@ -114,25 +130,17 @@ class ReductionWriter:
         r = self.ref(s.acc, c.axes, loop)
         self.emit(f"{r} = {r} + {ra} * {rb}", depth + 2)
 
-    def reduce_via_temp(self, s: Reduce, fn, dim, clear, ident, partial, what, depth):
+    def reduce_via_temp(self, s: Reduce, tmp: str, fn, dim, clear, ident, masked: bool, what, depth):
+        """The reduction of a copy of the operand in the fragment `tmp`: an operand in shared
+        memory or of another dtype goes to a fragment first; `masked`, its positions past the
+        axis's end are the reduction's identity."""
         src, dst = self.local[s.src], self.local[s.dst]
-        tmp = self.fresh(f"{s.src}_{'masked' if partial else 'frag'}")
-        self.temps.append((tmp, src.axes, "fragment", self.dtype_expr(dst)))
-        note = f" ignoring {s.axis} past its end" if partial else ""
-        self.emit(f"# {what}{note}", depth)
-        # the operand goes to a fragment first (from shared memory, or with a dtype change)
-        needs_copy = src.scope != "fragment" or self.tl_dtype(src) != self.tl_dtype(dst)
-        variants = [True] if not needs_copy else ([True, False] if partial else [False])
-        for n, masked in enumerate(variants):
-            d = depth
-            if len(variants) == 2:  # mask only when the last tile is partial
-                self.emit(f"if {self.pad_flag(s.axis)}:" if masked else "else:", depth)
-                d += 1
-            loop = self.loop_header(src.axes, d)
-            val = self.ref(s.src, src.axes, loop)
-            if self.tl_dtype(src) != self.tl_dtype(dst):
-                val = f"T.cast({val}, {self.dtype_expr(dst)})"
-            if masked:
-                val = f"T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {val}, {ident})"
-            self.emit(f"{tmp}[{self.index(src.axes, loop)}] = {val}", d + 1)
+        self.emit(f"# {what}{f' ignoring {s.axis} past its end' if masked else ''}", depth)
+        loop = self.loop_header(src.axes, depth)
+        val = self.ref(s.src, src.axes, loop)
+        if self.tl_dtype(src) != self.tl_dtype(dst):
+            val = f"T.cast({val}, {self.dtype_expr(dst)})"
+        if masked:
+            val = f"T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {val}, {ident})"
+        self.emit(f"{tmp}[{self.index(src.axes, loop)}] = {val}", depth + 1)
         self.emit(f"{fn}({tmp}, {self.lname[s.dst]}, dim={dim}, clear={clear})", depth)
