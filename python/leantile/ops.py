@@ -103,15 +103,21 @@ ROWS: tuple[Op, ...] = (
     Op("rsqrt", 1, _t("rsqrt"), lambda x: 1 / math.sqrt(x), lambda x: 1 / _sp().sqrt(x), "T.rsqrt({0})",
        "UnOp.rsqrt"),
     Op("recip", 1, _t("reciprocal"), lambda x: 1 / x, lambda x: 1 / x, "1.0 / ({0})", "UnOp.recip"),
+    # The logistic activations are spelled x / (1 + 2^(-c x)) with the hardware's exp2 and
+    # reciprocal (T.fast_rcp: rcp.approx.ftz.f32, 1 ulp; a kernel's maps compute in the float32
+    # accumulator dtype): an IEEE division or tanhf cost a short-k GEMM's epilogue as much as a
+    # fifth of its k-loop. H200, X W (1024 x 1024 x 4096) + b 0.0153 ms, gelu_tanh of it with
+    # tanhf 0.0185, silu of X W with a division 0.0222 (benchmarks/results/epilogue-h200-2026-11-26.json).
+    # gelu_tanh: 0.5 (1 + tanh z) = 1 / (1 + e^(-2z)), so c = 2 sqrt(2 / pi) log2(e).
     Op("silu", 1, _t("nn.functional.silu"), lambda x: x / (1 + math.exp(-x)), _named("silu"),
-       "{0} / (1.0 + T.exp(-({0})))", "UnOp.silu"),
+       "{0} * T.fast_rcp(1.0 + T.exp2(-1.4426950408889634 * {0}))", "UnOp.silu"),
     Op("gelu_tanh", 1, _gelu_tanh_t, _gelu_tanh_s, _named("gelu"),
-       "0.5 * {0} * (1.0 + T.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} * {0} * {0})))", "UnOp.geluTanh"),
+       "{0} * T.fast_rcp(1.0 + T.exp2(-2.302208198144325 * ({0} + 0.044715 * {0} * {0} * {0})))", "UnOp.geluTanh"),
     Op("log", 1, _t("log"), math.log, lambda x: _sp().log(x), "T.log({0})", "UnOp.log"),
     Op("tanh", 1, _t("tanh"), math.tanh, lambda x: _sp().tanh(x), "T.tanh({0})", "UnOp.tanh"),
     Op("erf", 1, _t("erf"), math.erf, lambda x: _sp().erf(x), "T.erf({0})", "UnOp.erf"),
     Op("sigmoid", 1, _t("sigmoid"), lambda x: 1 / (1 + math.exp(-x)), lambda x: 1 / (1 + _sp().exp(-x)),
-       "1.0 / (1.0 + T.exp(-({0})))", "UnOp.sigmoid"),
+       "T.fast_rcp(1.0 + T.exp2(-1.4426950408889634 * {0}))", "UnOp.sigmoid"),
     Op("abs", 1, _t("abs"), abs, lambda x: _sp().Abs(x), "T.abs({0})", "UnOp.abs"),
     # binary (broadcast by axis name)
     Op("add", 2, _t("add"), lambda a, b: a + b, lambda a, b: a + b, "{0} + {1}", "BinOp.add"),

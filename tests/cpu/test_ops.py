@@ -86,3 +86,54 @@ def test_a_bad_iota_axis_or_select_operand_is_one_clear_error():
         g.iota("q")
     with pytest.raises(ir.GraphError, match="not a node"):
         g.select(0, 1, 2)
+
+
+class _T:
+    """TileLang's intrinsics as the spellings use them, in numpy float32: enough to evaluate a
+    spelling on the CPU (T.fast_rcp is rcp.approx, within 1 ulp of 1 / x; numpy rounds exactly)."""
+    import numpy as _np
+    f = _np.float32
+    exp, exp2, log, sqrt, tanh, abs = _np.exp, _np.exp2, _np.log, _np.sqrt, _np.tanh, _np.abs
+    erf = staticmethod(_np.vectorize(math.erf, otypes=[_np.float32]))
+    max, min = _np.maximum, _np.minimum
+
+    @staticmethod
+    def rsqrt(x):
+        return _T.f(1) / _T._np.sqrt(x)
+
+    @staticmethod
+    def fast_rcp(x):
+        return _T.f(1) / x
+
+    @staticmethod
+    def if_then_else(c, a, b):
+        return _T._np.where(c, a, b)
+
+    @staticmethod
+    def cast(x, dtype):
+        return _T._np.asarray(x, dtype=_T._np.float32)
+
+
+SPELLING_POINTS = [-300.0, -90.0, -20.0, -4.5, -1.0, -0.3, -1e-3, 0.0, 1e-3, 0.3, 1.0, 4.5, 20.0, 90.0, 300.0]
+
+
+@pytest.mark.parametrize("op", ops.UNARY, ids=ops.UNARY)
+def test_the_tilelang_spelling_computes_the_op(op):
+    """Every unary op's kernel spelling, evaluated in float32, matches its scalar meaning
+    (float64) from -300 to 300: a wrong constant in a rewritten spelling (gelu_tanh as
+    x / (1 + 2^(-c z)), c = 2 sqrt(2/pi) log2 e) fails here, as do overflow paths that give NaN."""
+    import numpy as np
+    o = ops.BY_NAME[op]
+    xs = [abs(x) + 0.25 if op in POSITIVE else x for x in SPELLING_POINTS]
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        got = eval(o.tilelang.format("x"), {"T": _T, "x": np.asarray(xs, dtype=np.float32)})
+    got = np.broadcast_to(np.asarray(got, dtype=np.float64), (len(xs),))
+    for x, g in zip(xs, got):
+        try:
+            want = o.scalar(x)
+        except OverflowError:  # exp of 300: float32 and float64 both overflow to inf
+            want = math.inf
+        if math.isinf(want) or abs(want) > 3e38:
+            assert g == math.inf or g > 3e38, (op, x, g, want)
+        else:
+            assert math.isclose(g, want, rel_tol=2e-6, abs_tol=1e-30 + 1e-7 * min(abs(x), 1)), (op, x, g, want)
