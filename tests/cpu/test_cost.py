@@ -101,25 +101,31 @@ def test_a_reduction_between_k_steps_costs_the_fused_statistics_their_measured_l
         assert _ms(g, "prenorm", tiles) < _ms(g, "stats_fused+colsum_streamed", tiles), tiles
 
 
-# The best candidate of a norm -> GEMM on the H100, every candidate at its shape's tiles, checked
-# and timed in one process (benchmarks/results/norm-gemm-h100-2026-11-25.md): the normalised rows
-# from a row kernel before the GEMM (prenorm) beat the statistics fused into the GEMM's k loop
-# (rmsnorm 2048 x 4096 x 6144: 0.168 ms against 0.196) and those from a kernel before it (0.179).
+# The best candidate of a norm -> GEMM, every candidate at its shape's tiles, checked and timed in
+# one process; where two ran within 2% of each other either is right. On the H100
+# (benchmarks/results/norm-gemm-h100-2026-11-25.md) the normalised rows from a row kernel before
+# the GEMM (prenorm) beat the statistics fused into the GEMM's k loop (rmsnorm 2048 x 4096 x 6144:
+# 0.168 ms against 0.196) and those from a kernel before it, whose row statistics then ran on 8
+# CTAs. With those statistics on whole rows (H200, benchmarks/results/kernel-times-norm-gemm-
+# h200-2026-11-26-row-stats*.json): rmsnorm 1024 x 4096 x 4096 stats_separate 0.0557 ms, prenorm
+# 0.0580; 2048 x 4096 x 6144 0.1725 against 0.1728 (statistics still pipelined); rmsnorm_mlp
+# 1024^3 0.0156 against 0.0157, 128 x 4096 x 14336 0.0746 against 0.0760.
+EITHER = {"stats_separate", "prenorm"}
 MEASURED_BEST_CANDIDATE = [
-    ("rmsnorm", {"m": 2048, "d": 4096, "n": 6144}, "prenorm"),
-    ("rmsnorm", {"m": 2048, "d": 8192, "n": 10240}, "prenorm"),
-    ("rmsnorm", {"m": 1024, "d": 4096, "n": 4096}, "prenorm"),
-    ("rmsnorm_mlp", {"m": 1024, "d": 1024, "n": 1024}, "prenorm"),
-    ("rmsnorm_mlp", {"m": 2048, "d": 4096, "n": 14336}, "prenorm"),
-    ("layernorm_linear_gelu", {"m": 1024, "d": 1024, "n": 4096}, "prenorm"),
-    ("layernorm_linear_gelu", {"m": 8192, "d": 768, "n": 3072}, "prenorm"),
+    ("rmsnorm", {"m": 2048, "d": 4096, "n": 6144}, EITHER),
+    ("rmsnorm", {"m": 1024, "d": 4096, "n": 4096}, {"stats_separate"}),
+    ("rmsnorm_mlp", {"m": 1024, "d": 1024, "n": 1024}, EITHER),
+    ("rmsnorm_mlp", {"m": 128, "d": 4096, "n": 14336}, EITHER),
+    ("rmsnorm_mlp", {"m": 2048, "d": 4096, "n": 14336}, {"prenorm"}),
+    ("layernorm_linear_gelu", {"m": 1024, "d": 1024, "n": 4096}, {"prenorm"}),
+    ("layernorm_linear_gelu", {"m": 8192, "d": 768, "n": 3072}, {"prenorm"}),
 ]
 
 
 @pytest.mark.parametrize("arch,sizes,want", MEASURED_BEST_CANDIDATE)
 def test_choose_takes_the_norm_gemm_candidate_that_ran_fastest(arch, sizes, want):
     plan, _ = choose(architectures.build(arch, **sizes))
-    assert plan.candidate == want, plan.candidate
+    assert plan.candidate in want, plan.candidate
 
 
 def test_fused_statistics_cost_their_barriers_on_top_of_the_gemm():

@@ -316,3 +316,29 @@ def test_pipelined_tiles_count_once_per_stage():
     att = architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=256)
     assert "online" not in [c.name for c in candidates(att)]
     assert any("327680 bytes" in line for line in refusals(att))
+
+
+# 11. a norm -> GEMM whose rows are longer than one streamed block of the row statistics ------
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_11_norm_statistics_over_several_streamed_blocks(norm):
+    """Over 8192 columns (two rows no longer fit on chip) the row-statistics kernel streams the
+    row in blocks of 1024 (shape rule): 8300 columns are eight whole blocks and a partial one, so
+    the accumulated (and, for layer_norm, pivot-shifted) sums cross block boundaries and mask
+    the padding; every candidate stays exact. (Rows that fit take one block: test_11_... below.)"""
+    def body(g):
+        x = g.input("X", ["m", "k"])
+        return g.matmul(getattr(g, norm)(x, "k"), g.input("W", ["k", "n"]), "k", "k")
+    g = build_graph_with_output(f"{norm}_long", {"m": 3, "k": 8300, "n": 6}, body)
+    names = _check_all(g)
+    assert any("stats_separate" in n for n in names)
+
+
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_11_norm_statistics_of_a_row_on_chip(norm):
+    """A row that fits on chip is one block of the row-statistics kernel, padded: 1100 columns
+    in a block of 2048, the padding masked out of the sums."""
+    def body(g):
+        x = g.input("X", ["m", "k"])
+        return g.matmul(getattr(g, norm)(x, "k"), g.input("W", ["k", "n"]), "k", "k")
+    names = _check_all(build_graph_with_output(f"{norm}_row", {"m": 5, "k": 1100, "n": 6}, body))
+    assert any("stats_separate" in n for n in names)

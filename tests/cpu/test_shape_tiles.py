@@ -130,3 +130,26 @@ def test_head_dimensions_no_mma_tile_covers_still_build_and_lower(d_h):
     mod = load_module(emit_module(plan), f"head_dim_{d_h}")
     for name, f in mod.build_kernel().items():
         assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90")
+
+
+@pytest.mark.parametrize("arch,cand", [("rmsnorm", "stats_separate"), ("rmsnorm_mlp", "stats_separate"),
+                                       ("layernorm_linear_gelu", "stats_separate+colsum_precomputed")])
+@pytest.mark.parametrize("m,d", [(1024, 4096), (8192, 4096), (5, 1100), (128, 768), (2048, 16384)])
+def test_row_statistics_kernels_fill_the_gpu(arch, cand, m, d):
+    """The row statistics of a norm -> GEMM, as their own kernel, take tiles from the shape: about
+    two CTAs per SM where there are rows for them (at least half as many CTAs as rows up to
+    2 x SMS), the whole row in one step where two rows fit on chip, else blocks of 1024 and at
+    most 8192 elements per tile, whatever the GEMM's tiles (block_r = 128 and 64-wide steps
+    left 1024 rows on 8 CTAs)."""
+    sizes = {"m": m, "d": d, "n": 256}
+    g = architectures.build(arch, **sizes)
+    for tiles in (None, {"block_m": 64, "block_k": 32, "block_r": 128}):
+        (k,) = [k for k in derive(g, cand, tiles).kernels if k.name.startswith("row_stats")]
+        (rows,) = [t for t in k.grid if t.block > 1] or [None]
+        ctas = -(-m // rows.block) if rows else m
+        assert ctas >= min(m // 2, 2 * SMS), (ctas, k.grid)
+        row = 1 << (d - 1).bit_length()
+        if 2 * row <= 16384:  # regions.ON_CHIP
+            assert k.stream.block == row and (rows.block if rows else 1) * row <= 16384, k.stream
+        else:
+            assert k.stream.block == 1024 and (rows.block if rows else 1) * 1024 <= 8192, k.stream

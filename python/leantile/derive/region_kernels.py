@@ -13,7 +13,7 @@ from .. import ir
 from ..plan import FIXED, Fill, Iota, Map, Reduce, State, Store
 from .context import Ctx
 from .kernels import KernelBuilder, _load, _stream_of, _tile
-from .rules.regions import RegionSite, padded, row_block, row_threads
+from .rules.regions import RegionSite, padded, row_block, row_threads, streamed_rows
 
 
 def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
@@ -48,18 +48,10 @@ def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
 
 
 def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
-    """Grid and stream of a streamed row kernel, fixed from the shape: blocks of up to 1024 of
-    the streamed axis, and few enough rows per CTA that the grid has about two CTAs per SM (the
-    GEMM's block_r = 128 left a cross entropy over 8192 x 32000 on 64 CTAs)."""
+    """Grid and stream of a streamed row kernel, fixed from the shape (rules.regions.streamed_rows)."""
     rows = list(site.rows)
-    d = min(1024, padded(cx.axes[site.axis]))
-    grid = [_tile(a, 1, None) for a in rows]
-    if rows:
-        total = 1
-        for a in rows:
-            total *= cx.axes[a]
-        fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
-        grid[-1] = _tile(rows[-1], max(2, min(MAP_TILE // d, padded(cx.axes[rows[-1]]), fill)), FIXED)
+    block, d = streamed_rows(cx, rows, site.axis, MAP_TILE)
+    grid = [_tile(a, block, FIXED) if a == rows[-1] else _tile(a, 1, None) for a in rows]
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 
 

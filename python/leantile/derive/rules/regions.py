@@ -64,6 +64,19 @@ class RegionSite:
         return tuple(a for a in self.axes if a not in self.reduced)
 
 
+def streamed_rows(cx, rows, axis: str, tile: int = 8192) -> tuple[int, int]:
+    """(rows per CTA, block of `axis`) of a kernel streaming `axis` over rows (the last of
+    `rows` tiled): blocks of up to 1024 of the axis, and few enough rows per CTA that the grid
+    has about two CTAs per SM, within `tile` elements per block (the GEMM's block_r = 128 left a
+    cross entropy over 8192 x 32000 on 64 CTAs, rmsnorm's row statistics over 1024 rows on 8)."""
+    d = min(1024, padded(cx.axes[axis]))
+    total = 1
+    for a in rows:
+        total *= cx.axes[a]
+    fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+    return (max(2, min(tile // d, padded(cx.axes[rows[-1]]), fill)) if rows else 1), d
+
+
 def padded(n: int) -> int:
     """The on-chip extent of a row of n elements: the next power of two (TileLang's layouts
     split a fragment evenly among threads; positions past n are masked)."""
