@@ -55,6 +55,12 @@ FLASH_OVERLAP_MASKED_MIN_KEYS = 1024
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
 # matmul_published and rmsnorm_published, tuned against default).
 LARGE_GEMM_CTAS = 120
+# A dual GEMM (two accumulators: 128 x 256 tiles do not fit) on such a shape: the default 128 x 128
+# tiles, 4 stages deep. H200, against 2 stages (benchmarks/tiles_probe.py, results/tiles-probe-
+# dual-h200-2026-11-26.json): swiglu 2048 x 4096 x 14336 0.8514 -> 0.7894 ms (torch.compile
+# 0.776), geglu 0.8545 -> 0.7886, rmsnorm_mlp's 0.8497 -> 0.7876, llama3-70b 2048 x 8192 x 28672
+# 3.3315 -> 3.0792 (128 x 192 at 3 stages: 2.9821, but 0.8049 on geglu 8b); 32-deep k steps lose.
+DUAL_LARGE_GEMM_TILES = {"stages": 4}
 
 
 def shape_tiles(cx: Ctx, picked: list) -> dict:
@@ -74,7 +80,8 @@ def shape_tiles(cx: Ctx, picked: list) -> dict:
     if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
         return {**FLASH_TILES, **flash_tiles(cx, flash)}
     if _large_gemm(cx):
-        return dict(K.LARGE_GEMM_TILES)
+        dual = any(getattr(c, "dual", False) for c in picked)
+        return dict(DUAL_LARGE_GEMM_TILES if dual else K.LARGE_GEMM_TILES)
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
     # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
