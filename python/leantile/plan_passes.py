@@ -161,22 +161,23 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
     middle = b[2:-2]
     if any(isinstance(s, (Load, Store, Gemm)) for s in middle):
         return None
-    if any(gemm_s.a in statement_effects(s)[1] or load_k.dst in statement_effects(s)[0] + statement_effects(s)[1]
-           or load_v.dst in statement_effects(s)[0] + statement_effects(s)[1] for s in middle):
-        return None
+    effects = [tuple(map(set, statement_effects(s))) for s in middle]  # (reads, writes)
+    if any(gemm_s.a in w or {load_k.dst, load_v.dst} & (r | w) for r, w in effects):
+        return None  # the stream's operands are the producer's and the GEMMs' alone
     touch = {gemm_o.a, gemm_o.acc}
-    moved = [i for i, s in enumerate(middle) if set(statement_effects(s)[1]) & touch]
+    moved = [i for i, (_, w) in enumerate(effects) if w & touch]
     for i in moved:
-        reads, writes = statement_effects(middle[i])
+        reads, writes = effects[i]
         if not isinstance(middle[i], Map) or middle[i].boundary_only:
             return None
         for j in range(i + 1, len(middle)):  # the softmax statements it moves past
-            r2, w2 = statement_effects(middle[j])
-            if j not in moved and (set(w2) & set(reads) or (set(r2) | set(w2)) & set(writes)):
+            r2, w2 = effects[j]
+            if j not in moved and (w2 & reads or (r2 | w2) & writes):
                 return None
-    kept = [s for i, s in enumerate(middle) if i not in moved]
-    if any(set(statement_effects(s)[0]) & touch for s in kept):  # only the moved ones see O and P
+    kept = [j for j in range(len(middle)) if j not in moved]
+    if any(effects[j][0] & touch for j in kept):  # only the moved ones see O and P
         return None
+    kept = [middle[j] for j in kept]
     return OverlapParts(load_k, gemm_s, tuple(kept), tuple(middle[i] for i in moved), load_v, gemm_o)
 
 
