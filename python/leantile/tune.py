@@ -37,7 +37,7 @@ def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) ->
     """Best verified row for graph g, and the log of every point tried."""
     from .emit import emit_module, load_module
 
-    inputs = reference.random_inputs(g, seed=1, device="cuda")
+    inputs = reference.random_inputs(g, seed=1, device="cuda", scale=reference.natural_scale(g))
     points = []
     for c in candidates(g):
         if c.name == "unfused" and not all_candidates:

@@ -158,3 +158,18 @@ def test_generated_graphs_run_through_compile(gc, seed):
         fin = torch.isfinite(ref[o])
         assert torch.equal(torch.isfinite(y), fin), o
         assert rel_err(y[fin], ref[o][fin], same[o][fin]) <= TOLERANCE[y.dtype], (o, k.plan.candidate)
+
+
+def test_random_inputs_keep_wide_contractions_finite_in_f16():
+    """Kernel.verify's own inputs (Kernel.random_inputs) have standard deviation K^-1/4 for the
+    largest contraction K: at a wide MLP N(0, 1) inputs overflow f16 (swiglu over d = 16384:
+    the product of two sums of 16384 products), and the check would judge the overflow, not the
+    kernel (the llama3-70b MLP's check failed so in a probe). Scaled, the reference is finite
+    and of order one; on N(0, 1) inputs it is not finite."""
+    k = leantile.compile("swiglu", device="cpu", sizes={"m": 16, "d": 16384, "n": 64})
+    x = k.random_inputs(0)
+    assert all(abs(t.double().std().item() / 16384 ** -0.25 - 1) < 0.05 for t in x.values())
+    out = reference.evaluate(k.graph, x)[k.output_names[0]]
+    assert torch.isfinite(out).all() and out.abs().max() < 100
+    wide = k.random_inputs(0, scale=1.0)
+    assert not torch.isfinite(reference.evaluate(k.graph, wide)[k.output_names[0]]).all()
