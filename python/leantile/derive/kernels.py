@@ -336,7 +336,11 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
                     Map(dst=p, fn="exp", args=(p,))]
     else:
         nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
-    nb.body += [Map(dst=out, fn="div", args=(p, lf)), Store(src=out, dst=g.value(sm.div))]
+    # one reciprocal per row, not a division per element (as region_kernels does for x / s[row]):
+    # the normalising pass streams the whole tensor, and an IEEE division is a dozen instructions
+    linv = nb.buf(f"{lf}_recip", row_axes, "fragment", "acc", key=("recip", sm.sm))
+    nb.body += [Map(dst=linv, fn="recip", args=(lf,)), Map(dst=out, fn="mul", args=(p, linv)),
+                Store(src=out, dst=g.value(sm.div))]
     return stats, nb.build()
 
 

@@ -9,7 +9,7 @@ from .. import ir
 from ..cost import SMS  # the one SM count (the cost model's)
 from . import kernels as K
 from .context import Ctx
-from .sites import FlashSite
+from .sites import FlashSite, SoftmaxSite
 
 # Attention (flash kernels, no GEMM kernel beside them: `stages` is one for the plan) streams
 # K and V one block deep: TileLang's warp-specialised producer already loads the next block
@@ -61,14 +61,28 @@ LARGE_GEMM_CTAS = 120
 # 0.776), geglu 0.8545 -> 0.7886, rmsnorm_mlp's 0.8497 -> 0.7876, llama3-70b 2048 x 8192 x 28672
 # 3.3315 -> 3.0792 (128 x 192 at 3 stages: 2.9821, but 0.8049 on geglu 8b); 32-deep k steps lose.
 DUAL_LARGE_GEMM_TILES = {"stages": 4}
+# Every other GEMM on 128 x 128 tiles (not skinny, not large, not split): 3 stages, not 2. H200,
+# 2 -> 3 stages (benchmarks/results/tiles-probe-gemm-stages-h200-2026-11-26.json): GPT-2 c_proj
+# 2048 x 3072 x 768 0.0236 -> 0.0195 ms (4 stages 0.0238), swiglu llama3-8b m128 0.0724 ->
+# 0.0627, mistral m128 bf16 0.0696 -> 0.0608, rmsnorm_mlp m128 0.0732 -> 0.0642, its 70b shape
+# 0.2807 -> 0.2554; the published swiglu and geglu 1024 x 2048 x 2048 0.0278 -> 0.0276.
+GEMM_TILES = {"stages": 3}
+# A softmax whose rows are streamed (too long for registers: a vocabulary), its statistics and
+# normalising kernels on 64-row tiles, not 128. H200, same process (benchmarks/results/
+# tiles-probe-softmax-h200-2026-11-26-new.json): 4096 x 65536 0.4593 -> 0.3890 ms, llama3 vocab
+# 2048 x 128256 0.4453 -> 0.3875 (bf16 0.4544 -> 0.3925), GPT-2 vocab 2048 x 50257 0.3725 ->
+# 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
+# 16 x 128256 is level.
+SOFTMAX_ROW_TILES = {"block_m": 64}
 
 
 def shape_tiles(cx: Ctx, picked: list) -> dict:
     """Default tiles for the shape: a GEMM or attention whose rows (m, t_q) all fit 64 takes
     64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
     attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
-    (flash_tiles), a large GEMM 128 x 256 tiles (LARGE_GEMM_TILES), a GEMM split over k 4
-    stages (SPLIT_GEMM_TILES)."""
+    (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES), a large GEMM
+    128 x 256 tiles (LARGE_GEMM_TILES), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
+    other GEMM 3 stages (GEMM_TILES)."""
     rows = [gemm_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
     if rows and max(rows) <= 64:
         # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
@@ -79,13 +93,16 @@ def shape_tiles(cx: Ctx, picked: list) -> dict:
     flash = [c for c in picked if isinstance(c, K.OnlineChoice) and isinstance(c.site, FlashSite)]
     if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
         return {**FLASH_TILES, **flash_tiles(cx, flash)}
+    if not rows:  # no contraction at all (a plain matmul has no GemmChoice: look at the nodes)
+        rows = any(isinstance(c, K.OnlineChoice) and isinstance(c.site, SoftmaxSite) for c in picked)
+        return dict(SOFTMAX_ROW_TILES) if rows else {}
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else K.LARGE_GEMM_TILES)
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
     # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
-    return dict(K.SPLIT_GEMM_TILES) if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else {}
+    return dict(K.SPLIT_GEMM_TILES if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else GEMM_TILES)
 
 
 def flash_tiles(cx: Ctx, flash: list) -> dict:
