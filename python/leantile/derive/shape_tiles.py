@@ -50,6 +50,12 @@ FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
 FLASH_OVERLAP_TILES = {"overlap": 1}
 FLASH_OVERLAP_MIN_KEYS = 512
 FLASH_OVERLAP_MASKED_MIN_KEYS = 1024
+# Attention over one query (or a few: decode, split over the keys) streams its slice 1 stage
+# deep too: Q, K, V and the output's staging tile then fit two CTAs per SM. H200, 2 -> 1 stage
+# (benchmarks/results/tiles-probe-decode-h200-2026-11-26.json): llama3-8b t2048 0.0170 -> 0.0162
+# ms, t8192 0.0415 -> 0.0409, t32768 0.1278 -> 0.1270, 70b t8192 0.0702 -> 0.0700, GPT-2 t2048
+# 0.0077 -> 0.0075, gqa 8b t8192 0.0181 -> 0.0174; 64-key, 256-key and deeper variants lost or tied.
+DECODE_TILES = FLASH_TILES
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
@@ -89,7 +95,10 @@ def shape_tiles(cx: Ctx, picked: list) -> dict:
         # accumulators on 128 threads (256 registers each: spilled; swiglu m=16 ran 0.32 ms
         # against torch.compile's 0.062), keep the default columns
         narrow = any(isinstance(c.site, FlashSite) or getattr(c, "dual", False) for c in picked)
-        return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES)}
+        # decode (attention alone) streams its slice of the keys 1 stage deep, as prefill does
+        # (DECODE_TILES); a GEMM keeps its stages
+        decode = narrow and not any(isinstance(c, K.GemmChoice) for c in picked)
+        return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES), **(DECODE_TILES if decode else {})}
     flash = [c for c in picked if isinstance(c, K.OnlineChoice) and isinstance(c.site, FlashSite)]
     if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
         return {**FLASH_TILES, **flash_tiles(cx, flash)}
