@@ -28,6 +28,7 @@ def test_shipped_kernel_at_published_shape(name):
 def small_sizes(name):
     axes = architectures.module(name).DEFAULT_SIZES
     # multiples of 8 keep rows 16-byte aligned (TMA); not multiples of the 64/128 blocks
+    # (rows no multiple of 8, the element-wise copy path: test_unaligned_gpu.py)
     return st.fixed_dictionaries({a: st.sampled_from([8, 40, 136, 200] if a != "d_h" else [64, 128])
                                   for a in axes})
 
