@@ -8,7 +8,6 @@ Each plan is checked against the float32 reference first.
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import triton.testing as tt
@@ -16,8 +15,8 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, "python")
 from leantile import suite  # noqa: E402
-from leantile.derive import candidates  # noqa: E402
-from leantile.runtime import compile as compile_kernel  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+from tiles_probe import compile_candidates  # noqa: E402
 
 RUNS = 50
 
@@ -42,15 +41,7 @@ def main():
     cases = [c for c in suite.select() if c.name in sys.argv[1:]]
     built = {c.name: suite.build(c) for c in cases}
 
-    def make(job):
-        name, cand = job
-        try:
-            return job, compile_kernel(built[name][0], candidate=cand, tuned=False)
-        except Exception as e:  # a candidate that does not compile is a row, not a crash
-            return job, e
-    jobs = [(c.name, x.name) for c in cases for x in candidates(built[c.name][0]) if x.name != "unfused"]
-    with ThreadPoolExecutor(8) as pool:
-        kernels = dict(pool.map(make, jobs))
+    kernels = compile_candidates(built)
     rows = []
     for c in cases:
         g, base_fn = built[c.name]

@@ -9,7 +9,6 @@ torch.compile and the cuBLAS matmul alone in one process. Which candidate the co
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import triton.testing as tt
@@ -17,8 +16,8 @@ import triton.testing as tt
 sys.path.insert(0, "python")
 from leantile import suite  # noqa: E402
 from leantile.cost import choose  # noqa: E402
-from leantile.derive import candidates  # noqa: E402
-from leantile.runtime import compile as compile_kernel  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+from tiles_probe import compile_candidates  # noqa: E402
 
 ARCHS = ("rmsnorm", "layernorm_linear_gelu", "rmsnorm_mlp")
 
@@ -30,15 +29,7 @@ def main():
     built = {c.name: suite.build(c) for c in cases}
     picked = {c.name: choose(built[c.name][0])[0].candidate for c in cases}
 
-    def make(job):
-        name, cand = job
-        try:
-            return job, compile_kernel(built[name][0], candidate=cand)
-        except Exception as e:  # a candidate that does not derive or compile is a row, not a crash
-            return job, e
-    jobs = [(c.name, x.name) for c in cases for x in candidates(built[c.name][0]) if x.name != "unfused"]
-    with ThreadPoolExecutor(8) as pool:
-        kernels = dict(pool.map(make, jobs))
+    kernels = compile_candidates(built)
     rows = []
     for c in cases:
         g, base_fn = built[c.name]

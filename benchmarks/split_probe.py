@@ -123,9 +123,8 @@ def _inputs(g):
     widths overflow f16 in a gated MLP, and the check would judge the overflow)."""
     import torch
 
-    from leantile.reference import random_inputs
-    from leantile.suite import input_scale
-    return random_inputs(g, seed=0, device=torch.device("cuda"), scale=input_scale(g))
+    from leantile.reference import natural_scale, random_inputs
+    return random_inputs(g, seed=0, device=torch.device("cuda"), scale=natural_scale(g))
 
 
 def _leantile_only(g, candidate, tiles):

@@ -17,7 +17,27 @@ import triton.testing as tt
 
 sys.path.insert(0, "python")
 from leantile import suite  # noqa: E402
+from leantile.derive import candidates  # noqa: E402
 from leantile.runtime import compile as compile_kernel  # noqa: E402
+
+
+def compile_all(jobs, make) -> dict:
+    """{job: make(job), or the exception it raised}, made in a thread pool (TileLang's compile is
+    mostly nvcc): a job that does not derive, fit or compile is a row of the probe, not a crash."""
+    def one(job):
+        try:
+            return job, make(job)
+        except Exception as e:
+            return job, e
+    with ThreadPoolExecutor(8) as pool:
+        return dict(pool.map(one, jobs))
+
+
+def compile_candidates(built: dict) -> dict:
+    """{(case name, candidate): kernel or exception} for every candidate but unfused of each
+    case of `built` (suite.build's (graph, baselines) by case name), at its shape's tiles."""
+    jobs = [(name, c.name) for name, (g, _) in built.items() for c in candidates(g) if c.name != "unfused"]
+    return compile_all(jobs, lambda job: compile_kernel(built[job[0]][0], candidate=job[1]))
 
 
 def probe(cases, variants: dict, out_name: str, with_compile: bool = True) -> list[dict]:
@@ -28,16 +48,11 @@ def probe(cases, variants: dict, out_name: str, with_compile: bool = True) -> li
 
     def make(job):
         name, var = job
-        try:  # a variant that does not compile is a row, not a crash
-            base = compile_kernel(built[name][0], tuned=False)
-            if not variants[var]:
-                return job, base
-            return job, compile_kernel(built[name][0], candidate=base.plan.candidate,
-                                       tiles={**base.plan.tiles, **variants[var]})
-        except Exception as e:
-            return job, e
-    with ThreadPoolExecutor(8) as pool:
-        kernels = dict(pool.map(make, [(c.name, v) for c in cases for v in variants]))
+        base = compile_kernel(built[name][0], tuned=False)
+        if not variants[var]:
+            return base
+        return compile_kernel(built[name][0], candidate=base.plan.candidate, tiles={**base.plan.tiles, **variants[var]})
+    kernels = compile_all([(c.name, v) for c in cases for v in variants], make)
     rows = []
     for c in cases:
         k0 = kernels[(c.name, "default")]

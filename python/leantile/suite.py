@@ -259,12 +259,6 @@ def build(case: Case):
     return g, getattr(mod, "baselines", None)
 
 
-def input_scale(g: ir.Graph) -> float:
-    """The inputs' standard deviation of every case (leantile.reference.natural_scale)."""
-    from .reference import natural_scale
-    return natural_scale(g)
-
-
 def footprint(g: ir.Graph) -> int:
     """Estimated peak bytes of a case: the inputs (and their float32 copies for the reference)
     and three float32 tensors the size of the largest intermediate (the unfused reference and
@@ -494,9 +488,9 @@ def measure(case: Case, g: ir.Graph, base, has_tuned: bool) -> list[dict]:
     import torch
 
     from .bench import run_one
-    from .reference import random_inputs
+    from .reference import natural_scale, random_inputs
 
-    rows, scale = [], input_scale(g)
+    rows, scale = [], natural_scale(g)
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     try:
         inputs = random_inputs(g, seed=0, device=device, scale=scale)  # one set for every plan and contender

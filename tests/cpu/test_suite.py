@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from leantile import architectures, ir, suite
+from leantile import architectures, ir, reference, suite
 from leantile.cli import main
 from leantile.dag import build_graph_with_output
 from leantile.derive import derive
@@ -161,7 +161,7 @@ def test_run_suite_writes_rows_summary_and_chart_without_a_gpu(tmp_path, monkeyp
     assert ("matmul", {"m": 1024, "d": 4096, "n": 4096}, False) in calls
     mm = next(r for r in data["rows"] if r["case"] == "matmul_published")
     assert math.isclose(mm["input_scale"], 4096 ** -0.25)  # X W over d = 4096 has unit variance
-    assert math.isclose(suite.input_scale(architectures.build("rmsnorm", d=256)), 0.25)
+    assert math.isclose(reference.natural_scale(architectures.build("rmsnorm", d=256)), 0.25)
     assert set(by) == {c.name for c in suite.select(tags=["published"])}
     assert math.isclose(data["summary"]["geomean_vs_compile"], 1.5) and data["summary"]["below_0.8x"] == 0
     assert stem.with_suffix(".md").read_text().count("| 1.50x |") == len(data["rows"])

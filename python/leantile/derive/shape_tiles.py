@@ -103,8 +103,8 @@ def shape_tiles(cx: Ctx, picked: list) -> dict:
     if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
         return {**FLASH_TILES, **flash_tiles(cx, flash)}
     if not rows:  # no contraction at all (a plain matmul has no GemmChoice: look at the nodes)
-        rows = any(isinstance(c, K.OnlineChoice) and isinstance(c.site, SoftmaxSite) for c in picked)
-        return dict(SOFTMAX_ROW_TILES) if rows else {}
+        softmax_rows = any(isinstance(c, K.OnlineChoice) and isinstance(c.site, SoftmaxSite) for c in picked)
+        return dict(SOFTMAX_ROW_TILES) if softmax_rows else {}
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else K.LARGE_GEMM_TILES)
