@@ -397,3 +397,15 @@ def masked_softmax_graphs(draw):
     g, _ = draw(_user_softmax(ALL_CLASSES).filter(lambda gc: gc[0].node(0).axes == ("m", "t")))
     t = g.axes["t"]
     return g, [draw(st.integers(0, t - 1)) for _ in range(g.axes["m"])]  # every row keeps a finite score
+
+
+def in_half(g: ir.Graph, dtype: str = "f16") -> ir.Graph:
+    """g with its f32 inputs in `dtype` (f16 or bf16: the dtypes the tensor cores take in either
+    major order, so the kernels a float32 graph never gets, such as a swapped GEMM,
+    plan_passes.swap_operands), validated again through ir.parse; casts keep their dtypes."""
+    data = g.model_dump(mode="json", by_alias=True)
+    for n in data["nodes"]:
+        if n["op"] == "input" and n.get("dtype") == "f32":
+            n["dtype"] = dtype
+    data["derivation"] = []
+    return ir.parse(data)

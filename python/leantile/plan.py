@@ -276,6 +276,12 @@ class Kernel(_M):
     # `stages` + 1 buffers; two consumer warpgroups run the loop rotated (this block's Q K^T and the last
     # block's P V issued together, the softmax between them) and take turns at the tensor cores
     overlap: bool = False
+    # plan_passes.swap_operands (tile parameter `swap_ab`): the (row, column) axes of a GEMM
+    # accumulator the kernel keeps transposed on chip, (column, row), and computes as
+    # C^T = B^T A^T: a tile of few rows (a decode-time projection, m <= 16) takes the MMA's
+    # narrow N side, the weight's columns its 64-row M side. Every on-chip buffer with exactly
+    # these axes is laid out so (on_chip_dims); the interpreter keeps the logical order.
+    swapped: tuple[str, ...] = ()
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
@@ -326,7 +332,10 @@ def map_runs(stmts, axes_of) -> list[tuple[int, int]]:
 def on_chip_dims(k: Kernel, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """The dimensions of an on-chip buffer of kernel k with these axes: one per axis, except
     that k's packed axes, where the buffer has all of them consecutively and in order, are one
-    dimension (row-major over them: the last packed axis varies fastest)."""
+    dimension (row-major over them: the last packed axis varies fastest), and a buffer with
+    exactly k's swapped axes has them in reverse order."""
+    if k.swapped and tuple(axes) == k.swapped:  # plan_passes.swap_operands: (column, row) on chip
+        return ((axes[1],), (axes[0],))
     p, n = k.packed, len(k.packed)
     if n > 1:
         for i in range(len(axes) - n + 1):

@@ -4,8 +4,9 @@ the plan so the emitter only spells them and the search reads them from the plan
     run(plan) -> plan with every pass applied, in PASSES order
 
 Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
-code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap, Store.staged, which interp
-ignores) or drops a statement whose effect is already there (a repeated load), so that interp
+code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap,
+Kernel.swapped, Store.staged, which interp ignores) or drops a statement whose effect is
+already there (a repeated load), so that interp
 runs exactly the statements the emitter prints. derive runs them before the plan verifier
 (engine._replay).
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from .plan import FIXED, Gemm, Kernel, Load, Map, Plan, Reduce, Store, on_chip_dims
+from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, on_chip_dims
 from .plan_verify import mma_shaped, statement_effects
 
 PARTS = ("prologue", "body", "epilogue")
@@ -181,6 +182,48 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
     return OverlapParts(load_k, gemm_s, tuple(kept), tuple(middle[i] for i in moved), load_v, gemm_o)
 
 
+# operand dtypes a swapped GEMM takes: wgmma reads 16-bit operands from shared memory in either
+# major order; tf32 (an f32 graph) only K-major, which the swap would turn the weight from
+SWAP_DTYPES = {"f16", "bf16"}
+
+
+def swap_operands(plan: Plan) -> Plan:
+    """Kernel.swapped where the tile parameter `swap_ab` is 1 and a GEMM kernel can keep its
+    accumulator transposed: every contraction a tensor-core one of shared operands into the same
+    (row, column) fragment axes, and every other statement on a buffer of those axes a fill, a
+    map or a store (no load, mask or reduction, which would need the logical layout; no
+    attention, whose rows a softmax reduces), the operands 16-bit (SWAP_DTYPES). The emitter then spells acc^T = b^T a^T and stores
+    through a transposing shared tile; the values are the same (interp ignores the field)."""
+    if not (plan.tiles or {}).get("swap_ab"):
+        return plan
+
+    def decide(plan, k):
+        if k.overlap or k.packed or k.warp_policy != "auto" or any(isinstance(s, Reduce) for s in k.statements()):
+            return {}
+        local = {b.name: b for b in k.buffers}
+        pairs = set()
+        for s in _gemms(k):
+            a, b, c = local[s.a], local[s.b], local[s.acc]
+            if not s.mma or a.scope != "shared" or b.scope != "shared" or c.scope != "fragment" or len(c.axes) != 2:
+                return {}
+            if not {a.dtype, b.dtype} <= SWAP_DTYPES:
+                return {}
+            if (c.axes[0] not in a.axes or s.axis_a not in a.axes or c.axes[1] not in b.axes
+                    or s.axis_b not in b.axes or len(a.axes) != 2 or len(b.axes) != 2):
+                return {}
+            pairs.add(tuple(c.axes))
+        if len(pairs) != 1:
+            return {}
+        pair = pairs.pop()
+        touched = {n for n, b in local.items() if tuple(b.axes) == pair}
+        for s in k.statements():
+            reads, writes = statement_effects(s)
+            if set(reads + writes) & touched and not isinstance(s, (Gemm, Fill, Map, Store)):
+                return {}
+        return {"swapped": pair}
+    return _on_gemm_kernels(plan, decide)
+
+
 OVERLAP_THREADS, OVERLAP_BLOCK_M = 256, 128  # two consumer warpgroups of 64 rows each
 
 
@@ -200,7 +243,7 @@ def overlap(plan: Plan) -> Plan:
 
 
 PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
-                                              heavy_first, overlap)
+                                              swap_operands, heavy_first, overlap)
 
 
 def run(plan: Plan) -> Plan:

@@ -104,7 +104,8 @@ TILE_PROBLEMS = (SMEM_PREFIX, WARPS_PREFIX)
 
 def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
     """Whether T.gemm can spell contraction s of kernel k: 2-D tiles, acc = (a's free axis,
-    b's free axis), b in shared memory, acc a fragment, no f64, extents at least MMA_MIN."""
+    b's free axis) (the reverse where k keeps it swapped: Kernel.swapped), b in shared memory,
+    acc a fragment, no f64, extents at least MMA_MIN."""
     local = {b.name: b for b in k.buffers}
     a, b, c = local[s.a], local[s.b], local[s.acc]
     da, db, dc = (on_chip_dims(k, x.axes) for x in (a, b, c))
@@ -112,8 +113,12 @@ def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
         return False
     fa = [x for x in da if x != (s.axis_a,)]
     fb = [x for x in db if x != (s.axis_b,)]
-    if len(fa) != 1 or len(fb) != 1 or (fa[0], fb[0]) != tuple(dc) or "f64" in (a.dtype, b.dtype, c.dtype):
+    if len(fa) != 1 or len(fb) != 1 or "f64" in (a.dtype, b.dtype, c.dtype):
         return False
+    if (fa[0], fb[0]) != tuple(dc):  # the MMA's M side is a's rows, N b's columns ...
+        if (fb[0], fa[0]) != tuple(dc) or tuple(c.axes) != k.swapped:  # ... or, swapped, the reverse
+            return False
+        fa, fb = fb, fa
     ext = {"m": math.prod(extent(plan, k, x) for x in fa[0]), "n": math.prod(extent(plan, k, x) for x in fb[0]),
            "k": extent(plan, k, s.axis_a)}
     # whole MMA pieces only (TileLang 0.1.15, sm_90, found by lowering every head dimension

@@ -27,6 +27,7 @@ class Tiles(BaseModel):
     threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
     swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
     overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.overlap
+    swap_ab: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.swap_operands
 
 
 NAMES = tuple(Tiles.model_fields)

@@ -25,8 +25,8 @@ def test_more_work_costs_more():
 
 def test_padding_a_one_row_gemm_to_128_rows_costs_more_than_to_64():
     g = architectures.build("matmul", m=1, d=4096, n=14336)
-    big = _ms(g, "unfused", {"block_m": 128, "threads": 256})
-    small = _ms(g, "unfused", {"block_m": 64, "threads": 128})
+    big = _ms(g, None, {"block_m": 128, "threads": 256})  # one GEMM kernel, unsplit (112+ CTAs)
+    small = _ms(g, None, {"block_m": 64, "threads": 128})
     assert small < big
 
 
@@ -71,14 +71,17 @@ def test_choose_never_ships_the_unfused_reference_where_a_fused_plan_derives(arc
 MEASURED_BEST = [
     ("matmul", {"m": 128, "d": 768, "n": 2304}, {"block_m": 64, "block_n": 64, "stages": 4}),  # 0.0039 vs 0.0078 ms
     ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
-    ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
+    # at m <= 16 the swapped tiles (plan_passes.swap_operands), 64 columns for this 24-tile grid:
+    # H100 0.0054 ms against torch.compile's 0.0063 (results/suite-skinny-swap-h100-2026-11-26.md)
+    ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 16, "block_n": 64, "stages": 4, "swap_ab": 1}),
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
     # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193
     # (benchmarks/results/issue16-m128-max4-probe-2026-11-25.json, issue16-m128-probe-...)
     ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 128, "block_n": 128, "stages": 4}),
     # where a split is offered, unsplit candidates keep their tiles: rmsnorm 1 x 4096 x 6144 ran
-    # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md)
-    ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 256, "stages": 3}),
+    # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md);
+    # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)
+    ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}),
     # a wave or more of output tiles keeps the shape's tiles: GPT-2's c_proj (96 CTAs: every
     # smaller tile ran slower; 3 stages 0.0195 ms, 2 0.0236, 64 x 256 0.0217: results/tiles-probe-
     # gemm-cproj-h200-2026-11-26.json) and its MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64 0.042)

@@ -17,10 +17,10 @@ from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 
-from strategies import random_graphs, structured_graphs, user_graphs  # noqa: E402
+from strategies import in_half, random_graphs, structured_graphs, user_graphs  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
-_SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0}
+_SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0}
 
 GRAPHS = st.one_of(
     user_graphs().map(lambda gc: gc[0]),
@@ -61,9 +61,24 @@ def test_every_candidate_of_generated_graphs_lowers(g):
             _lowers(name, f)
 
 
+@settings(max_examples=12, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(GRAPHS, st.sampled_from(["f16", "bf16"]))
+def test_every_candidate_of_half_precision_generated_graphs_lowers(g, dtype):
+    """The same graphs with 16-bit inputs: their few-row GEMMs take the swapped tiles (the
+    accumulator transposed: plan_passes.swap_operands), which float32 graphs never do."""
+    g = in_half(g.model_copy(update={"axes": {a: min(n, 3) for a, n in g.axes.items()}}), dtype)
+    for c in candidates(g):
+        plan = derive(g, c.name)
+        _SEEN["swapped"] += sum(bool(k.swapped) for k in plan.kernels)
+        for name, f in load_module(emit_module(plan), f"gen16_{g.name}_{c.name}".replace("+", "_")).build_kernel().items():
+            _lowers(name, f)
+
+
 def test_generated_sweep_covered_enough():
     """Runs after the sweep above (file order): >= 50 graphs went through, each candidate lowered."""
     if _SEEN["graphs"] == 0:
         pytest.skip("run together with test_every_candidate_of_generated_graphs_lowers")
     assert _SEEN["graphs"] >= 50, _SEEN
     assert _SEEN["candidates"] >= _SEEN["graphs"], _SEEN
+    assert _SEEN["swapped"] >= 10, _SEEN  # the 16-bit sweep lowered swapped GEMM kernels

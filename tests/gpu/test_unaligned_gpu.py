@@ -8,14 +8,14 @@ leantile.compile's verify, outputs NaN-poisoned, fresh random inputs.
 
     pytest -m gpu tests/gpu/test_unaligned_gpu.py   (on the device)
 """
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 import leantile
 from leantile import architectures
 from leantile.derive import candidates
 from leantile.sources import load_source
+
+from gpu_checks import verify_all
 
 pytestmark = pytest.mark.gpu
 
@@ -24,35 +24,13 @@ ODD = {"m": 41, "d": 137, "n": 201, "h": 3, "t_q": 73, "t_kv": 201, "d_h": 36, "
 SOFTMAX = "examples/architectures/softmax_row.py:build"
 
 
-def _verify_all(jobs):
-    """Compile every (graph, candidate) in a thread pool (TileLang's compile is mostly nvcc),
-    then verify each; the failures, named."""
-    def make(job):
-        g, cand = job
-        try:
-            return job, leantile.compile(g, candidate=cand)
-        except Exception as e:  # a candidate that does not compile is a failure, named
-            return job, e
-    with ThreadPoolExecutor(16) as pool:
-        built = list(pool.map(make, jobs))
-    bad = []
-    for (g, cand), k in built:
-        if isinstance(k, Exception):
-            bad.append((g.name, cand, f"{type(k).__name__}: {str(k)[:200]}"))
-            continue
-        v = k.verify(seed=5)
-        if not v["ok"]:
-            bad.append((g.name, cand, v["rel_err"]))
-    return bad
-
-
 @pytest.mark.parametrize("name", architectures.NAMES)
 def test_every_candidate_is_exact_on_unaligned_rows(name):
     sizes = {a: ODD[a] for a in architectures.module(name).DEFAULT_SIZES}
     g = architectures.build(name, **sizes)
     cands = [c.name for c in candidates(g) if c.name != "unfused"]
     assert cands
-    assert _verify_all([(g, c) for c in cands]) == []
+    assert verify_all([(g, c) for c in cands]) == []
     assert leantile.compile(g).verify(seed=6)["ok"]  # the default plan, at the shape's tiles
 
 
@@ -61,4 +39,4 @@ def test_softmax_rows_are_exact_unaligned(rows, cols):
     """A vocabulary's softmax (streamed rows, split where few) and a short one (on chip)."""
     g = load_source(SOFTMAX, {"rows": rows, "cols": cols})
     cands = [c.name for c in candidates(g) if c.name != "unfused"]
-    assert _verify_all([(g, c) for c in cands]) == []
+    assert verify_all([(g, c) for c in cands]) == []

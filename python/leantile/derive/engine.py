@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from .. import ir, plan_passes
-from ..plan import Buffer, Plan
+from ..plan import Buffer, Gemm, Plan
 from ..plan_verify import TILE_PROBLEMS, smem_problem, verify
 from ..tiles import check_tiles
 from . import kernels as K
@@ -30,7 +30,7 @@ from .split_kernels import split_flash, split_gemm, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
-from .shape_tiles import gemm_rows, shape_tiles
+from .shape_tiles import gemm_rows, shape_tiles, swap_rows
 from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
@@ -161,9 +161,11 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     plain matmul then has two: split, or the one GEMM); none for a plain unsplit matmul."""
     fused = s.peels or len(s.matmuls) > 1 or s.epilogue
     opts = gemm_options(s) if fused else []
-    # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256
-    skinny = gemm_rows(cx, cx.node(s.matmuls[0])) <= 64
-    tiles = {**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES
+    # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256, 16 x 128 swapped
+    mm = cx.node(s.matmuls[0])
+    skinny = gemm_rows(cx, mm) <= 64
+    tiles = ({**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES) | \
+        (K.SWAP_AB_TILES if swap_rows(cx, mm) else {})
     n = SPLIT_K.splits(cx, s, tiles)
     if not n:
         return opts
@@ -317,7 +319,11 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     given = check_tiles(tiles)
     plan = None
     shaped = shape_tiles(cx, picked)
-    if shaped and not set(given) & set(shaped):
+    if shaped.get("swap_ab") and not set(given) & set(shaped):
+        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
+        if verify(plan, cx.g) or not swapped_all(plan):  # a GEMM kernel keeps its rows (a fused
+            plan, shaped = None, shape_tiles(cx, picked, swap=False)  # reduction): 64-row tiles
+    if plan is None and shaped and not set(given) & set(shaped):
         plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
         if verify(plan, cx.g):  # does not fit the target (a dual GEMM's two B tiles): the defaults
             plan = None
@@ -330,6 +336,12 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     if problems:  # too big for the target at these tiles: smaller tiles may fit
         raise ir.GraphError([f"graph {cx.g.name!r}, candidate {name!r}: {problems[0]}"])
     return plan
+
+
+def swapped_all(plan: Plan) -> bool:
+    """Whether every tensor-core GEMM kernel of the plan keeps its accumulator swapped (a
+    16-row tile is worth it only so: plan_passes.swap_operands)."""
+    return all(k.swapped for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.statements()))
 
 
 def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:

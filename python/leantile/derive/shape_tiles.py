@@ -7,6 +7,7 @@ import math
 
 from .. import ir
 from ..cost import SMS  # the one SM count (the cost model's)
+from ..plan_passes import SWAP_DTYPES
 from . import kernels as K
 from .context import Ctx
 from .sites import FlashSite, SoftmaxSite
@@ -80,16 +81,24 @@ GEMM_TILES = {"stages": 3}
 # 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
 # 16 x 128256 is level.
 SOFTMAX_ROW_TILES = {"block_m": 64}
+# A swapped GEMM (K.SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
+SWAP_NARROW_TILES = {"block_n": 64}
 
 
-def shape_tiles(cx: Ctx, picked: list) -> dict:
-    """Default tiles for the shape: a GEMM or attention whose rows (m, t_q) all fit 64 takes
+def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
+    """Default tiles for the shape: GEMMs whose rows all fit 16, of 16-bit operands (and no
+    attention), the swapped 16 x 128 tiles (SWAP_AB_TILES; with `swap` False, or where a GEMM kernel cannot swap, what
+    follows), a GEMM or attention whose rows (m, t_q) all fit 64
     64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
     attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
     (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES), a large GEMM
     128 x 256 tiles (LARGE_GEMM_TILES), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
     other GEMM 3 stages (GEMM_TILES)."""
     rows = [gemm_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
+    flash_site = any(isinstance(c.site, FlashSite) for c in picked)
+    matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
+    if swap and matmuls and all(swap_rows(cx, n) for n in matmuls) and not flash_site:
+        return {**K.SMALL_M_TILES, **K.SWAP_AB_TILES, **swap_columns(cx, picked)}
     if rows and max(rows) <= 64:
         # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
         # accumulators on 128 threads (256 registers each: spilled; swiglu m=16 ran 0.32 ms
@@ -112,6 +121,20 @@ def shape_tiles(cx: Ctx, picked: list) -> dict:
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
     # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
     return dict(K.SPLIT_GEMM_TILES if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else GEMM_TILES)
+
+
+def swap_columns(cx: Ctx, picked: list) -> dict:
+    """Swapped tiles of 64 columns where the GEMMs are not split (a contraction too short to
+    split) and 128-column tiles leave more than half the SMs idle: twice the CTAs streaming the
+    weight. H100, layernorm -> GEMM -> gelu at GPT-2 m = 1 (768 x 3072: 24 tiles of 128)
+    0.0064 -> 0.0054 ms (torch.compile 0.0064; benchmarks/results/tiles-probe-swap-h100-2026-11-26.json);
+    the slice kernel of 1 x 4096 x 6144 unsplit (48 tiles) 0.0188 -> 0.0186 (swap-ab-probe-h100-
+    2026-11-26.json). Split, 64 columns lost: that GEMM in two slices 0.0199 -> 0.0238."""
+    if any(isinstance(c, K.GemmChoice) and c.split for c in picked):
+        return {}
+    cols = [gemm_cols(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
+    block = K.SWAP_AB_TILES["block_n"]
+    return SWAP_NARROW_TILES if 2 * max(math.ceil(c / block) for c in cols) <= SMS else {}
 
 
 def flash_tiles(cx: Ctx, flash: list) -> dict:
@@ -145,6 +168,18 @@ def gemm_rows(cx: Ctx, mm: ir.Matmul) -> int:
     """The extent of a contraction's row axis (of its LHS alone), 1 if it has none."""
     rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
     return cx.axes[rows[-1]] if rows else 1
+
+
+def swap_rows(cx: Ctx, mm: ir.Matmul) -> bool:
+    """Whether a contraction takes the swapped tiles by its shape (K.SWAP_AB_TILES): at most
+    SWAP_AB_ROWS rows and 16-bit operands (plan_passes.SWAP_DTYPES)."""
+    return gemm_rows(cx, mm) <= K.SWAP_AB_ROWS and {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} <= SWAP_DTYPES
+
+
+def gemm_cols(cx: Ctx, mm: ir.Matmul) -> int:
+    """The extent of a contraction's column axis (of its RHS alone), 1 if it has none."""
+    cols = [a for a in mm.axes if a in cx.node(mm.b).axes and a not in cx.node(mm.a).axes]
+    return cx.axes[cols[-1]] if cols else 1
 
 
 def _large_gemm(cx: Ctx) -> bool:

@@ -280,6 +280,14 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
         g = self.plan.global_buffer(s.dst)
         src = self.lname[s.src]
         packed = any(len(d) > 1 for d in self.dims(b.axes))
+        if self.is_swapped(s.src):  # (column, row) on chip: transposed into a (row, column) shared tile
+            staged = self.fresh(f"{_ident(s.dst)}_out_shared")
+            self.temps.append((staged, b.axes, "shared_plain", _global_dtype(self.plan, g)))
+            rows, cols = (self.extent(a) for a in b.axes)
+            self.emit(f"for i, j in T.Parallel({rows}, {cols}):  # {s.src} is kept transposed (swap_ab)", depth)
+            self.emit(f"{staged}[i, j] = T.cast({src}[j, i], {_global_dtype(self.plan, g)})", depth + 1)
+            self.emit(f"T.copy({staged}, {self.gslice(g, b.axes, f'store {s.src}->{s.dst}')})", depth)
+            return
         if s.staged or packed:  # through shared memory (plan_passes.store_staging; a packed tile's rows by head)
             staged = self.fresh(f"{_ident(s.dst)}_out_shared")
             self.temps.append((staged, b.axes, "shared", _global_dtype(self.plan, g)))
@@ -391,12 +399,25 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
         if s.clear:
             self.emit(f"T.clear({self.lname[s.acc]})", depth)
         op = "=" if s.clear else "+="
+        if self.is_swapped(s.acc):  # Kernel.swapped: acc^T += b^T a^T, the weight's columns on the MMA's M side
+            self.emit(f"T.gemm({self.lname[s.b]}, {self.lname[s.a]}, {self.lname[s.acc]}{self.gemm_kw(s)})"
+                      f"  # {s.acc}^T {op} {s.b}^T . {s.a}^T over {s.axis_a} (swapped)", depth)
+            return
         self.emit(f"T.gemm({self.lname[s.a]}, {self.lname[s.b]}, {self.lname[s.acc]}{self.gemm_kw(s)})"
                   f"  # {s.acc} {op} {s.a} . {s.b} over {s.axis_a}", depth)
 
+    def is_swapped(self, name: str) -> bool:
+        """Whether on-chip buffer `name` is laid out (column, row) (Kernel.swapped)."""
+        return bool(self.k.swapped) and tuple(self.local[name].axes) == self.k.swapped
+
     def gemm_kw(self, s: Gemm) -> str:
-        """The keyword arguments of a tensor-core GEMM: operand layouts and warp policy."""
+        """The keyword arguments of a tensor-core GEMM: operand layouts and warp policy. Swapped,
+        b is the MMA's A operand (M = its columns) and a its B operand (N = a's rows)."""
         self.fam[s.acc] = "G"
+        if self.is_swapped(s.acc):
+            kw = ", transpose_A=True" if self.local[s.b].axes.index(s.axis_b) == 0 else ""  # b stored (k, n)
+            kw += ", transpose_B=True" if self.local[s.a].axes.index(s.axis_a) == 1 else ""  # a stored (m, k)
+            return kw
         kw = ", transpose_A=True" if self.local[s.a].axes.index(s.axis_a) == 0 else ""  # a stored (k, m)
         kw += ", transpose_B=True" if self.local[s.b].axes.index(s.axis_b) == 1 else ""  # b stored (n, k)
         return kw + (", policy=T.GemmWarpPolicy.FullRow" if self.full_row else "")
@@ -480,7 +501,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
             out.append(f"            {self.lname[b.name]} = {alloc}(({shape}), {self.dtype_expr(b)}){node}")
         for name, axes, scope, dt in self.temps:
             shape = self.shape(axes)
-            if scope == "shared":
+            if scope == "shared_plain":  # the logical (row, column) order, also in a swapped kernel
+                out.append(f"            {name} = T.alloc_shared(({', '.join(map(self.extent, axes))}), {dt})"
+                           "  # transposing bridge")
+            elif scope == "shared":
                 out.append(f"            {name} = T.alloc_shared(({shape}), {dt})  # layout bridge")
             else:
                 out.append(f"            {name} = T.alloc_fragment(({shape}), {dt})  # reduction operand")

@@ -26,7 +26,8 @@ from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
 
 # Streaming multiprocessors of the target (H100 SXM and H200: 132). A grid of fewer CTAs than
-# this leaves SMs idle; splitting aims at about two CTAs per SM.
+# this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over the
+# keys: both measured) or two (a softmax row's statistics).
 SMS = 132
 MAX_SPLITS = 64
 # a slice keeps at least this many stream blocks (fewer: the combine and the pipeline's fill
@@ -152,7 +153,12 @@ class SplitKV(_Split):
             return None
         from ..kernels import flash_grid  # the flash kernel's own grid (packed where the site has a group)
         ctas = math.prod(math.ceil(cx.axes[t.axis] / t.block) for t in flash_grid(cx, s, tiles, bool(s.group))[0])
-        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS)
+        # one wave of CTAs, as for split_k: H100, one query against 128-wide heads
+        # (benchmarks/results/split-probe-decode-h100-2026-11-26-max*.json), 2 / 4 / 8 slices:
+        # h32 t2048 0.0159 / 0.0119 / 0.0160 ms (cuDNN 0.0107), h32 t8192 0.0538 / 0.0498 /
+        # 0.0533, h32 t32768 0.1923 / 0.1789 / 0.1806, h64 t8192 0.0932 / 0.0957 (4); GPT-2
+        # h12 t2048 keeps its 8 (0.0074; 4: 0.0090). Two waves had 8, 8, 8, 4 and 8 slices.
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS, waves=1)
 
     def at(self, s: FlashSite) -> tuple[int, ...]:
         return (s.qk, s.pv)

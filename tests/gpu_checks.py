@@ -1,0 +1,28 @@
+"""What the GPU suites share: every (graph, candidate) compiled in a thread pool (TileLang's
+compile is mostly nvcc), then each verified on the device (leantile.compile's verify: outputs
+NaN-poisoned, fresh random inputs)."""
+from concurrent.futures import ThreadPoolExecutor
+
+import leantile
+
+
+def verify_all(jobs, seed: int = 5) -> list:
+    """[(graph name, candidate, what failed)] for the jobs, [(graph, candidate)], that fail to
+    compile or to verify; [] when every one is exact."""
+    def make(job):
+        g, cand = job
+        try:
+            return job, leantile.compile(g, candidate=cand)
+        except Exception as e:  # a candidate that does not compile is a failure, named
+            return job, e
+    with ThreadPoolExecutor(16) as pool:
+        built = list(pool.map(make, jobs))
+    bad = []
+    for (g, cand), k in built:
+        if isinstance(k, Exception):
+            bad.append((g.name, cand, f"{type(k).__name__}: {str(k)[:200]}"))
+            continue
+        v = k.verify(seed=seed)
+        if not v["ok"]:
+            bad.append((g.name, cand, v["rel_err"]))
+    return bad
