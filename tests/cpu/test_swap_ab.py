@@ -10,8 +10,7 @@ import pytest
 
 from leantile import architectures
 from leantile.derive import candidates, derive
-from leantile.derive.kernels import SWAP_AB_ROWS, SWAP_AB_TILES
-from leantile.derive.shape_tiles import SWAP_NARROW_TILES
+from leantile.derive.shape_tiles import SWAP_AB_ROWS, SWAP_AB_TILES, SWAP_NARROW_TILES
 from leantile.emit import emit_module, load_module
 from leantile.plan import Gemm, Reduce, on_chip_dims
 

@@ -30,7 +30,7 @@ from .split_kernels import split_flash, split_gemm, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
-from .shape_tiles import gemm_rows, shape_tiles, swap_rows
+from .shape_tiles import SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, gemm_rows, shape_tiles, swap_rows
 from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
@@ -164,8 +164,8 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256, 16 x 128 swapped
     mm = cx.node(s.matmuls[0])
     skinny = gemm_rows(cx, mm) <= 64
-    tiles = ({**K.DEFAULT_TILES, **K.SMALL_M_TILES, **K.SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES) | \
-        (K.SWAP_AB_TILES if swap_rows(cx, mm) else {})
+    tiles = ({**K.DEFAULT_TILES, **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES) | \
+        (SWAP_AB_TILES if swap_rows(cx, mm) else {})
     n = SPLIT_K.splits(cx, s, tiles)
     if not n:
         return opts

@@ -28,30 +28,7 @@ from .sites import FlashSite, GemmSite, SoftmaxSite
 
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
                  "swizzle": 10}
-# The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
-# tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
-# 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion_tiles_probe.py).
-# (A cost model choosing per shape is the shapes issue's.)
-LARGE_GEMM_TILES = {"block_n": 256, "stages": 4}
-# The default where every GEMM or attention has at most 64 rows (m, t_q: decode, skinny GEMMs):
-# one warpgroup on a 64-row tile (the smallest wgmma), wide and deep for a GEMM, which then
-# streams its weight. On an H200 (benchmarks/results/issue16-split-probe-2026-11-25.md), split-K
-# GEMM m=16 4096^2: 0.0205 ms at the defaults, 0.0143 at 64 rows / 128 threads, 0.0110 also with
-# 256 columns and 3 stages (0.90x cuBLAS); one-query attention h32 t8192: 0.0475 -> 0.0417 ms.
-SMALL_M_TILES = {"block_m": 64, "threads": 128}
-SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
-# The default where every GEMM has at most SWAP_AB_ROWS rows (decode-time projections): the
-# accumulator kept transposed (plan_passes.swap_operands), the weight's 128 columns on the
-# wgmma's M side and the 16 token rows on its N side, 4 stages deep. At 64 x 256 tiles the tensor
-# cores did 4x-64x the needed work and the kernel needed a split over k to fill the GPU. H100,
-# the split-K slice kernel alone (benchmarks/swap_ab_probe.py, results/swap-ab-probe-h100-2026-11-26.json):
-# 1 x 4096 x 6144 0.0218 ms (4 slices) -> 0.0188 unsplit, 1 x 4096 x 14336 0.0425 -> 0.0396,
-# 16 x 4096 x 14336 0.0422 -> 0.0403, 1 x 8192 x 10240 0.0584 -> 0.0566 (cuBLAS 0.0205, 0.0455,
-# 0.0462, 0.0606); 16 x 8192 x 28672 (224 tiles of 128 columns) 0.1563 -> 0.1620.
-SWAP_AB_ROWS = 16
-SWAP_AB_TILES = {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}
-# The default of a plan with a GEMM split over k (rows > 64): see shape_tiles.shape_tiles.
-SPLIT_GEMM_TILES = {"stages": 4}
+# The shape's own defaults (a large GEMM, few rows, a split): derive/shape_tiles.py.
 
 
 class KernelBuilder:

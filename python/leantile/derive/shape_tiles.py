@@ -12,6 +12,30 @@ from . import kernels as K
 from .context import Ctx
 from .sites import FlashSite, SoftmaxSite
 
+# The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
+# tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
+# 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion_tiles_probe.py).
+# (A cost model choosing per shape is the shapes issue's.)
+LARGE_GEMM_TILES = {"block_n": 256, "stages": 4}
+# The default where every GEMM or attention has at most 64 rows (m, t_q: decode, skinny GEMMs):
+# one warpgroup on a 64-row tile (the smallest wgmma), wide and deep for a GEMM, which then
+# streams its weight. On an H200 (benchmarks/results/issue16-split-probe-2026-11-25.md), split-K
+# GEMM m=16 4096^2: 0.0205 ms at the defaults, 0.0143 at 64 rows / 128 threads, 0.0110 also with
+# 256 columns and 3 stages (0.90x cuBLAS); one-query attention h32 t8192: 0.0475 -> 0.0417 ms.
+SMALL_M_TILES = {"block_m": 64, "threads": 128}
+SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
+# The default where every GEMM has at most SWAP_AB_ROWS rows (decode-time projections): the
+# accumulator kept transposed (plan_passes.swap_operands), the weight's 128 columns on the
+# wgmma's M side and the 16 token rows on its N side, 4 stages deep. At 64 x 256 tiles the tensor
+# cores did 4x-64x the needed work and the kernel needed a split over k to fill the GPU. H100,
+# the split-K slice kernel alone (benchmarks/swap_ab_probe.py, results/swap-ab-probe-h100-2026-11-26.json):
+# 1 x 4096 x 6144 0.0218 ms (4 slices) -> 0.0188 unsplit, 1 x 4096 x 14336 0.0425 -> 0.0396,
+# 16 x 4096 x 14336 0.0422 -> 0.0403, 1 x 8192 x 10240 0.0584 -> 0.0566 (cuBLAS 0.0205, 0.0455,
+# 0.0462, 0.0606); 16 x 8192 x 28672 (224 tiles of 128 columns) 0.1563 -> 0.1620.
+SWAP_AB_ROWS = 16
+SWAP_AB_TILES = {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}
+# The default of a plan with a GEMM split over k (rows > 64): see shape_tiles.
+SPLIT_GEMM_TILES = {"stages": 4}
 # Attention (flash kernels, no GEMM kernel beside them: `stages` is one for the plan) streams
 # K and V one block deep: TileLang's warp-specialised producer already loads the next block
 # while the consumers compute. Every attention search on the H200 found 1 stage best
@@ -81,7 +105,7 @@ GEMM_TILES = {"stages": 3}
 # 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
 # 16 x 128256 is level.
 SOFTMAX_ROW_TILES = {"block_m": 64}
-# A swapped GEMM (K.SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
+# A swapped GEMM (SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
 SWAP_NARROW_TILES = {"block_n": 64}
 
 
@@ -98,7 +122,7 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     flash_site = any(isinstance(c.site, FlashSite) for c in picked)
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if swap and matmuls and all(swap_rows(cx, n) for n in matmuls) and not flash_site:
-        return {**K.SMALL_M_TILES, **K.SWAP_AB_TILES, **swap_columns(cx, picked)}
+        return {**SMALL_M_TILES, **SWAP_AB_TILES, **swap_columns(cx, picked)}
     if rows and max(rows) <= 64:
         # wide tiles for a single GEMM only: attention's K tile, or a dual GEMM's two 64 x 256
         # accumulators on 128 threads (256 registers each: spilled; swiglu m=16 ran 0.32 ms
@@ -107,7 +131,7 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
         # decode (attention alone) streams its slice of the keys 1 stage deep, as prefill does
         # (DECODE_TILES); a GEMM keeps its stages
         decode = narrow and not any(isinstance(c, K.GemmChoice) for c in picked)
-        return {**K.SMALL_M_TILES, **({} if narrow else K.SMALL_M_GEMM_TILES), **(DECODE_TILES if decode else {})}
+        return {**SMALL_M_TILES, **({} if narrow else SMALL_M_GEMM_TILES), **(DECODE_TILES if decode else {})}
     flash = [c for c in picked if isinstance(c, K.OnlineChoice) and isinstance(c.site, FlashSite)]
     if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
         return {**FLASH_TILES, **flash_tiles(cx, flash)}
@@ -116,11 +140,11 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
         return dict(SOFTMAX_ROW_TILES) if softmax_rows else {}
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
-        return dict(DUAL_LARGE_GEMM_TILES if dual else K.LARGE_GEMM_TILES)
+        return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
     # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
-    return dict(K.SPLIT_GEMM_TILES if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else GEMM_TILES)
+    return dict(SPLIT_GEMM_TILES if any(isinstance(c, K.GemmChoice) and c.split for c in picked) else GEMM_TILES)
 
 
 def swap_columns(cx: Ctx, picked: list) -> dict:
@@ -133,7 +157,7 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
     if any(isinstance(c, K.GemmChoice) and c.split for c in picked):
         return {}
     cols = [gemm_cols(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
-    block = K.SWAP_AB_TILES["block_n"]
+    block = SWAP_AB_TILES["block_n"]
     return SWAP_NARROW_TILES if 2 * max(math.ceil(c / block) for c in cols) <= SMS else {}
 
 
@@ -171,9 +195,9 @@ def gemm_rows(cx: Ctx, mm: ir.Matmul) -> int:
 
 
 def swap_rows(cx: Ctx, mm: ir.Matmul) -> bool:
-    """Whether a contraction takes the swapped tiles by its shape (K.SWAP_AB_TILES): at most
+    """Whether a contraction takes the swapped tiles by its shape (SWAP_AB_TILES): at most
     SWAP_AB_ROWS rows and 16-bit operands (plan_passes.SWAP_DTYPES)."""
-    return gemm_rows(cx, mm) <= K.SWAP_AB_ROWS and {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} <= SWAP_DTYPES
+    return gemm_rows(cx, mm) <= SWAP_AB_ROWS and {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} <= SWAP_DTYPES
 
 
 def gemm_cols(cx: Ctx, mm: ir.Matmul) -> int:
