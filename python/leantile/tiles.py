@@ -31,6 +31,15 @@ class Tiles(BaseModel):
 
 
 NAMES = tuple(Tiles.model_fields)
+# tile parameters that choose a schedule, not a block size (plan_passes.overlap, swap_operands):
+# no kernel takes them as an argument, so a module's get_configs() leaves them out; a plan
+# re-derived at other blocks (leantile tune) keeps its own
+SCHEDULE = ("overlap", "swap_ab")
+
+
+def schedule_of(tiles: dict) -> dict:
+    """The schedule parameters of a plan's tiles (SCHEDULE)."""
+    return {p: v for p, v in tiles.items() if p in SCHEDULE}
 
 
 def tile_problems(tiles: dict, where: str = "tile") -> list[str]:

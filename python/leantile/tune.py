@@ -16,6 +16,7 @@ from pathlib import Path
 from . import architectures, reference
 from .derive import candidates, derive
 from .sources import load_source
+from .tiles import schedule_of
 
 
 def measure(g, plan, inputs) -> dict:
@@ -33,17 +34,26 @@ def measure(g, plan, inputs) -> dict:
     return {"ok": True, "rel_err": err, "gpu_ms": k.benchmark(inputs)}
 
 
-def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) -> tuple[dict | None, list]:
-    """Best verified row for graph g, and the log of every point tried."""
+def tune_points(g, all_candidates: bool = False) -> list[tuple[str, dict]]:
+    """(candidate, tiles) to measure: each candidate's module's get_configs(), the first its
+    shape's own tiles, each with the schedule of the candidate's plan at those tiles (a swapped
+    GEMM, FlashAttention-3's overlap: tiles.SCHEDULE), which the configs, block sizes only, omit."""
     from .emit import emit_module, load_module
 
-    inputs = reference.random_inputs(g, seed=1, device="cuda", scale=reference.natural_scale(g))
     points = []
     for c in candidates(g):
         if c.name == "unfused" and not all_candidates:
             continue
-        cfgs = load_module(emit_module(derive(g, c.name)), f"tune_{g.name}_{c.name}").get_configs()
-        points += [(c.name, t) for t in cfgs]
+        plan = derive(g, c.name)
+        cfgs = load_module(emit_module(plan), f"tune_{g.name}_{c.name}").get_configs()
+        points += [(c.name, {**schedule_of(plan.tiles), **t}) for t in cfgs]
+    return points
+
+
+def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) -> tuple[dict | None, list]:
+    """Best verified row for graph g, and the log of every point tried."""
+    inputs = reference.random_inputs(g, seed=1, device="cuda", scale=reference.natural_scale(g))
+    points = tune_points(g, all_candidates)
     best, log, t0 = None, [], time.time()
     task = progress.add_task(g.name, total=len(points)) if progress else None
     for cand, tiles in points:
