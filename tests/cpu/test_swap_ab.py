@@ -126,3 +126,11 @@ def test_tune_measures_each_candidate_in_its_own_schedule():
     attn = architectures.build("attention", h=12, t_q=2048, t_kv=2048, d_h=64)  # GPT-2: FA3 overlap
     assert derive(attn).tiles.get("overlap") == 1
     assert all(t.get("overlap") == 1 for c, t in tune_points(attn) if c == derive(attn).candidate)
+
+
+def test_leantile_derive_says_which_accumulator_is_kept_transposed():
+    from leantile.cli.derive import plan_text
+
+    text = plan_text(derive(architectures.build("matmul", m=4, d=4096, n=6144)))
+    assert "swap_ab=1" in text and "accumulator [m, n] kept transposed (swap_ab)" in text
+    assert "kept transposed" not in plan_text(derive(architectures.build("matmul", m=40, d=4096, n=6144)))

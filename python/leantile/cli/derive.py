@@ -47,6 +47,8 @@ def plan_text(plan) -> str:
             grid = grids[key] = f"    grid {grid}{stream}"
         lines.append(f"  kernel {k.name}: {k.role}")
         lines.append(grid)
+        if k.swapped:  # plan_passes.swap_operands: acc^T = b^T a^T, (column, row) on chip
+            lines.append(f"    accumulator [{', '.join(k.swapped)}] kept transposed (swap_ab)")
         for b in k.buffers:
             if b.scope == "global":
                 continue
