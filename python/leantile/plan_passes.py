@@ -6,9 +6,8 @@ the plan so the emitter only spells them and the search reads them from the plan
 Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
 code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap,
 Kernel.swapped, Store.staged, which interp ignores) or drops a statement whose effect is
-already there (a repeated load), so that interp
-runs exactly the statements the emitter prints. derive runs them before the plan verifier
-(engine._replay).
+already there (a repeated load), so that interp runs exactly the statements the emitter
+prints. derive runs them before the plan verifier (engine._replay).
 """
 from __future__ import annotations
 
@@ -192,8 +191,9 @@ def swap_operands(plan: Plan) -> Plan:
     accumulator transposed: every contraction a tensor-core one of shared operands into the same
     (row, column) fragment axes, and every other statement on a buffer of those axes a fill, a
     map or a store (no load, mask or reduction, which would need the logical layout; no
-    attention, whose rows a softmax reduces), the operands 16-bit (SWAP_DTYPES). The emitter then spells acc^T = b^T a^T and stores
-    through a transposing shared tile; the values are the same (interp ignores the field)."""
+    attention, whose rows a softmax reduces), the operands 16-bit (SWAP_DTYPES). The emitter
+    then spells acc^T = b^T a^T and stores through a transposing shared tile; the values are the
+    same (interp ignores the field)."""
     if not (plan.tiles or {}).get("swap_ab"):
         return plan
 

@@ -111,16 +111,16 @@ SWAP_NARROW_TILES = {"block_n": 64}
 
 def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     """Default tiles for the shape: GEMMs whose rows all fit 16, of 16-bit operands (and no
-    attention), the swapped 16 x 128 tiles (SWAP_AB_TILES; with `swap` False, or where a GEMM kernel cannot swap, what
-    follows), a GEMM or attention whose rows (m, t_q) all fit 64
+    attention), the swapped 16 x 128 tiles (SWAP_AB_TILES; with `swap` False, where a GEMM
+    kernel cannot swap, what follows); a GEMM or attention whose rows (m, t_q) all fit 64
     64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
     attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
     (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES), a large GEMM
     128 x 256 tiles (LARGE_GEMM_TILES), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
     other GEMM 3 stages (GEMM_TILES)."""
-    rows = [gemm_rows(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
-    flash_site = any(isinstance(c.site, FlashSite) for c in picked)
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
+    rows = [gemm_rows(cx, n) for n in matmuls]
+    flash_site = any(isinstance(c.site, FlashSite) for c in picked)
     if swap and matmuls and all(swap_rows(cx, n) for n in matmuls) and not flash_site:
         return {**SMALL_M_TILES, **SWAP_AB_TILES, **swap_columns(cx, picked)}
     if rows and max(rows) <= 64:
