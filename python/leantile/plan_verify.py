@@ -228,6 +228,10 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         out.append(f"{where}: warp policy {k.warp_policy!r} on a kernel without a GEMM")
     if k.swizzle and not (has_gemm and sum(t.block > 1 for t in k.grid) == 2):
         out.append(f"{where}: swizzle needs a GEMM kernel with two tiled grid axes")
+    if k.swapped and not (any(isinstance(s, Gemm) and s.mma and s.acc in local and local[s.acc].axes == k.swapped
+                              for s in k.statements()) and not any(isinstance(s, Reduce) for s in k.statements())):
+        out.append(f"{where}: axes {k.swapped} kept swapped, but no tensor-core GEMM accumulates over them "
+                   "or a reduction reads the kernel's tiles (plan_passes.swap_operands)")
     for s in k.statements():
         if isinstance(s, Store) and s.staged and not (s.src in local and local[s.src].scope == "fragment"
                                                       and len(on_chip_dims(k, local[s.src].axes)) == 2):

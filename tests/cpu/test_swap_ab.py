@@ -134,3 +134,20 @@ def test_leantile_derive_says_which_accumulator_is_kept_transposed():
     text = plan_text(derive(architectures.build("matmul", m=4, d=4096, n=6144)))
     assert "swap_ab=1" in text and "accumulator [m, n] kept transposed (swap_ab)" in text
     assert "kept transposed" not in plan_text(derive(architectures.build("matmul", m=40, d=4096, n=6144)))
+
+
+def test_the_verifier_refuses_a_swap_where_no_gemm_accumulates_or_a_row_is_reduced():
+    from leantile.plan_verify import verify
+
+    g = architectures.build("swiglu", m=3, d=200, n=136)
+    plan = derive(g, "fused", ASK)
+    assert not verify(plan, g)
+    attn = architectures.build("attention", h=2, t_q=70, t_kv=90, d_h=64)
+    flash = derive(attn)
+    k = flash.kernels[0]
+    acc = next(s.acc for s in k.statements() if isinstance(s, Gemm))
+    forced = flash.model_copy(update={"kernels": (k.model_copy(update={"swapped": k.buffer(acc).axes}),
+                                                  *flash.kernels[1:])})
+    assert any("kept swapped" in p for p in verify(forced, attn))  # online softmax reduces its rows
+    odd = plan.model_copy(update={"kernels": (plan.kernels[0].model_copy(update={"swapped": ("n", "d")}),)})
+    assert any("kept swapped" in p for p in verify(odd, g))  # no accumulator over (n, d)
