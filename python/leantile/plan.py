@@ -329,12 +329,18 @@ def map_runs(stmts, axes_of) -> list[tuple[int, int]]:
     return runs
 
 
+def swapped_layout(k: Kernel, axes: tuple[str, ...]) -> bool:
+    """Whether an on-chip buffer of k with these axes is kept (column, row): exactly k's
+    swapped accumulator axes (plan_passes.swap_operands)."""
+    return bool(k.swapped) and tuple(axes) == k.swapped
+
+
 def on_chip_dims(k: Kernel, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """The dimensions of an on-chip buffer of kernel k with these axes: one per axis, except
     that k's packed axes, where the buffer has all of them consecutively and in order, are one
     dimension (row-major over them: the last packed axis varies fastest), and a buffer with
     exactly k's swapped axes has them in reverse order."""
-    if k.swapped and tuple(axes) == k.swapped:  # plan_passes.swap_operands: (column, row) on chip
+    if swapped_layout(k, axes):
         return ((axes[1],), (axes[0],))
     p, n = k.packed, len(k.packed)
     if n > 1:

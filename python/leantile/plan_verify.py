@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, boundary_read, on_chip_dims
+from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, boundary_read, on_chip_dims,
+                   swapped_layout)
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -116,7 +117,7 @@ def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
     if len(fa) != 1 or len(fb) != 1 or "f64" in (a.dtype, b.dtype, c.dtype):
         return False
     if (fa[0], fb[0]) != tuple(dc):  # the MMA's M side is a's rows, N b's columns ...
-        if (fb[0], fa[0]) != tuple(dc) or tuple(c.axes) != k.swapped:  # ... or, swapped, the reverse
+        if (fb[0], fa[0]) != tuple(dc) or not swapped_layout(k, c.axes):  # ... or, swapped, the reverse
             return False
         fa, fb = fb, fa
     ext = {"m": math.prod(extent(plan, k, x) for x in fa[0]), "n": math.prod(extent(plan, k, x) for x in fb[0]),
@@ -228,7 +229,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         out.append(f"{where}: warp policy {k.warp_policy!r} on a kernel without a GEMM")
     if k.swizzle and not (has_gemm and sum(t.block > 1 for t in k.grid) == 2):
         out.append(f"{where}: swizzle needs a GEMM kernel with two tiled grid axes")
-    if k.swapped and not (any(isinstance(s, Gemm) and s.mma and s.acc in local and local[s.acc].axes == k.swapped
+    if k.swapped and not (any(isinstance(s, Gemm) and s.mma and s.acc in local and swapped_layout(k, local[s.acc].axes)
                               for s in k.statements()) and not any(isinstance(s, Reduce) for s in k.statements())):
         out.append(f"{where}: axes {k.swapped} kept swapped, but no tensor-core GEMM accumulates over them "
                    "or a reduction reads the kernel's tiles (plan_passes.swap_operands)")

@@ -317,17 +317,8 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     options, chosen = _match(families, steps)
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles)
-    plan = None
-    shaped = shape_tiles(cx, picked)
-    if shaped.get("swap_ab") and not set(given) & set(shaped):
-        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
-        if verify(plan, cx.g) or not swapped_all(plan):  # a GEMM kernel keeps its rows (a fused
-            plan, shaped = None, shape_tiles(cx, picked, swap=False)  # reduction): 64-row tiles
-    if plan is None and shaped and not set(given) & set(shaped):
-        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
-        if verify(plan, cx.g):  # does not fit the target (a dual GEMM's two B tiles): the defaults
-            plan = None
-    plan = plan or plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **given}, name))
+    plan = _shaped_plan(cx, picked, given, name) or plan_passes.run(
+        _assemble(cx, picked, {**K.DEFAULT_TILES, **given}, name))
     problems = verify(plan, cx.g)
     bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
     if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's
@@ -338,10 +329,22 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     return plan
 
 
-def swapped_all(plan: Plan) -> bool:
-    """Whether every tensor-core GEMM kernel of the plan keeps its accumulator swapped (a
-    16-row tile is worth it only so: plan_passes.swap_operands)."""
-    return all(k.swapped for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.statements()))
+def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
+    """The plan at the shape's tiles (shape_tiles), or None where the given tiles override them
+    or they do not fit the target (a dual GEMM's two B tiles): then the defaults. The swapped
+    few-row tiles are taken only where every tensor-core GEMM kernel swaps (a 16-row tile is
+    worth it only so: plan_passes.swap_operands); else the shape's unswapped tiles."""
+    for swap in (True, False):
+        shaped = shape_tiles(cx, picked, swap)
+        if not shaped or set(given) & set(shaped):
+            return None
+        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
+        fits = not verify(plan, cx.g)
+        if not shaped.get("swap_ab"):
+            return plan if fits else None
+        if fits and all(k.swapped for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.statements())):
+            return plan
+    return None
 
 
 def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:

@@ -6,7 +6,7 @@ import itertools
 import math
 
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
-                    on_chip_dims)
+                    on_chip_dims, swapped_layout)
 from .. import ops
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
@@ -408,7 +408,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
 
     def is_swapped(self, name: str) -> bool:
         """Whether on-chip buffer `name` is laid out (column, row) (Kernel.swapped)."""
-        return bool(self.k.swapped) and tuple(self.local[name].axes) == self.k.swapped
+        return swapped_layout(self.k, self.local[name].axes)
 
     def gemm_kw(self, s: Gemm) -> str:
         """The keyword arguments of a tensor-core GEMM: operand layouts and warp policy. Swapped,
