@@ -44,6 +44,11 @@ CASES = {
     "lnlg_gpt2_m128": ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}),
     "rmsnorm_qkv_m128": ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}),
     "gemm_m128_4096": ("matmul", {"m": 128, "d": 4096, "n": 4096}),
+    # one wave of 64-row tiles (shape_tiles.wave_tiles) at other row counts
+    "gemm_m256_4096": ("matmul", {"m": 256, "d": 4096, "n": 4096}),
+    "gemm_m65_8000": ("matmul", {"m": 65, "d": 1000, "n": 8000}),
+    "lnlg_gpt2_m300": ("layernorm_linear_gelu", {"m": 300, "d": 768, "n": 3072}),
+    "rmsnorm_qkv_m200": ("rmsnorm", {"m": 200, "d": 4096, "n": 6144}),
 }
 
 

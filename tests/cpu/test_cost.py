@@ -69,15 +69,21 @@ def test_choose_never_ships_the_unfused_reference_where_a_fused_plan_derives(arc
 # (arch, sizes, tiles choose must pick): the fastest of the probed tiles on an H200
 # (benchmarks/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-2026-11-25.json)
 MEASURED_BEST = [
-    ("matmul", {"m": 128, "d": 768, "n": 2304}, {"block_m": 64, "block_n": 64, "stages": 4}),  # 0.0039 vs 0.0078 ms
-    ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64, "stages": 4}),
+    # 64 x 64 (0.0039 vs 0.0078 ms); now the shape's own tiles (shape_tiles.wave_tiles), 6 stages
+    # deep, which ran level with 4 on an H100 (0.0040 / 0.0039 ms; layernorm -> GEMM -> gelu 0.0067 /
+    # 0.0066: results/tiles-probe-wave-stages-h100-2026-11-26.json)
+    ("matmul", {"m": 128, "d": 768, "n": 2304}, {"block_m": 64, "block_n": 64}),
+    ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64}),
     # at m <= 16 the swapped tiles (plan_passes.swap_operands), 64 columns for this 24-tile grid:
     # H100 0.0054 ms against torch.compile's 0.0063 (results/suite-skinny-swap-h100-2026-11-26.md)
     ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 16, "block_n": 64, "stages": 4, "swap_ab": 1}),
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
-    # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193
-    # (benchmarks/results/issue16-m128-max4-probe-2026-11-25.json, issue16-m128-probe-...)
-    ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 128, "block_n": 128, "stages": 4}),
+    # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193 (H200:
+    # benchmarks/results/issue16-m128-max4-probe-2026-11-25.json); unsplit at one wave of 64 x 64
+    # tiles, 6 stages, on an H100 0.0128 against 0.0188 split (split-probe-m128-h100-2026-11-26.json)
+    ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 64, "block_n": 64, "stages": 6}),
+    # rmsnorm -> 128 x 4096 x 6144: 64 x 128 x 6 stages 0.0236 ms, split at 128 x 128 0.0288 (H100)
+    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 128, "stages": 6}),
     # where a split is offered, unsplit candidates keep their tiles: rmsnorm 1 x 4096 x 6144 ran
     # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md);
     # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)

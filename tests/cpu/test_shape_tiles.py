@@ -1,6 +1,7 @@
-"""The attention tiles a shape gets by default (derive.shape_tiles.flash_tiles): wider key tiles
-for unmasked 128-wide heads over long keys, 64-row query tiles where 128-row ones leave SMs idle
-and heads are narrow, the plain flash tiles for masked and split attention. Each default must
+"""The tiles a shape gets by default (derive.shape_tiles): for attention (flash_tiles) wider key
+tiles for unmasked 128-wide heads over long keys, 64-row query tiles where 128-row ones leave SMs
+idle and heads are narrow, the plain flash tiles for masked and split attention; for GEMMs the
+stages by shape and one wave of 64-row tiles where 128 x 128 ones leave SMs idle (wave_tiles). Each default must
 also stay exact: the interpreter runs the plan at shapes whose axes do not divide those tiles."""
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from leantile import architectures, interp, reference
-from leantile.cost import choose
-from leantile.derive import derive
+from leantile.cost import choose, output_tiles
+from leantile.derive import candidates, derive
 from leantile.derive.shape_tiles import FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS, FLASH_WIDE_TILES, SMS
 from leantile.plan_verify import verify
 from leantile.sources import load_source
@@ -180,7 +181,7 @@ def test_a_dual_gemm_on_a_large_shape_streams_four_stages_deep(arch, sizes, deep
                                         ("matmul", {"m": 1500, "d": 1000, "n": 1000}),
                                         ("swiglu", {"m": 128, "n": 14336, "d": 4096}),
                                         ("rmsnorm_mlp", {"m": 128, "n": 14336, "d": 4096}),
-                                        ("layernorm_linear_gelu", {"m": 300, "d": 768, "n": 3072})])
+                                        ("layernorm_linear_gelu", {"m": 600, "d": 768, "n": 3072})])
 def test_a_medium_gemm_streams_three_stages_deep(arch, sizes):
     """A GEMM on the plain 128 x 128 tiles (too small for 128 x 256, too many rows to be skinny,
     not split) streams k 3 stages deep: 2 left GPT-2's c_proj at 0.0236 ms against 0.0195 (H200).
@@ -191,6 +192,45 @@ def test_a_medium_gemm_streams_three_stages_deep(arch, sizes):
     assert gemms and not any(k.stream.split for k in gemms), plan.candidate
     assert (plan.tiles["block_m"], plan.tiles["block_n"], plan.tiles["stages"]) == (128, 128, 3), plan.tiles
     assert verify(plan, g) == []
+
+
+@pytest.mark.parametrize("arch,sizes,columns", [
+    ("matmul", {"m": 128, "d": 4096, "n": 4096}, 64),  # 128 CTAs (H100 0.0128 ms, split 0.0188)
+    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, 128),  # 64 x 64 would be 192 CTAs: 96
+    ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, 64),
+    ("layernorm_linear_gelu", {"m": 300, "d": 768, "n": 3072}, 128),  # 5 row tiles, the last partial
+    ("matmul", {"m": 65, "d": 1000, "n": 8000}, 128)])
+def test_a_lone_gemm_under_a_wave_takes_one_wave_of_64_row_tiles(arch, sizes, columns):
+    """A graph's one GEMM of more than 64 rows whose 128 x 128 grid leaves SMs idle takes 64-row
+    tiles on one warpgroup, 6 stages deep, unsplit, their grid more than half a wave and at most
+    one (shape_tiles.wave_tiles), whichever candidate the cost model picks."""
+    g = architectures.build(arch, **sizes)
+    plan, _ = choose(g)
+    (gemm,) = [k for k in plan.kernels if any(s.op == "gemm" for s in k.body)]
+    assert not gemm.stream.split, plan.candidate
+    assert (plan.tiles["block_m"], plan.tiles["threads"], plan.tiles["stages"], plan.tiles["block_n"]) == \
+        (64, 128, 6, columns), plan.tiles
+    assert SMS < 2 * output_tiles(plan, gemm) <= 2 * SMS
+    assert verify(plan, g) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["matmul", "rmsnorm", "swiglu"]), st.integers(65, 1100), st.integers(1, 9000),
+       st.integers(16, 5000))
+def test_one_wave_tiles_only_where_the_plain_grid_leaves_sms_idle(arch, m, n, d):
+    """Wherever the default plan takes the one-wave tiles, its GEMM is the graph's only one, has
+    more than 64 rows, its 128 x 128 grid is under a wave and its own grid fills more than half
+    a wave and at most one, unsplit; where the 128 x 128 grid fills a wave they are never taken."""
+    g = architectures.build(arch, m=m, n=n, d=d)
+    for name in [c.name for c in candidates(g) if c.name != "unfused"]:
+        plan = derive(g, name)
+        gemm = next(k for k in plan.kernels if any(s.op == "gemm" for s in k.body))
+        plain = -(-m // 128) * -(-n // 128)
+        if (plan.tiles["block_m"], plan.tiles["stages"]) == (64, 6):
+            assert arch != "swiglu" and plain < SMS, (name, plan.tiles)
+            assert SMS < 2 * output_tiles(plan, gemm) <= 2 * SMS and not gemm.stream.split, (name, plan.tiles)
+        if plain >= SMS:
+            assert plan.tiles["block_m"] == 128, (name, plan.tiles)
 
 
 @pytest.mark.parametrize("rows,cols", [(4096, 65536), (2048, 50257), (16, 128256), (3, 70001), (70, 17000)])

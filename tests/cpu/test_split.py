@@ -200,12 +200,15 @@ def _slices(plan) -> list[int]:
 def test_split_k_fills_one_wave_and_offers_two_where_the_rows_are_many():
     """As many slices as fill one wave of CTAs at the shape's tiles, 4 stages deep; where the rows
     take 128-row tiles twice as many are a candidate too (the cost model weighs the partial sums:
-    two waves won at K = 2^19, one at 128 x 4096 x 4096)."""
-    o = architectures.build("matmul", m=128, d=4096, n=4096)  # 32 output tiles of 128 x 128
+    two waves won at K = 2^19, one at 128 x 4096 x 4096 at 128 x 128 tiles)."""
+    o = architectures.build("matmul", m=128, d=8192, n=2048)  # 16 output tiles of 128 x 128
     assert [c.name for c in candidates(o)][:2] == ["split_k", "split_k_x2"]
     one, two = derive(o, "split_k"), derive(o, "split_k_x2")
-    assert _slices(one) == [4] and _slices(two) == [8]
+    assert _slices(one) == [8] and _slices(two) == [16]
     assert one.tiles["stages"] == 4
+    # where 64-row tiles fill a wave (shape_tiles.wave_tiles: 128 CTAs of 64 x 64) nothing is
+    # split: H100 0.0128 ms unsplit against 0.0188 in 4 slices (split-probe-m128-h100-2026-11-26.json)
+    assert [c.name for c in candidates(architectures.build("matmul", m=128, d=4096, n=4096))] == ["direct"]
     odd = architectures.build("matmul", m=130, d=20001, n=300)  # 6 tiles: 16 or 32 uneven slices
     check(odd, derive(odd, "split_k_x2"), 0, F64)
     # a few-row GEMM is judged at its swapped 16 x 128 tiles (one wave measured best there too):

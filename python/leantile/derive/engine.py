@@ -30,7 +30,7 @@ from .split_kernels import split_flash, split_gemm, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
-from .shape_tiles import SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, gemm_rows, shape_tiles, swap_rows
+from .shape_tiles import SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, gemm_rows, shape_tiles, swap_rows, wave_tiles
 from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
@@ -161,11 +161,12 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     plain matmul then has two: split, or the one GEMM); none for a plain unsplit matmul."""
     fused = s.peels or len(s.matmuls) > 1 or s.epilogue
     opts = gemm_options(s) if fused else []
-    # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256, 16 x 128 swapped
+    # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256, 16 x 128 swapped,
+    # a lone GEMM's one wave of 64-row tiles
     mm = cx.node(s.matmuls[0])
     skinny = gemm_rows(cx, mm) <= 64
     tiles = ({**K.DEFAULT_TILES, **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES) | \
-        (SWAP_AB_TILES if swap_rows(cx, mm) else {})
+        (SWAP_AB_TILES if swap_rows(cx, mm) else {}) | wave_tiles(cx)
     n = SPLIT_K.splits(cx, s, tiles)
     if not n:
         return opts

@@ -105,6 +105,17 @@ GEMM_TILES = {"stages": 3}
 # 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
 # 16 x 128256 is level.
 SOFTMAX_ROW_TILES = {"block_m": 64}
+# The one GEMM of a graph with more than 64 rows whose 128 x 128 grid is under a wave (a prompt
+# or a batch of 65..~500 tokens): 64-row tiles on one warpgroup, 6 stages deep, as many CTAs as
+# fit one wave (wave_tiles): every SM streams the weight and no split over k is needed (its
+# partial sums cost as much as the weight's bytes at these shapes). H100, same process
+# (benchmarks/results/split-probe-m128-h100-2026-11-26*.json): 128 x 4096 x 4096 split in 4 at
+# 128 x 128 0.0188 ms -> 64 x 64 unsplit 0.0128 (cuBLAS 0.0147; 64 x 128 0.0172); rmsnorm ->
+# 128 x 4096 x 6144 (64 x 64: 192 CTAs, over a wave) split 0.0288 -> 64 x 128 0.0236-0.0241
+# (64 x 64 0.0314, torch.compile 0.0233); layernorm -> GEMM -> gelu 128 x 768 x 3072 0.0096 ->
+# 64 x 64 0.0065-0.0067 (torch.compile 0.0074).
+WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
+WAVE_COLUMNS = (64, 128)
 # A swapped GEMM (SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
 SWAP_NARROW_TILES = {"block_n": 64}
 
@@ -116,7 +127,8 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
     attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
     (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES), a large GEMM
-    128 x 256 tiles (LARGE_GEMM_TILES), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
+    128 x 256 tiles (LARGE_GEMM_TILES), a lone GEMM under a wave of 128 x 128 tiles one wave
+    of 64-row tiles (wave_tiles), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
     other GEMM 3 stages (GEMM_TILES)."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     rows = [gemm_rows(cx, n) for n in matmuls]
@@ -141,6 +153,8 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
+    if not flash and (wave := wave_tiles(cx)):
+        return wave
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
     # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
@@ -159,6 +173,32 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
     cols = [gemm_cols(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
     block = SWAP_AB_TILES["block_n"]
     return SWAP_NARROW_TILES if 2 * max(math.ceil(c / block) for c in cols) <= SMS else {}
+
+
+def wave_tiles(cx: Ctx) -> dict:
+    """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half a
+    wave and at most one, for a
+    graph of one contraction (no dual GEMM, no attention) of more than 64 rows whose 128 x 128
+    grid leaves SMs idle; {} elsewhere. Judged on the graph alone, so the split rule
+    (engine._gemm_options) and the plan's tiles agree."""
+    matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
+    if len(matmuls) != 1 or gemm_rows(cx, matmuls[0]) <= 64:
+        return {}
+    mm = matmuls[0]
+    if _ctas(cx, mm, 128, 128) >= SMS:
+        return {}
+    # more than half a wave (fewer: a split over k fills the GPU better, split._splits), at most one
+    fits = [c for c in WAVE_COLUMNS if SMS < 2 * _ctas(cx, mm, WAVE_TILES["block_m"], c) and
+            _ctas(cx, mm, WAVE_TILES["block_m"], c) <= SMS]
+    return {**WAVE_TILES, "block_n": fits[0]} if fits else {}
+
+
+def _ctas(cx: Ctx, mm: ir.Matmul, block_m: int, block_n: int) -> int:
+    """CTAs of a contraction's output at block_m rows x block_n columns (other axes: one each)."""
+    rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
+    cols = [a for a in mm.axes if a in cx.node(mm.b).axes and a not in cx.node(mm.a).axes]
+    block = {**({rows[-1]: block_m} if rows else {}), **({cols[-1]: block_n} if cols else {})}
+    return math.prod(math.ceil(cx.axes[a] / block.get(a, 1)) for a in mm.axes)
 
 
 def flash_tiles(cx: Ctx, flash: list) -> dict:

@@ -1,0 +1,73 @@
+"""GPU checks (marker gpu; skipped without CUDA) of generated graphs in f16 and bf16: the
+structures users build (several outputs, an intermediate of the fused region as an output, a
+computed LHS `0.5 * X`, a reused weight, renamed and clashing contraction axes, casts in the
+epilogue, constant outputs, dependent GEMMs, norms into one or two GEMMs, attention with
+computed operands and masks, softmax with its statistics as outputs) at sizes of several
+tiles, partial ones and size-1 axes. Few rows give GEMM kernels their swapped accumulator
+(plan_passes.swap_operands), a layout the CPU interpreter cannot see: only values computed on
+the GPU tell a wrong transpose. Every fused candidate of each graph, through leantile.compile's
+verify (outputs NaN-poisoned, fresh random inputs, the dtype's tolerance).
+
+    pytest -m gpu tests/gpu/test_generated_half_gpu.py   (on the device)
+"""
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from leantile.derive import candidates, derive
+
+from gpu_checks import verify_all
+import strategies
+from strategies import ALL_CLASSES, in_half, structured_graphs
+
+pytestmark = pytest.mark.gpu
+
+# rows of a decode step (1..16: the swapped tiles) and of a prefill; other axes over one or
+# several 64/128 tiles, none a multiple of a tile
+ROWS = (1, 3, 16, 40, 136)
+OTHER = (1, 24, 72, 200)
+ROW_AXES = ("m", "t_q")
+# each family of generated graphs drawn on its own (one_of would let the shrinker favour one)
+FAMILIES = {
+    "gemm": strategies._user_gemm(ALL_CLASSES).map(lambda gc: gc[0]),
+    "norm_gemm": strategies._user_norm_gemm(ALL_CLASSES).map(lambda gc: gc[0]),
+    "softmax": strategies._user_softmax(ALL_CLASSES).map(lambda gc: gc[0]),
+    "attention": strategies._user_attention(ALL_CLASSES).map(lambda gc: gc[0]),
+    "structured": structured_graphs(),
+}
+EXAMPLES = 12  # per family
+
+
+@st.composite
+def half_graphs(draw, family):
+    g = draw(family)
+    pick = draw(st.randoms(use_true_random=False))  # sizes spread over the table, not shrunk to its first
+    sizes = {a: pick.choice(ROWS if a in ROW_AXES else OTHER) for a in sorted(g.axes)}
+    # the contraction axes of user_gemm (k, kk, j: renamed or clashing) keep their equal sizes
+    for tied in (("k", "kk", "j"),):
+        present = [a for a in tied if a in sizes]
+        for a in present[1:]:
+            sizes[a] = sizes[present[0]]
+    return in_half(g.model_copy(update={"axes": sizes}), draw(st.sampled_from(["f16", "bf16"])))
+
+
+def _drawn() -> list:
+    """The distinct graphs of EXAMPLES derandomized draws of each family (hypothesis repeats an
+    example where it varies bytes no draw reads): drawn first, so that every (graph, candidate)
+    compiles in one pool (gpu_checks.verify_all) rather than a few at a time."""
+    graphs: dict[str, object] = {}
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    def draw(g):
+        graphs.setdefault(g.model_dump_json(), g)
+    for family in FAMILIES.values():
+        given(half_graphs(family))(draw)()
+    return list(graphs.values())
+
+
+def test_every_candidate_of_generated_half_graphs_is_exact():
+    graphs = _drawn()
+    jobs = [(g, c.name) for g in graphs for c in candidates(g) if c.name != "unfused"]
+    swapped = sum(bool(k.swapped) for g, c in jobs for k in derive(g, c).kernels)
+    assert len(graphs) >= 12 and swapped >= 5, (len(graphs), swapped)  # the sweep reached swapped kernels
+    assert verify_all(jobs) == []
