@@ -373,3 +373,46 @@ def test_cli_search_goes_on_past_a_workload_without_a_space(tmp_path, capsys, mo
     cap = capsys.readouterr()
     assert "skipped matmul" in cap.err and "Traceback" not in cap.err
     assert "4 new, 0 replayed" in cap.out  # attention was searched
+
+
+def test_the_default_point_carries_the_shapes_schedule():
+    """The plan shipped without an entry, as a point: a few-row GEMM's swapped 16-row tiles and
+    attention's FlashAttention-3 schedule, which no search domain holds; moves from it stay in
+    the searched parameters."""
+    from leantile.search.driver import default_point
+    few = Workload.builtin("matmul", {"m": 16, "d": 4096, "n": 4096})
+    p = default_point(few)
+    assert p.tile_dict["swap_ab"] == 1 and p.tile_dict["block_m"] == 16, p
+    gpt2 = Workload.builtin("attention", {"h": 12, "t_q": 2048, "t_kv": 2048, "d_h": 64})
+    assert default_point(gpt2).tile_dict.get("overlap") == 1
+    space = Space(few.graph())
+    assert p not in space  # off the domains
+    assert all("swap_ab" not in q.tile_dict for q in space.neighbours(p))
+
+
+@pytest.mark.parametrize("default_fastest", [True, False])
+def test_cli_writes_no_entry_slower_than_the_default_plan(tmp_path, capsys, monkeypatch, default_fastest):
+    """A search whose space lacks the shape's default (16-row swapped tiles at m = 16) must not
+    store an entry slower than that default: the default is measured beside the search's best
+    and, where it is no slower, nothing is written; where the search won, its best is written."""
+    from leantile.cli import main
+    from leantile.search.driver import default_point
+    wl = Workload.builtin("matmul", {"m": 16, "d": 4096, "n": 4096})
+    base = default_point(wl)
+    real = FakeMeasurer.cost
+
+    def cost(self, p):  # the swapped default 10x faster or 10x slower than anything searched
+        return real(self, p) * (0.1 if default_fastest else 10.0) if p == base else real(self, p)
+    monkeypatch.setattr(FakeMeasurer, "cost", cost)
+    monkeypatch.setattr(FakeMeasurer, "fails", lambda self, p: False)
+    out = tmp_path / "tuned"
+    assert main(["search", "matmul", "--size", "m=16", "d=4096", "n=4096", "--fake", "--budget", "8",
+                 "--db", str(tmp_path / "s.sqlite"), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    if default_fastest:
+        assert "no entry written" in said and str(base) in said
+        assert not (out / "matmul.json").exists()
+    else:
+        assert "no entry written" not in said
+        (entry,) = json.loads((out / "matmul.json").read_text())["entries"]
+        assert "swap_ab" not in entry["tiles"] and entry["shape"] == {"m": 16, "d": 4096, "n": 4096}

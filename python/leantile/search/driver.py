@@ -189,6 +189,18 @@ def point_entry(wl: Workload, point: Point, time_ms: float, gpu: str | None, **p
                         "candidate": point.candidate, "tiles": point.tile_dict, "time_ms": t, **provenance})
 
 
+def default_point(wl: Workload) -> Point:
+    """The plan leantile ships for the workload where no tuned entry exists (the cost model's
+    candidate at the shape's tiles, leantile.cost.choose) as a point: its schedule (swap_ab,
+    overlap) and blocks off the search's domains (a 16-row tile) included. A search's best is
+    saved only where it beats this point, measured in the same run (cli.search)."""
+    from ..cost import choose
+    from .space import ORDER
+
+    plan = choose(wl.graph())[0]
+    return Point.make(plan.candidate, {p: v for p, v in plan.tiles.items() if p in ORDER})
+
+
 def tuned_entry(res: SearchResult, gpu: str | None) -> dict | None:
     """The run's top-1 as a tuned entry; None when no point verified with a possible time."""
     if res.best is None or not valid_time(res.best_ms):

@@ -39,7 +39,9 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     # any block here, no layout for the row-statistics reduction), so it only spent budget
     "threads": (128, 256, 512),
 }
-ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads")
+# a point's parameters in order: the searched ones, then the schedule (tiles.SCHEDULE: overlap,
+# swap_ab), which no domain holds: only the default plan's point carries them (driver.default_point)
+ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "overlap", "swap_ab")
 FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
 
 
@@ -206,6 +208,8 @@ class Space:
         out: list[Point] = []
         t = p.tile_dict
         for k, v in p.tiles:
+            if k not in self.domains:  # a schedule parameter: never searched
+                continue
             dom = self.domains[k]
             i = dom.index(v) if v in dom else int(self._idx(k, v))
             for j in (i - 1, i + 1):
