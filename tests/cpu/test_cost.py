@@ -88,10 +88,11 @@ MEASURED_BEST = [
     # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md);
     # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)
     ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}),
-    # a wave or more of output tiles keeps the shape's tiles: GPT-2's c_proj (96 CTAs: every
-    # smaller tile ran slower; 3 stages 0.0195 ms, 2 0.0236, 64 x 256 0.0217: results/tiles-probe-
-    # gemm-cproj-h200-2026-11-26.json) and its MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64 0.042)
-    ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 128, "block_n": 128, "stages": 3}),
+    # GPT-2's c_proj (96 CTAs of 128 x 128: 3 stages 0.0195 ms, 2 0.0236, 64 x 256 0.0217 on the H200,
+    # results/tiles-probe-gemm-cproj-h200-2026-11-26.json) takes one wave of 64 x 192 tiles (H100 0.0222
+    # -> 0.0188 at 6 stages, 0.0182 at 4: split-probe-cproj-h100-2026-11-26-192.json); a wave or more of
+    # output tiles keeps the shape's tiles: GPT-2's MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64 0.042)
+    ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 64, "block_n": 192}),
     ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072}, {"block_m": 128, "block_n": 256, "stages": 4}),
 ]
 

@@ -113,9 +113,14 @@ SOFTMAX_ROW_TILES = {"block_m": 64}
 # 128 x 128 0.0188 ms -> 64 x 64 unsplit 0.0128 (cuBLAS 0.0147; 64 x 128 0.0172); rmsnorm ->
 # 128 x 4096 x 6144 (64 x 64: 192 CTAs, over a wave) split 0.0288 -> 64 x 128 0.0236-0.0241
 # (64 x 64 0.0314, torch.compile 0.0233); layernorm -> GEMM -> gelu 128 x 768 x 3072 0.0096 ->
-# 64 x 64 0.0065-0.0067 (torch.compile 0.0074).
+# 64 x 64 0.0065-0.0067 (torch.compile 0.0074); 256 x 4096 x 4096 128 x 128 0.0287 -> 64 x 128
+# 0.0191 (cuBLAS 0.0173); rmsnorm -> 200 x 4096 x 6144 (64 x 128: 192 CTAs) 128 x 128 0.0348 -> 64 x
+# 192 0.0280 (split-probe-wave-h100-2026-11-26*.json); GPT-2's c_proj 2048 x 3072 x 768 (96 CTAs
+# of 128 x 128) 0.0222 -> 64 x 192 0.0188 (4 stages 0.0182; cuBLAS 0.0172: split-probe-cproj-h100-
+# 2026-11-26-192.json). 128-row tiles of 64 or 96 columns lost wherever they were tried (128 x 4096
+# x 4096: 0.0213, 0.0230; c_proj 0.0247).
 WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
-WAVE_COLUMNS = (64, 128)
+WAVE_COLUMNS = (64, 128, 192)
 # A swapped GEMM (SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
 SWAP_NARROW_TILES = {"block_n": 64}
 
