@@ -91,9 +91,11 @@ MEASURED_BEST = [
     # GPT-2's c_proj (96 CTAs of 128 x 128: 3 stages 0.0195 ms, 2 0.0236, 64 x 256 0.0217 on the H200,
     # results/tiles-probe-gemm-cproj-h200-2026-11-26.json) takes one wave of 64 x 192 tiles (H100 0.0222
     # -> 0.0188 at 6 stages, 0.0182 at 4: split-probe-cproj-h100-2026-11-26-192.json); a wave or more of
-    # output tiles keeps the shape's tiles: GPT-2's MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64 0.042)
+    # output tiles keeps the shape's tiles: GPT-2's MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64
+    # 0.042 on the H200), where 128 x 128 x 3 stages fill their 2.9 waves better (H100 0.0300 -> 0.0281 ms:
+    # results/tiles-probe-lnlg-h100-2026-11-26.json, shape_tiles._large_gemm)
     ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 64, "block_n": 192}),
-    ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072}, {"block_m": 128, "block_n": 256, "stages": 4}),
+    ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072}, {"block_m": 128, "block_n": 128, "stages": 3}),
 ]
 
 

@@ -252,10 +252,23 @@ def gemm_cols(cx: Ctx, mm: ir.Matmul) -> int:
 
 
 def _large_gemm(cx: Ctx) -> bool:
-    """A contraction whose output fills the GPU with 128 x 256 tiles (LARGE_GEMM_CTAS of them)."""
+    """A contraction whose output fills the GPU with 128 x 256 tiles (LARGE_GEMM_CTAS of them),
+    unless their last wave idles a quarter of the GPU or more where 128 x 128 tiles fill their
+    waves (wave_fill): GPT-2's MLP 2048 x 768 x 3072 (192 CTAs: 1.45 waves) ran layernorm -> GEMM
+    -> gelu in 0.0300 ms at 128 x 256 and 0.0281 at 128 x 128 x 3 stages (384: 2.9 waves; bf16 0.0299
+    -> 0.0278), while 1024 x 1024 x 4096 (128 CTAs) kept 128 x 256 (0.0198 against 0.0220; H100,
+    results/tiles-probe-lnlg-h100-2026-11-26.json)."""
     for n in cx.nodes:
         if isinstance(n, ir.Matmul) and len(n.axes) >= 2:
             sizes = sorted((cx.axes[x] for x in n.axes), reverse=True)
-            if math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * math.prod(sizes[2:]) >= LARGE_GEMM_CTAS:
+            batch = math.prod(sizes[2:])
+            wide = math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * batch
+            if wide >= LARGE_GEMM_CTAS and not (wave_fill(wide) < 0.75 and
+                                                wave_fill(math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 128) * batch) >= 0.9):
                 return True
     return False
+
+
+def wave_fill(ctas: int) -> float:
+    """The share of SMs busy over a grid's waves: ctas / (waves * SMS)."""
+    return ctas / (math.ceil(ctas / SMS) * SMS)
