@@ -181,11 +181,10 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
 
 
 def wave_tiles(cx: Ctx) -> dict:
-    """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half a
-    wave and at most one, for a
-    graph of one contraction (no dual GEMM, no attention) of more than 64 rows whose 128 x 128
-    grid leaves SMs idle; {} elsewhere. Judged on the graph alone, so the split rule
-    (engine._gemm_options) and the plan's tiles agree."""
+    """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half
+    a wave and at most one, for a graph of one contraction (no dual GEMM, no attention) of more
+    than 64 rows whose 128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone,
+    so the split rule (engine._gemm_options) and the plan's tiles agree."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if len(matmuls) != 1 or gemm_rows(cx, matmuls[0]) <= 64:
         return {}
@@ -263,8 +262,8 @@ def _large_gemm(cx: Ctx) -> bool:
             sizes = sorted((cx.axes[x] for x in n.axes), reverse=True)
             batch = math.prod(sizes[2:])
             wide = math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * batch
-            if wide >= LARGE_GEMM_CTAS and not (wave_fill(wide) < 0.75 and
-                                                wave_fill(math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 128) * batch) >= 0.9):
+            square = math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 128) * batch
+            if wide >= LARGE_GEMM_CTAS and not (wave_fill(wide) < 0.75 and wave_fill(square) >= 0.9):
                 return True
     return False
 

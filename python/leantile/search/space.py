@@ -180,7 +180,8 @@ class Space:
         return self.infos[p.candidate].check(p.tile_dict)
 
     # ------------------------------------------------------------------ moves
-    def _idx(self, p: str, v: int) -> float:
+    def domain_index(self, p: str, v: int) -> float:
+        """v's index in p's domain, or the index of the nearest value (in log2) where v is off it."""
         dom = self.domains[p]
         return dom.index(v) if v in dom else min(range(len(dom)), key=lambda i: abs(math.log2(dom[i] / v)))
 
@@ -192,7 +193,8 @@ class Space:
         if p0 in self._set:
             return p0
         return min(self._points[candidate],
-                   key=lambda q: (sum(abs(self._idx(k, v) - self._idx(k, want[k])) for k, v in q.tiles), q))
+                   key=lambda q: (sum(abs(self.domain_index(k, v) - self.domain_index(k, want[k]))
+                                      for k, v in q.tiles), q))
 
     def default(self, candidate: str | None = None) -> Point:
         """The derivation's own default tiles (DEFAULT_TILES), made valid."""
@@ -211,7 +213,7 @@ class Space:
             if k not in self.domains:  # a schedule parameter: never searched
                 continue
             dom = self.domains[k]
-            i = dom.index(v) if v in dom else int(self._idx(k, v))
+            i = dom.index(v) if v in dom else int(self.domain_index(k, v))
             for j in (i - 1, i + 1):
                 if 0 <= j < len(dom):
                     q = Point.make(p.candidate, {**t, k: dom[j]})

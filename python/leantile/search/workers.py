@@ -104,15 +104,13 @@ class FakeMeasurer:
         self.seen: list[Point] = []
         self.versions = software_versions()
 
-    def _idx(self, p: str, v: int) -> float:
-        return self.space._idx(p, v)  # off the domain (the default plan's 16-row tile): the nearest
-
     def fails(self, p: Point) -> bool:
         return p != self.hint and _h01(self.seed, "fail", p.key()) < self.fail_rate
 
     def cost(self, p: Point) -> float:
         h = self.hint.tile_dict
-        d = sum(self.weight[k] * abs(self._idx(k, v) - self._idx(k, h[k])) ** 1.5
+        idx = self.space.domain_index  # off the domain (the default plan's 16-row tile): the nearest
+        d = sum(self.weight[k] * abs(idx(k, v) - idx(k, h[k])) ** 1.5
                 for k, v in p.tiles if k in h)
         bump = 0.0 if p == self.hint else self.ruggedness * _h01(self.seed, "bump", p.key())
         return self.floor * 1.3 * (1.0 + d + self.cand_pen.get(p.candidate, 0.4) + bump)
