@@ -232,6 +232,17 @@ def test_large_gemm_tiles_unless_their_last_wave_idles_the_gpu(arch, sizes, bloc
     assert verify(plan, g) == []
 
 
+def test_float32_gemms_keep_their_split_under_a_wave():
+    """The one-wave tiles are for 16-bit operands: float32 (tf32) tiles 6 stages deep do not fit
+    shared memory, so a float32 GEMM keeps the split over k that fills the GPU."""
+    from leantile import ir
+    g = architectures.build("matmul", m=128, d=4096, n=4096)
+    g = g.model_copy(update={"nodes": tuple(n.model_copy(update={"dtype": "f32"}) if isinstance(n, ir.Input) else n
+                                            for n in g.nodes)})
+    assert [c.name for c in candidates(g)][0] == "split_k"
+    assert derive(g, "split_k").tiles["block_m"] == 128
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(["matmul", "rmsnorm", "swiglu"]), st.integers(65, 1100), st.integers(1, 9000),
        st.integers(16, 5000))

@@ -183,12 +183,16 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
 def wave_tiles(cx: Ctx) -> dict:
     """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half
     a wave and at most one, for a graph of one contraction (no dual GEMM, no attention) of more
-    than 64 rows whose 128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone,
+    than 64 rows, 16-bit operands, whose 128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone,
     so the split rule (engine._gemm_options) and the plan's tiles agree."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if len(matmuls) != 1 or gemm_rows(cx, matmuls[0]) <= 64:
         return {}
     mm = matmuls[0]
+    # 16-bit operands only: measured so, and float32 tiles 6 stages deep do not fit shared memory
+    # (the plan would fall back to the plain defaults while the split rule judged at these tiles)
+    if not {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} <= SWAP_DTYPES:
+        return {}
     if _ctas(cx, mm, 128, 128) >= SMS:
         return {}
     # more than half a wave (fewer: a split over k fills the GPU better, split._splits), at most one
