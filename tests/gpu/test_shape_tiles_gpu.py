@@ -7,7 +7,7 @@ import pytest
 
 import leantile
 from leantile import architectures
-from leantile.derive import candidates
+from leantile.derive import candidates, derive
 from leantile.derive.shape_tiles import FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS, FLASH_WIDE_TILES
 
 pytestmark = pytest.mark.gpu
@@ -45,3 +45,28 @@ def test_head_dimensions_off_the_mma_grid_run_exact(d_h):
     k = leantile.compile(architectures.build("attention", h=2, t_q=70, t_kv=130, d_h=d_h), tuned=False)
     v = k.verify(seed=d_h)
     assert v["ok"], (k.plan.candidate, k.plan.tiles, v)
+
+
+# one wave of 64-row tiles (shape_tiles.wave_tiles), every axis off the tiles: (arch, sizes, columns)
+WAVE = [
+    ("matmul", {"m": 129, "d": 520, "n": 4000}, 128),  # 3 row tiles, the last of one row
+    ("rmsnorm", {"m": 200, "d": 1000, "n": 6000}, 192),
+    ("layernorm_linear_gelu", {"m": 100, "d": 776, "n": 3000}, 64),
+    ("matmul", {"m": 2000, "d": 760, "n": 760}, 192),  # a c_proj-like narrow output
+]
+
+
+@pytest.mark.parametrize("arch,sizes,columns", WAVE, ids=[f"{a}-{s}" for a, s, _ in WAVE])
+def test_one_wave_tiles_are_exact(arch, sizes, columns):
+    """Every fused candidate at the shape's one-wave tiles (64 rows, 128 threads, 6 stages), and
+    the shipped default, against the float32 reference with partial row, column and k tiles."""
+    from gpu_checks import verify_all
+    g = architectures.build(arch, **sizes)
+    cands = [c.name for c in candidates(g) if c.name != "unfused"]
+    for c in cands:
+        tiles = derive(g, c).tiles
+        assert (tiles["block_m"], tiles["block_n"], tiles["stages"]) == (64, columns, 6), (c, tiles)
+    assert verify_all([(g, c) for c in cands]) == []
+    k = leantile.compile(g, tuned=False)
+    assert (k.plan.tiles["block_m"], k.plan.tiles["block_n"]) == (64, columns), k.plan.tiles
+    assert k.verify(seed=9)["ok"]
