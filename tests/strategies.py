@@ -214,14 +214,18 @@ def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool =
 def overlap_attention_graphs():
     """(graph, classes): user attention in f16 at sizes FlashAttention-3's schedule serves
     (plan_passes.overlap: 128-row query tiles, heads of 16..128 in 16s), partial tiles included."""
-    return _user_attention(ALL_CLASSES, overlap=True).map(lambda gc: (_inputs_in(gc[0], "f16"), gc[1]))
+    return _user_attention(ALL_CLASSES, overlap=True).map(lambda gc: (inputs_in(gc[0], "f16"), gc[1]))
 
 
-def _inputs_in(g, dtype: str):
-    """g with every input in `dtype` (the generators draw f32 inputs), validated again."""
+def inputs_in(g: ir.Graph, dtype: str, only: str | None = None) -> ir.Graph:
+    """g with every input (every input of dtype `only`, where given) in `dtype`, validated again
+    through ir.parse; casts keep their dtypes. `inputs_in(g, "f16", only="f32")` puts a generated
+    graph on 16-bit operands: the tensor cores take them in either major order, so it gets the
+    kernels a float32 graph never does (a swapped GEMM, plan_passes.swap_operands; one wave of
+    64-row tiles, shape_tiles.wave_tiles)."""
     data = g.model_dump(mode="json", by_alias=True)
     for n in data["nodes"]:
-        if n["op"] == "input":
+        if n["op"] == "input" and (only is None or n.get("dtype") == only):
             n["dtype"] = dtype
     data["derivation"] = []
     return ir.parse(data)
@@ -397,15 +401,3 @@ def masked_softmax_graphs(draw):
     g, _ = draw(_user_softmax(ALL_CLASSES).filter(lambda gc: gc[0].node(0).axes == ("m", "t")))
     t = g.axes["t"]
     return g, [draw(st.integers(0, t - 1)) for _ in range(g.axes["m"])]  # every row keeps a finite score
-
-
-def in_half(g: ir.Graph, dtype: str = "f16") -> ir.Graph:
-    """g with its f32 inputs in `dtype` (f16 or bf16: the dtypes the tensor cores take in either
-    major order, so the kernels a float32 graph never gets, such as a swapped GEMM,
-    plan_passes.swap_operands), validated again through ir.parse; casts keep their dtypes."""
-    data = g.model_dump(mode="json", by_alias=True)
-    for n in data["nodes"]:
-        if n["op"] == "input" and n.get("dtype") == "f32":
-            n["dtype"] = dtype
-    data["derivation"] = []
-    return ir.parse(data)

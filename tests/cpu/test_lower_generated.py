@@ -17,7 +17,7 @@ from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 
-from strategies import in_half, random_graphs, structured_graphs, user_graphs  # noqa: E402
+from strategies import inputs_in, random_graphs, structured_graphs, user_graphs  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
 _SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0}
@@ -67,7 +67,7 @@ def test_every_candidate_of_generated_graphs_lowers(g):
 def test_every_candidate_of_half_precision_generated_graphs_lowers(g, dtype):
     """The same graphs with 16-bit inputs: their few-row GEMMs take the swapped tiles (the
     accumulator transposed: plan_passes.swap_operands), which float32 graphs never do."""
-    g = in_half(g.model_copy(update={"axes": {a: min(n, 3) for a, n in g.axes.items()}}), dtype)
+    g = inputs_in(g.model_copy(update={"axes": {a: min(n, 3) for a, n in g.axes.items()}}), dtype, only="f32")
     for c in candidates(g):
         plan = derive(g, c.name)
         _SEEN["swapped"] += sum(bool(k.swapped) for k in plan.kernels)

@@ -15,7 +15,7 @@ from leantile.plan_passes import overlap_parts
 from leantile.runtime import choose_plan
 from leantile.suite import with_dtype
 
-from strategies import _inputs_in, overlap_attention_graphs
+from strategies import inputs_in, overlap_attention_graphs
 
 ASK = {"block_m": 128, "block_n": 128, "threads": 256, "overlap": 1, "stages": 1}
 
@@ -73,7 +73,7 @@ def test_a_bias_tile_loaded_per_key_block_keeps_the_plain_loop():
 
 
 def test_f32_attention_keeps_the_plain_loop():
-    g = _inputs_in(attention(), "f32")
+    g = inputs_in(attention(), "f32")
     for c in candidates(g):
         assert not any(overlapped(derive(g, c.name, ASK))), c.name
 

@@ -17,7 +17,7 @@ from leantile.derive import candidates, derive
 
 from gpu_checks import verify_all
 import strategies
-from strategies import ALL_CLASSES, in_half, structured_graphs
+from strategies import ALL_CLASSES, inputs_in, structured_graphs
 
 pytestmark = pytest.mark.gpu
 
@@ -47,7 +47,7 @@ def half_graphs(draw, family):
         present = [a for a in tied if a in sizes]
         for a in present[1:]:
             sizes[a] = sizes[present[0]]
-    return in_half(g.model_copy(update={"axes": sizes}), draw(st.sampled_from(["f16", "bf16"])))
+    return inputs_in(g.model_copy(update={"axes": sizes}), draw(st.sampled_from(["f16", "bf16"])), only="f32")
 
 
 def _drawn() -> list:

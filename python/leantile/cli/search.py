@@ -182,7 +182,6 @@ def _default_wins(res, measurer) -> bool:
 def _report(res, gpu: str | None, out: Path, args, db, measurer):
     """Print one workload's outcome and save its top-1 unless the default plan or a stored entry
     is faster."""
-    from ..tuned import save_if_faster
     from ..search.db import DBError
     from ..search.driver import tuned_entry
 
@@ -195,16 +194,8 @@ def _report(res, gpu: str | None, out: Path, args, db, measurer):
     entry = tuned_entry(res, gpu)
     if entry is None:
         return None
-    if _default_wins(res, measurer):
-        return entry
-    try:
-        written, kept = save_if_faster(entry, out, replace=args.replace)
-    except OSError as e:
-        raise GraphError([f"--out {out}: cannot write {name}.json ({e.strerror or e}); the best point was "
-                          f"{res.best} at {res.best_ms:.4f} ms (logged in the DB)"]) from None
-    print(f"wrote {written}" if written else
-          f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
-          f"faster than this search's best; --replace overwrites it")
+    if not _default_wins(res, measurer):
+        _save(entry, res, out, args.replace)
     if args.plot:
         try:
             from ..search.plot import plot_history
@@ -215,6 +206,21 @@ def _report(res, gpu: str | None, out: Path, args, db, measurer):
         except (DBError, OSError) as e:
             print(f"plot: {e}", file=sys.stderr)
     return entry
+
+
+def _save(entry: dict, res, out: Path, replace: bool) -> None:
+    """Save the search's top-1 unless a faster entry is stored (or `replace`), in one line."""
+    from ..tuned import save_if_faster
+
+    name = res.workload.arch
+    try:
+        written, kept = save_if_faster(entry, out, replace=replace)
+    except OSError as e:
+        raise GraphError([f"--out {out}: cannot write {name}.json ({e.strerror or e}); the best point was "
+                          f"{res.best} at {res.best_ms:.4f} ms (logged in the DB)"]) from None
+    print(f"wrote {written}" if written else
+          f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
+          f"faster than this search's best; --replace overwrites it")
 
 
 @contextlib.contextmanager

@@ -158,7 +158,7 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
-    if not flash and (wave := wave_tiles(cx)):
+    if wave := wave_tiles(cx):
         return wave
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
@@ -203,10 +203,18 @@ def wave_tiles(cx: Ctx) -> dict:
 
 def _ctas(cx: Ctx, mm: ir.Matmul, block_m: int, block_n: int) -> int:
     """CTAs of a contraction's output at block_m rows x block_n columns (other axes: one each)."""
-    rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
-    cols = [a for a in mm.axes if a in cx.node(mm.b).axes and a not in cx.node(mm.a).axes]
-    block = {**({rows[-1]: block_m} if rows else {}), **({cols[-1]: block_n} if cols else {})}
+    row, col = _row_col(cx, mm)
+    block = {row: block_m, col: block_n}
     return math.prod(math.ceil(cx.axes[a] / block.get(a, 1)) for a in mm.axes)
+
+
+def _row_col(cx: Ctx, mm: ir.Matmul) -> tuple[str | None, str | None]:
+    """A contraction's row axis (the last of its LHS alone) and column axis (the last of its RHS
+    alone); None where it has none."""
+    a, b = cx.node(mm.a).axes, cx.node(mm.b).axes
+    rows = [x for x in mm.axes if x in a and x not in b]
+    cols = [x for x in mm.axes if x in b and x not in a]
+    return (rows[-1] if rows else None), (cols[-1] if cols else None)
 
 
 def flash_tiles(cx: Ctx, flash: list) -> dict:
@@ -238,8 +246,8 @@ def query_tiles(cx: Ctx, site: FlashSite, block_m: int) -> int:
 
 def gemm_rows(cx: Ctx, mm: ir.Matmul) -> int:
     """The extent of a contraction's row axis (of its LHS alone), 1 if it has none."""
-    rows = [a for a in mm.axes if a in cx.node(mm.a).axes and a not in cx.node(mm.b).axes]
-    return cx.axes[rows[-1]] if rows else 1
+    row = _row_col(cx, mm)[0]
+    return cx.axes[row] if row else 1
 
 
 def swap_rows(cx: Ctx, mm: ir.Matmul) -> bool:
@@ -250,8 +258,8 @@ def swap_rows(cx: Ctx, mm: ir.Matmul) -> bool:
 
 def gemm_cols(cx: Ctx, mm: ir.Matmul) -> int:
     """The extent of a contraction's column axis (of its RHS alone), 1 if it has none."""
-    cols = [a for a in mm.axes if a in cx.node(mm.b).axes and a not in cx.node(mm.a).axes]
-    return cx.axes[cols[-1]] if cols else 1
+    col = _row_col(cx, mm)[1]
+    return cx.axes[col] if col else 1
 
 
 def _large_gemm(cx: Ctx) -> bool:

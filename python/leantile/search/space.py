@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..plan import Plan
 from ..plan_verify import DTYPE_BYTES, extent, smem_problem, warps_problem
+from ..tiles import SCHEDULE
 
 DOMAINS: dict[str, tuple[int, ...]] = {
     "block_m": (64, 128, 256),
@@ -41,7 +42,7 @@ DOMAINS: dict[str, tuple[int, ...]] = {
 }
 # a point's parameters in order: the searched ones, then the schedule (tiles.SCHEDULE: overlap,
 # swap_ab), which no domain holds: only the default plan's point carries them (driver.default_point)
-ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "overlap", "swap_ab")
+ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", *SCHEDULE)
 FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
 
 
