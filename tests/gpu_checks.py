@@ -22,7 +22,19 @@ def verify_all(jobs, seed: int = 5) -> list:
         if isinstance(k, Exception):
             bad.append((g.name, cand, f"{type(k).__name__}: {str(k)[:200]}"))
             continue
+        want = _value_dtypes(g)
+        got = {o: spec[1] for o, spec in k.output_specs.items()}
+        if got != want:  # each output in its value's dtype (ir.value_dtype), not the inputs'
+            bad.append((g.name, cand, f"output dtypes {got}, expected {want}"))
+            continue
         v = k.verify(seed=seed)
         if not v["ok"]:
             bad.append((g.name, cand, v["rel_err"]))
     return bad
+
+
+def _value_dtypes(g) -> dict:
+    from leantile import ir
+    from leantile.reference import TORCH_DTYPES
+    dts = ir.value_dtypes(g)
+    return {o: TORCH_DTYPES[dts[i]] for o, i in g.outputs.items()}

@@ -231,6 +231,29 @@ def inputs_in(g: ir.Graph, dtype: str, only: str | None = None) -> ir.Graph:
     return ir.parse(data)
 
 
+def inputs_mixed(g: ir.Graph, draw, tries: int = 3) -> ir.Graph:
+    """g with each input in a dtype drawn from f32, f16 and bf16 (a mixed graph: an f32 path beside
+    an f16 one, a 16-bit input added to an f32 one). A draw that puts a GEMM's operands in two
+    dtypes is refused by validation (one tensor-core dtype): drawn again, `tries` times, then
+    every input takes the first drawn dtype. `draw`: a composite's draw, or st.data()'s."""
+    base = g.model_dump(mode="json", by_alias=True)
+    base["derivation"] = []
+    first = None
+    for _ in range(tries):
+        drawn = [draw(st.sampled_from(["f32", "f16", "bf16"])) for n in base["nodes"] if n["op"] == "input"]
+        first = first or drawn[0]
+        it = iter(drawn)
+        nodes = [dict(n, dtype=next(it)) if n["op"] == "input" else n for n in base["nodes"]]
+        try:
+            return ir.parse(dict(base, nodes=nodes))
+        except ir.GraphError:
+            continue
+    try:
+        return inputs_in(g, first)
+    except ir.GraphError:  # a cast feeds a GEMM: its other operand keeps the generated dtype
+        return g
+
+
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal")
 
 

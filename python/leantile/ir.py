@@ -319,6 +319,14 @@ def value_dtype(n, dtypes: dict[int, str], nodes) -> str:
     return "f32"
 
 
+def value_dtypes(g: Graph) -> list[str]:
+    """Every node's value_dtype, by node id."""
+    dtypes: list[str] = []
+    for n in g.nodes:
+        dtypes.append(value_dtype(n, dtypes, g.nodes))
+    return dtypes
+
+
 def check(g: Graph) -> list[str]:
     """Semantic validation beyond the JSON shape. Returns one line per problem."""
     problems: list[str] = []

@@ -64,9 +64,12 @@ def check_inputs(g: ir.Graph, inputs: dict, device=None) -> None:
 
 
 def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None,
-             check: bool = True) -> dict[str, torch.Tensor]:
+             check: bool = True, tf32: bool = False) -> dict[str, torch.Tensor]:
     """Evaluate every output of g. With compute_dtype (float64 for oracles) all arithmetic
-    runs in that dtype; otherwise in the inputs' dtype, promoted per op."""
+    runs in that dtype; otherwise each node's value has the IR's dtype (`ir.value_dtype`: a
+    constant takes its operand's dtype, `x - 0.25` on an f16 x is f16), as the unfused graph
+    computes it and as the kernels write their outputs. With tf32, a float32 contraction's
+    operands are first rounded to TF32 (10-bit mantissa), as the GPU's tensor cores take them."""
     if check:
         check_inputs(g, inputs)
     last = {}  # node -> the last node that reads it: its value is dropped after that one
@@ -75,54 +78,77 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
             last[a] = n.id
     keep = set(g.outputs.values())
     vals: dict[int, torch.Tensor] = {}
+    dtypes = ir.value_dtypes(g)
+    scalars: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+
+    def arg(i: int, dt: torch.dtype) -> torch.Tensor:
+        """Node i's value for a consumer computing in dt. A constant is made in dt (one fill per
+        constant and dtype): in the IR, as in torch's `x - 0.25`, a constant never widens x."""
+        c = g.nodes[i]
+        if not isinstance(c, (ir.Const, ir.SizeConst)):
+            return vals[i]
+        if (i, dt) not in scalars:
+            number = c.number if isinstance(c, ir.Const) else float(g.axes[c.axis])
+            scalars[i, dt] = _scalar(number, inputs, dt)
+        return scalars[i, dt]
+
+    def dtype_of(i: int) -> torch.dtype:
+        return compute_dtype or TORCH_DTYPES[dtypes[i]]
+
     for n in g.nodes:
-        vals[n.id] = _eval_node(g, n, vals, inputs, compute_dtype)
+        if isinstance(n, (ir.Const, ir.SizeConst)):
+            continue  # made where it is used, in its user's dtype
+        dt = dtype_of(n.id)
+        vals[n.id] = _eval_node(g, n, lambda i, dt=dt: arg(i, dt), inputs, dt, tf32 and compute_dtype is None)
         for a in set(n.args()):  # a long chain holds one intermediate at a time, not all of them
             if last[a] == n.id and a not in keep:
-                del vals[a]
-    return {name: vals[i] for name, i in g.outputs.items()}
+                vals.pop(a, None)
+    return {name: arg(i, dtype_of(i)) for name, i in g.outputs.items()}
 
 
-def _scalar(value: float, like: dict, compute_dtype) -> torch.Tensor:
+def _scalar(value: float, like: dict, dtype: torch.dtype) -> torch.Tensor:
     """A 0-d tensor on the inputs' device, made by a fill (torch.full), not a host copy: the
     eager graph stays capturable in a CUDA graph (the benchmarks time it that way)."""
-    dtype = compute_dtype or torch.float32
     device = next((t.device for t in like.values()), "cpu")
     return torch.full((), value, dtype=dtype, device=device)
 
 
-def _eval_node(g, n, vals, inputs, compute_dtype):
+def to_tf32(t: torch.Tensor) -> torch.Tensor:
+    """float32 t as a TF32 tensor-core MMA reads it: the top 19 bits (sign, 8 exponent, 10
+    mantissa), the low 13 ignored (rounded toward zero)."""
+    bits = t.contiguous().view(torch.int32)
+    return (bits & ~0x1FFF).view(torch.float32)
+
+
+def _eval_node(g, n, arg, inputs, dt: torch.dtype, tf32: bool = False):
+    """Node n's value in dt (its IR dtype, or the oracle's compute dtype); arg(i) gives an
+    argument's value (a constant already in dt)."""
     if isinstance(n, ir.Input):
-        t = inputs[n.name]
-        return t.to(compute_dtype) if compute_dtype else t
-    if isinstance(n, ir.Const):
-        return _scalar(n.number, inputs, compute_dtype)
-    if isinstance(n, ir.SizeConst):
-        return _scalar(float(g.axes[n.axis]), inputs, compute_dtype)
+        return inputs[n.name].to(dt)
     if isinstance(n, ir.Iota):
         like = next((t for t in inputs.values()), None)
-        return torch.arange(g.axes[n.axis], dtype=compute_dtype or torch.float32,
-                            device=like.device if like is not None else "cpu")
+        return torch.arange(g.axes[n.axis], dtype=dt, device=like.device if like is not None else "cpu")
     if isinstance(n, ir.Unary):
-        return UNARY[n.op](vals[n.x])
+        return UNARY[n.op](arg(n.x))
     if isinstance(n, ir.Cast):
-        return vals[n.x] if compute_dtype else vals[n.x].to(TORCH_DTYPES[n.dtype])
+        return arg(n.x).to(dt)
     ax = {i: g.nodes[i].axes for i in n.args()}
-    if isinstance(n, ir.Binary):
-        a = align(vals[n.a], ax[n.a], n.axes)
-        b = align(vals[n.b], ax[n.b], n.axes)
-        dt = _promote(a.dtype, b.dtype)
+    if isinstance(n, ir.Binary):  # mixed operands take the IR's dtype (its first non-constant one's)
+        a = align(arg(n.a), ax[n.a], n.axes)
+        b = align(arg(n.b), ax[n.b], n.axes)
         return BINARY[n.op](a.to(dt), b.to(dt))
     if isinstance(n, ir.Select):
-        c, a, b = (align(vals[i], ax[i], n.axes) for i in (n.cond, n.a, n.b))
-        dt = _promote(a.dtype, b.dtype)
+        c, a, b = (align(arg(i), ax[i], n.axes) for i in (n.cond, n.a, n.b))
         return ops.TORCH["select"](c, a.to(dt), b.to(dt))
     if isinstance(n, ir.Reduce):
         dim = ax[n.x].index(n.axis)
-        x = vals[n.x]
+        x = arg(n.x)
         return x.sum(dim) if n.kind == "sum" else x.amax(dim)
     if isinstance(n, ir.Matmul):
-        return contract(vals[n.a], ax[n.a], vals[n.b], ax[n.b], n.axis_a, n.axis_b, n.axes)
+        a, b = arg(n.a).to(dt), arg(n.b).to(dt)
+        if tf32 and dt == torch.float32:
+            a, b = to_tf32(a), to_tf32(b)
+        return contract(a, ax[n.a], b, ax[n.b], n.axis_a, n.axis_b, n.axes)
     raise ir.GraphError([f"node {n.id} ({n.op}): no reference semantics"])
 
 

@@ -18,6 +18,7 @@ On a machine without a GPU, `device="cpu"` runs the same plan with the interpret
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from . import interp, ir, reference
 from .derive import DerivationError, derive
 from .emit import emit_module, load_module
 
-from .tolerance import TOLERANCE, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
+from .tolerance import TOLERANCE, output_tolerances, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
 
 
 class CompileError(ValueError):
@@ -156,17 +157,22 @@ class Kernel:
 
     def verify(self, inputs: dict | None = None, seed: int = 0, tolerance: float | None = None) -> dict:
         """Every output against the float32 reference on the same inputs (fresh random ones by
-        default), outputs NaN-poisoned first, judged by leantile.tolerance (the unfused graph in
-        the inputs' own dtype gives the rounding that is forgiven; `tolerance` overrides the
-        table): {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
+        default), outputs NaN-poisoned first, judged by leantile.tolerance (each output at the
+        tolerance of the least precise value it is computed from, output_tolerances; the unfused
+        graph in its own dtypes gives the rounding that is forgiven; `tolerance` overrides): {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
         "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)}}."""
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
         outs = self.run(inputs, fill=float("nan"))
-        ref = reference.evaluate(self.graph, inputs, compute_dtype=torch.float32)
-        same = reference.evaluate(self.graph, inputs, check=False)  # the unfused graph, in its own dtype
+        with fp32_matmuls("ieee"):  # float32 products, whatever the caller set
+            ref = reference.evaluate(self.graph, inputs, compute_dtype=torch.float32)
+        # the unfused graph in its own dtype, its float32 contractions rounded as the kernels'
+        # are: on the GPU T.gemm of float32 operands runs on TF32 tensor cores (10-bit mantissa,
+        # as torch.set_float32_matmul_precision("high")); the interpreter multiplies in float32
+        with fp32_matmuls("ieee"):
+            same = reference.evaluate(self.graph, inputs, check=False, tf32=self.device.type == "cuda")
         errs = {o: rel_err(outs[o], ref[o], same[o]) for o in self.output_names}
-        tol = {o: _tolerance(self.output_specs[o][1]) if tolerance is None else tolerance
-               for o in self.output_names}
+        least_precise = output_tolerances(self.graph)
+        tol = {o: least_precise[o] if tolerance is None else tolerance for o in self.output_names}
         plain = {o: rel_err(outs[o], ref[o]) for o in self.output_names}
         return {"ok": all(errs[o] <= tol[o] for o in errs), "rel_err": errs, "tolerance": tol, "plain_rel_err": plain}
 
@@ -178,6 +184,25 @@ class Kernel:
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
         self.run(inputs)
         return tt.do_bench_cudagraph(lambda: self.run(inputs), rep=rep, return_mode="median")
+
+
+@contextmanager
+def fp32_matmuls(precision: str):
+    """torch's float32 GEMMs in `precision` ("ieee": float32 products; "tf32": TF32 tensor
+    cores) for the block, the caller's setting restored after."""
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):  # torch >= 2.9
+        old, m.fp32_precision = m.fp32_precision, precision
+        try:
+            yield
+        finally:
+            m.fp32_precision = old
+    else:
+        old, m.allow_tf32 = m.allow_tf32, precision == "tf32"
+        try:
+            yield
+        finally:
+            m.allow_tf32 = old
 
 
 def compile(source, *, candidate: str | None = None, tiles: dict | None = None, device=None,

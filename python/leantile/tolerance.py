@@ -16,6 +16,12 @@ absolute floor is what must never be used: an output that is small everywhere (a
 65536 columns, ~1.5e-5 per element) would then pass as all zeros. Without `ref_same` (float64
 oracles, the GPU checks of the published shapes) it is the plain relative error.
 
+A reference that is exactly 0 where the graph in its own dtype is not (`x - f32(f16(x))`: the
+residual of a cast, which the exact semantics, like Lean's, does not round) has no norm to be
+relative to: the output is pure rounding, so the error beyond NOISE times the graph's own is
+measured relative to that rounding (an all-zero output is exact there, so CAP has nothing to
+guard).
+
 A non-finite output is inf, except where the reference has the same non-finite value: a row
 whose every score is masked (-inf) is NaN in the graph's semantics (0 / 0), as it is in torch's
 softmax, and a kernel that agrees is right there; the error is then measured over the finite
@@ -38,6 +44,21 @@ def tolerance(dtype: torch.dtype) -> float:
     return TOLERANCE[dtype]
 
 
+def output_tolerances(g) -> dict[str, float]:
+    """Per output of graph g, the tolerance of the least precise value it is computed from: its
+    own dtype's and that of every computed node it depends on (ir.value_dtype; inputs and
+    constants are given exactly, they round nothing). An f32 output cast from bf16 arithmetic is
+    as precise as bf16 and judged so; the f32 path of a mixed graph keeps float32's tolerance."""
+    from . import ir
+    from .reference import TORCH_DTYPES
+    dtypes = ir.value_dtypes(g)
+    worst: list[float] = []
+    for n in g.nodes:
+        own = 0.0 if isinstance(n, (ir.Input, ir.Const, ir.SizeConst)) else TOLERANCE[TORCH_DTYPES[dtypes[n.id]]]
+        worst.append(max([own, *(worst[a] for a in n.args())]))
+    return {o: worst[i] or TOLERANCE[TORCH_DTYPES[dtypes[i]]] for o, i in g.outputs.items()}
+
+
 def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None = None) -> float:
     """See the module docstring."""
     finite = torch.isfinite(ref)
@@ -53,8 +74,12 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None 
     ref64 = ref.double()
     num = (out.double() - ref64).norm().item()
     den = ref64.norm().item()
+    noise = None
     if ref_same is not None and bool(torch.isfinite(ref_same).all()):
-        num = max(0.0, num - min(NOISE * (ref_same.double() - ref64).norm().item(), CAP * den))
+        noise = (ref_same.double() - ref64).norm().item()
+        if den == 0 and noise > 0:  # exactly 0, and only rounding makes it otherwise: see above
+            return max(0.0, num - NOISE * noise) / noise
+        num = max(0.0, num - min(NOISE * noise, CAP * den))
     if den > 0:
         return num / den
     return 0.0 if num == 0 else float("inf")

@@ -17,7 +17,7 @@ from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 
-from strategies import inputs_in, random_graphs, structured_graphs, user_graphs  # noqa: E402
+from strategies import inputs_in, inputs_mixed, random_graphs, structured_graphs, user_graphs  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
 _SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0}
@@ -72,6 +72,19 @@ def test_every_candidate_of_half_precision_generated_graphs_lowers(g, dtype):
         plan = derive(g, c.name)
         _SEEN["swapped"] += sum(bool(k.swapped) for k in plan.kernels)
         for name, f in load_module(emit_module(plan), f"gen16_{g.name}_{c.name}".replace("+", "_")).build_kernel().items():
+            _lowers(name, f)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(GRAPHS, st.data())
+def test_every_candidate_of_mixed_dtype_generated_graphs_lowers(g, data):
+    """Each input in a drawn dtype (f32, f16, bf16): outputs are stored in their own value's
+    dtype (a float32 path beside a 16-bit one), rounded and widened in the epilogue."""
+    g = inputs_mixed(g.model_copy(update={"axes": {a: min(n, 3) for a, n in g.axes.items()}}), data.draw)
+    for c in candidates(g):
+        plan = derive(g, c.name)
+        for name, f in load_module(emit_module(plan), f"genmix_{g.name}_{c.name}".replace("+", "_")).build_kernel().items():
             _lowers(name, f)
 
 

@@ -64,6 +64,36 @@ def test_non_finite_and_zero_references():
     assert rel_err(ref * 1.01, ref, noisy_same) == pytest.approx(0.01, rel=1e-6)
 
 
+def test_an_output_that_is_only_rounding_is_judged_against_the_graphs_own_rounding():
+    """x - f32(f16(x)): exactly 0 in the exact semantics (casts are precision, not values), the
+    f16 residual where the cast rounds. A kernel that rounds as the graph does, or not at all,
+    is right; one off by more than NOISE times that rounding is wrong."""
+    x = torch.randn(6, 5, dtype=torch.float32)
+    ref = torch.zeros(6, 5, dtype=torch.float64)
+    same = x - x.half().float()
+    assert rel_err(same, ref, same) == 0.0
+    assert rel_err(torch.zeros(6, 5), ref, same) == 0.0
+    assert rel_err(same * 20, ref, same) > TOLERANCE[torch.float32]
+    assert rel_err(same + 0.1, ref, same) > TOLERANCE[torch.float32]
+    assert rel_err(same, ref) == float("inf")  # without the graph's own rounding: no judgement
+
+
+def test_an_output_is_judged_as_precise_as_the_least_precise_value_it_comes_from():
+    from leantile.dag import DagM
+    from leantile.tolerance import output_tolerances
+    g = DagM("p", {"m": 3, "d": 4})
+    x, y = g.input("X", ["m", "d"], "bf16"), g.input("Y", ["m", "d"], "f32")
+    g.output("given", x)                                         # an input is exact: its dtype's
+    g.output("widened_early", g.exp(g.cast(x, "f32")))           # f32 arithmetic on exact bf16 values
+    g.output("widened_late", g.cast(g.exp(x), "f32"))            # bf16 arithmetic, then widened
+    g.output("f32_path", g.add(g.exp(y), g.const("1.0")))
+    g.output("joined", g.add(g.exp(y), g.cast(g.mul(x, x), "f32")))  # one bf16 product in its cone
+    assert output_tolerances(g.graph()) == {
+        "given": TOLERANCE[torch.bfloat16], "widened_early": TOLERANCE[torch.float32],
+        "widened_late": TOLERANCE[torch.bfloat16], "f32_path": TOLERANCE[torch.float32],
+        "joined": TOLERANCE[torch.bfloat16]}
+
+
 def test_nan_agrees_only_where_the_reference_has_nan():
     """A fully masked softmax row is NaN in the graph (0 / 0): a kernel with NaN exactly there
     is right, with NaN elsewhere or a number there is wrong; the rest is measured as usual."""

@@ -17,7 +17,7 @@ from leantile.derive import candidates, derive
 
 from gpu_checks import verify_all
 import strategies
-from strategies import ALL_CLASSES, inputs_in, structured_graphs
+from strategies import ALL_CLASSES, inputs_in, inputs_mixed, structured_graphs
 
 pytestmark = pytest.mark.gpu
 
@@ -50,7 +50,15 @@ def half_graphs(draw, family):
     return inputs_in(g.model_copy(update={"axes": sizes}), draw(st.sampled_from(["f16", "bf16"])), only="f32")
 
 
-def _drawn() -> list:
+@st.composite
+def mixed_graphs(draw, family):
+    """The same families, each input in a drawn dtype (f32, f16, bf16): float32 outputs beside
+    16-bit ones, written in their own dtypes and judged at their own tolerances."""
+    g = draw(half_graphs(family))
+    return inputs_mixed(g, draw)
+
+
+def _drawn(make=None) -> list:
     """The distinct graphs of EXAMPLES derandomized draws of each family (hypothesis repeats an
     example where it varies bytes no draw reads): drawn first, so that every (graph, candidate)
     compiles in one pool (gpu_checks.verify_all) rather than a few at a time."""
@@ -61,7 +69,7 @@ def _drawn() -> list:
     def draw(g):
         graphs.setdefault(g.model_dump_json(), g)
     for family in FAMILIES.values():
-        given(half_graphs(family))(draw)()
+        given((make or half_graphs)(family))(draw)()
     return list(graphs.values())
 
 
@@ -70,4 +78,12 @@ def test_every_candidate_of_generated_half_graphs_is_exact():
     jobs = [(g, c.name) for g in graphs for c in candidates(g) if c.name != "unfused"]
     swapped = sum(bool(k.swapped) for g, c in jobs for k in derive(g, c).kernels)
     assert len(graphs) >= 12 and swapped >= 5, (len(graphs), swapped)  # the sweep reached swapped kernels
+    assert verify_all(jobs) == []
+
+
+def test_every_candidate_of_generated_mixed_dtype_graphs_is_exact():
+    graphs = _drawn(mixed_graphs)
+    mixed = sum(len({n.dtype for n in g.inputs()}) > 1 for g in graphs)
+    jobs = [(g, c.name) for g in graphs for c in candidates(g)]
+    assert len(graphs) >= 12 and mixed >= 3, (len(graphs), mixed)
     assert verify_all(jobs) == []

@@ -29,8 +29,7 @@ def plan_text(plan) -> str:
     for b in plan.globals:  # global memory: inputs, outputs, and what crosses kernels, with its dtype
         kind = "output" if b.name in outs else "input" if b.node is not None and b.dtype != "acc" and \
             not any(s.op == "store" and s.dst == b.name for k in plan.kernels for s in k.statements()) else "intermediate"
-        dt = "graph dtype" if b.dtype == "acc" and kind == "output" else b.dtype
-        lines.append(f"  global {kind:<12} {b.name}[{', '.join(b.axes)}] {dt}" + (f"  ({b.why})" if b.why else ""))
+        lines.append(f"  global {kind:<12} {b.name}[{', '.join(b.axes)}] {b.dtype}" + (f"  ({b.why})" if b.why else ""))
     grids: dict[tuple, str] = {}  # kernels share their tiles and streams: format each once
     axes: dict[tuple, str] = {}
     for k in plan.kernels:

@@ -144,8 +144,7 @@ class Ctx:
         """The dtype a value has on the GPU (ir.value_dtype: its cast or input, else its first
         non-constant argument's, else f32)."""
         if not self._dtypes:
-            for n in self.nodes:
-                self._dtypes.append(ir.value_dtype(n, self._dtypes, self.nodes))
+            self._dtypes = ir.value_dtypes(self.g)
         return self._dtypes[i]
 
     def is_statistic(self, i: int) -> bool:

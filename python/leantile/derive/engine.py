@@ -488,13 +488,14 @@ WIDE_WHY = "float32: a row statistic (a reduction, or computed from one over its
 
 
 def _intermediate(cx: Ctx, i: int) -> Buffer:
-    """The global buffer of node i. Graph outputs are written in the graph's dtype by the
-    emitter ("acc" marks them as the kernel's own); intermediates that cross kernels are stored
-    in their value's dtype (half the traffic of float32 for an f16 graph), except a reduction's
-    result, kept in float32 with the reason recorded (`leantile derive` prints it)."""
+    """The global buffer of node i. A graph output is written in its value's dtype (the IR's
+    one rule, ir.value_dtype: a cast to f32 is an f32 output, whatever the inputs); intermediates
+    that cross kernels are stored in their value's dtype too (half the traffic of float32 for an
+    f16 graph), except a reduction's result, kept in float32 with the reason recorded
+    (`leantile derive` prints it)."""
     n = cx.node(i)
     if i in cx.outputs.values():
-        return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i)
+        return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=cx.dtype_of(i), node=i)
     if cx.is_statistic(i):
         return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i, why=WIDE_WHY)
     return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=cx.dtype_of(i), node=i)

@@ -48,7 +48,8 @@ def _size(axis: str) -> str:
 
 
 def _out_dtype(plan: Plan) -> str:
-    """Outputs are written in the graph's input dtype (fp16 for the built-ins)."""
+    """The graph's input dtype (fp16 for the built-ins): DTYPE in the module, for the reader;
+    each global, outputs included, carries its own dtype in GLOBALS."""
     written = {s.dst for k in plan.kernels for s in k.statements() if isinstance(s, Store)}
     ins = [b.dtype for b in plan.globals if b.name not in written and b.dtype != "acc"]
     return TL_DTYPES.get(ins[0], "float16") if ins else "float16"
@@ -56,8 +57,8 @@ def _out_dtype(plan: Plan) -> str:
 
 def _global_dtype(plan: Plan, b: Buffer) -> str:
     """Python expression for a global buffer's dtype in the generated module."""
-    if b.dtype == "acc":
-        return "DTYPE" if b.name in plan.outputs.values() else "ACCUM_DTYPE"
+    if b.dtype == "acc":  # a split's partial sums, a row statistic: float32
+        return "ACCUM_DTYPE"
     return repr(TL_DTYPES[b.dtype])
 
 

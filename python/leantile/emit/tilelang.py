@@ -130,7 +130,7 @@ def emit_module(plan: Plan) -> str:
     L.append(f"CANDIDATE = {plan.candidate!r}")
     L.append(f"AXES = {dict(plan.axes)!r}")
     L.append(f"TILE_PARAMS = {tiles!r}  # defaults, from the plan")
-    L.append(f"DTYPE = {out_dt!r}  # graph inputs and outputs")
+    L.append(f"DTYPE = {out_dt!r}  # the graph's inputs (each output has its value's dtype: GLOBALS)")
     L.append('ACCUM_DTYPE = "float32"  # "acc" buffers: accumulators and intermediate results')
     L.append("")
     for a in plan.axes:

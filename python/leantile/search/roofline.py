@@ -4,7 +4,7 @@ floor = max(FLOPs / peak FLOP/s, minimal bytes / copy bandwidth). FLOPs: 2*M*N*K
 (output elements x contraction), one per output element of an elementwise op, one per input
 element of a reduction, all at the tensor-core rate (elementwise work is a rounding error
 next to the GEMMs of these workloads, and a floor may be optimistic). Minimal bytes: every
-graph input read once and every output written once, in the input dtype (fp16): what any
+graph input read once and every output written once, each in its own dtype: what any
 kernel, fused or not, must move.
 
 Ceilings (anchors-h200.md): cuBLAS fp16 8192^3 reaches 669 TFLOP/s and 691 TFLOP/s was seen
@@ -52,9 +52,8 @@ def workload_cost(g: ir.Graph, ceil: Ceilings = H200, dtype: str | None = None) 
             flops += _elems(g, g.node(n.x))
         elif isinstance(n, (ir.Unary, ir.Binary, ir.Cast)):
             flops += _elems(g, n)
-    inputs = g.inputs()
-    io_dtype = dtype or (inputs[0].dtype if inputs else "f16")
-    nbytes = sum(_elems(g, n) * DTYPE_BYTES.get(dtype or n.dtype, 2) for n in inputs)
-    nbytes += sum(_elems(g, g.node(i)) * DTYPE_BYTES.get(io_dtype, 2) for i in g.outputs.values())
+    dtypes = ir.value_dtypes(g)  # an output is written in its own value's dtype
+    nbytes = sum(_elems(g, n) * DTYPE_BYTES.get(dtype or n.dtype, 2) for n in g.inputs())
+    nbytes += sum(_elems(g, g.node(i)) * DTYPE_BYTES.get(dtype or dtypes[i], 2) for i in g.outputs.values())
     t_c, t_m = flops / ceil.flops_per_s, nbytes / ceil.bytes_per_s
     return Cost(flops, float(nbytes), 1e3 * max(t_c, t_m), "compute" if t_c >= t_m else "memory")

@@ -78,6 +78,17 @@ class MeanPullout(_Pullout):
     params = {"colsum": "how the weight's column sums are computed"}
     op, kind = "sub", "mean"
 
+    def match(self, cx: Ctx, node, axis: str) -> Peel | None:
+        peel = super().match(cx, node, axis)
+        if peel is not None and cx.axes[axis] == 1 and _reduces_over(cx, peel.vec, axis):
+            # a row of one element centred on a statistic over it (its mean) is exactly 0; pulled
+            # out, it would be the difference of two rounded products (x w - mu w: a residue where
+            # the GPU's TF32 rounds one of them), an output that is exactly 0 would not be
+            self.refuse(cx, (node.id,), f"the contraction axis {axis!r} has size 1 and mu is a statistic "
+                        "over it: X - mu is exactly 0 there, matmul(X, W) - mu colsum(W) would not be")
+            return None
+        return peel
+
     def apply(self, choice, step):
         choice.mean = True
         choice.colsum = step.params["colsum"]
@@ -95,6 +106,21 @@ class MeanPullout(_Pullout):
         centred = S.sp.Matrix(2, 3, lambda i, k: S.X[i, k] - S.MU[i])
         colsum = S.sp.Matrix(1, 2, lambda _, j: sum(S.W[k, j] for k in range(3)))
         return (centred * S.W - (S.X * S.W - S.MU * colsum)).expand() == S.sp.zeros(2, 2)
+
+
+def _reduces_over(cx: Ctx, i: int, axis: str) -> bool:
+    """Whether node i is computed from a reduction over `axis`."""
+    seen, todo = set(), [i]
+    while todo:
+        j = todo.pop()
+        if j in seen:
+            continue
+        seen.add(j)
+        n = cx.node(j)
+        if isinstance(n, ir.Reduce) and n.axis == axis:
+            return True
+        todo.extend(n.args())
+    return False
 
 
 SCALE, MEAN = ScalePullout(), MeanPullout()
