@@ -110,17 +110,8 @@ class MeanPullout(_Pullout):
 
 def _reduces_over(cx: Ctx, i: int, axis: str) -> bool:
     """Whether node i is computed from a reduction over `axis`."""
-    seen, todo = set(), [i]
-    while todo:
-        j = todo.pop()
-        if j in seen:
-            continue
-        seen.add(j)
-        n = cx.node(j)
-        if isinstance(n, ir.Reduce) and n.axis == axis:
-            return True
-        todo.extend(n.args())
-    return False
+    from .stats import row_ancestors  # stats builds on the pullouts' sites
+    return any(isinstance(cx.node(j), ir.Reduce) and cx.node(j).axis == axis for j in row_ancestors(cx, [i], axis))
 
 
 SCALE, MEAN = ScalePullout(), MeanPullout()
