@@ -4,6 +4,8 @@ NaN-poisoned, fresh random inputs)."""
 from concurrent.futures import ThreadPoolExecutor
 
 import leantile
+from leantile import ir
+from leantile.reference import TORCH_DTYPES
 
 
 def verify_all(jobs, seed: int = 5) -> list:
@@ -22,7 +24,7 @@ def verify_all(jobs, seed: int = 5) -> list:
         if isinstance(k, Exception):
             bad.append((g.name, cand, f"{type(k).__name__}: {str(k)[:200]}"))
             continue
-        want = _value_dtypes(g)
+        want = {o: TORCH_DTYPES[d] for o, d in ir.output_dtypes(g).items()}
         got = {o: spec[1] for o, spec in k.output_specs.items()}
         if got != want:  # each output in its value's dtype (ir.value_dtype), not the inputs'
             bad.append((g.name, cand, f"output dtypes {got}, expected {want}"))
@@ -32,9 +34,3 @@ def verify_all(jobs, seed: int = 5) -> list:
             bad.append((g.name, cand, v["rel_err"]))
     return bad
 
-
-def _value_dtypes(g) -> dict:
-    from leantile import ir
-    from leantile.reference import TORCH_DTYPES
-    dts = ir.value_dtypes(g)
-    return {o: TORCH_DTYPES[dts[i]] for o, i in g.outputs.items()}

@@ -327,6 +327,12 @@ def value_dtypes(g: Graph) -> list[str]:
     return dtypes
 
 
+def output_dtypes(g: Graph) -> dict[str, str]:
+    """Each output's dtype: its value's (what the kernels write and the reference returns)."""
+    dtypes = value_dtypes(g)
+    return {o: dtypes[i] for o, i in g.outputs.items()}
+
+
 def check(g: Graph) -> list[str]:
     """Semantic validation beyond the JSON shape. Returns one line per problem."""
     problems: list[str] = []

@@ -159,16 +159,16 @@ class Kernel:
         """Every output against the float32 reference on the same inputs (fresh random ones by
         default), outputs NaN-poisoned first, judged by leantile.tolerance (each output at the
         tolerance of the least precise value it is computed from, output_tolerances; the unfused
-        graph in its own dtypes gives the rounding that is forgiven; `tolerance` overrides): {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
+        graph in its own dtypes gives the rounding that is forgiven; `tolerance` overrides):
+        {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
         "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)}}."""
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
         outs = self.run(inputs, fill=float("nan"))
-        with fp32_matmuls("ieee"):  # float32 products, whatever the caller set
+        with ieee_fp32_matmuls():  # float32 products, whatever the caller set
             ref = reference.evaluate(self.graph, inputs, compute_dtype=torch.float32)
-        # the unfused graph in its own dtype, its float32 contractions rounded as the kernels'
-        # are: on the GPU T.gemm of float32 operands runs on TF32 tensor cores (10-bit mantissa,
-        # as torch.set_float32_matmul_precision("high")); the interpreter multiplies in float32
-        with fp32_matmuls("ieee"):
+            # the unfused graph in its own dtypes, its float32 contractions rounded as the
+            # kernels' are: on the GPU T.gemm of float32 operands runs on TF32 tensor cores (as
+            # torch.set_float32_matmul_precision("high")); the interpreter multiplies in float32
             same = reference.evaluate(self.graph, inputs, check=False, tf32=self.device.type == "cuda")
         errs = {o: rel_err(outs[o], ref[o], same[o]) for o in self.output_names}
         least_precise = output_tolerances(self.graph)
@@ -187,22 +187,16 @@ class Kernel:
 
 
 @contextmanager
-def fp32_matmuls(precision: str):
-    """torch's float32 GEMMs in `precision` ("ieee": float32 products; "tf32": TF32 tensor
-    cores) for the block, the caller's setting restored after."""
+def ieee_fp32_matmuls():
+    """torch's float32 GEMMs in float32 (not TF32) for the block, the caller's setting restored."""
     m = torch.backends.cuda.matmul
-    if hasattr(m, "fp32_precision"):  # torch >= 2.9
-        old, m.fp32_precision = m.fp32_precision, precision
-        try:
-            yield
-        finally:
-            m.fp32_precision = old
-    else:
-        old, m.allow_tf32 = m.allow_tf32, precision == "tf32"
-        try:
-            yield
-        finally:
-            m.allow_tf32 = old
+    name, value = ("fp32_precision", "ieee") if hasattr(m, "fp32_precision") else ("allow_tf32", False)  # torch >= 2.9
+    old = getattr(m, name)
+    setattr(m, name, value)
+    try:
+        yield
+    finally:
+        setattr(m, name, old)
 
 
 def compile(source, *, candidate: str | None = None, tiles: dict | None = None, device=None,

@@ -52,7 +52,7 @@ def output_tolerances(g) -> dict[str, float]:
     from . import ir
     from .reference import TORCH_DTYPES
     dtypes = ir.value_dtypes(g)
-    worst: list[float] = []
+    worst: list[float] = []  # per node: the largest tolerance among the computed values it reads
     for n in g.nodes:
         own = 0.0 if isinstance(n, (ir.Input, ir.Const, ir.SizeConst)) else TOLERANCE[TORCH_DTYPES[dtypes[n.id]]]
         worst.append(max([own, *(worst[a] for a in n.args())]))
@@ -74,7 +74,6 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None 
     ref64 = ref.double()
     num = (out.double() - ref64).norm().item()
     den = ref64.norm().item()
-    noise = None
     if ref_same is not None and bool(torch.isfinite(ref_same).all()):
         noise = (ref_same.double() - ref64).norm().item()
         if den == 0 and noise > 0:  # exactly 0, and only rounding makes it otherwise: see above

@@ -64,11 +64,6 @@ def test_the_reference_keeps_a_constant_from_widening_its_operand():
     assert torch.equal(out["masked"][:, 2:], torch.zeros(3, 2, dtype=torch.float16))
 
 
-def _value_dtypes(g: ir.Graph) -> dict[str, str]:
-    dts = ir.value_dtypes(g)
-    return {o: dts[i] for o, i in g.outputs.items()}
-
-
 @settings(max_examples=100, deadline=None)
 @given(st.one_of(random_graphs(max_ops=6), user_graphs().map(lambda gc: gc[0])), st.data())
 def test_generated_mixed_graphs_write_each_output_in_its_value_dtype(g, data):
@@ -76,7 +71,7 @@ def test_generated_mixed_graphs_write_each_output_in_its_value_dtype(g, data):
     with each input in a drawn dtype: every candidate's plan, module and run give each output its
     value's dtype, and it passes verify at that dtype's tolerance against the float32 reference."""
     g = inputs_mixed(g, data.draw)
-    want = {o: TORCH_DTYPES[d] for o, d in _value_dtypes(g).items()}
+    want = {o: TORCH_DTYPES[d] for o, d in ir.output_dtypes(g).items()}
     inputs = reference.random_inputs(g, seed=data.draw(st.integers(0, 99)), scale=reference.natural_scale(g))
     assert {o: t.dtype for o, t in reference.evaluate(g, inputs).items()} == want
     for c in candidates(g):

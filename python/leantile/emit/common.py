@@ -47,7 +47,7 @@ def _size(axis: str) -> str:
     return f"size_{_ident(axis)}"
 
 
-def _out_dtype(plan: Plan) -> str:
+def _graph_dtype(plan: Plan) -> str:
     """The graph's input dtype (fp16 for the built-ins): DTYPE in the module, for the reader;
     each global, outputs included, carries its own dtype in GLOBALS."""
     written = {s.dst for k in plan.kernels for s in k.statements() if isinstance(s, Store)}

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..files import under, write_atomic
 from ..plan import Plan
 from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident,  # noqa: F401
-                     _out_dtype, _size, tile_param_of)
+                     _graph_dtype, _size, tile_param_of)
 from .kernel import _KernelWriter
 
 __all__ = ["EmitError", "emit_module", "emit_plan_to_dir", "load_module", "tile_param_of"]
@@ -101,7 +101,7 @@ def emit_module(plan: Plan) -> str:
     _check_plain_text(plan)
     writers = [_KernelWriter(plan, k) for k in plan.kernels]
     kernel_src = [w.write() for w in writers]
-    out_dt = _out_dtype(plan)
+    out_dt = _graph_dtype(plan)
     used = {"threads"}
     for w in writers:
         used |= set(w.params.values())
