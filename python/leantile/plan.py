@@ -209,6 +209,11 @@ class Reduce(_M):
     kind: Literal["sum", "max"]
     axis: str
     accumulate: bool = False
+    # plan_passes.defer_reductions (code generation, interp ignores it): a stream body's
+    # accumulation whose total only the epilogue reads adds each block elementwise into a tile
+    # of partial sums (or maxima) and reduces that tile once after the stream, so the loop body
+    # has no cross-thread reduction
+    deferred: bool = False
 
 
 class Pivot(_M):
@@ -282,6 +287,13 @@ class Kernel(_M):
     # narrow N side, the weight's columns its 64-row M side. Every on-chip buffer with exactly
     # these axes is laid out so (on_chip_dims); the interpreter keeps the logical order.
     swapped: tuple[str, ...] = ()
+    # plan_passes.dependent_launch: programmatic dependent launch (sm_90+) between consecutive
+    # kernels of a plan: `launch_next` lets the next kernel launch while this one runs
+    # (griddepcontrol.launch_dependents); `wait_previous` makes this kernel's first act a wait
+    # for the one before to finish and flush (griddepcontrol.wait). Launch and setup overlap
+    # the previous kernel's tail; every statement still runs after it.
+    launch_next: bool = False
+    wait_previous: bool = False
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:

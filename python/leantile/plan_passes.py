@@ -5,7 +5,8 @@ the plan so the emitter only spells them and the search reads them from the plan
 
 Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
 code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap,
-Kernel.swapped, Store.staged, which interp ignores) or drops a statement whose effect is
+Kernel.swapped, Kernel.launch_next, Kernel.wait_previous, Store.staged, Reduce.deferred,
+which interp ignores) or drops a statement whose effect is
 already there (a repeated load), so that interp runs exactly the statements the emitter
 prints. derive runs them before the plan verifier (engine._replay).
 """
@@ -13,8 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, on_chip_dims
-from .plan_verify import mma_shaped, statement_effects
+from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, on_chip_dims, running_maxes
+from .plan_verify import deferrable, mma_shaped, statement_effects
 
 PARTS = ("prologue", "body", "epilogue")
 
@@ -224,6 +225,45 @@ def swap_operands(plan: Plan) -> Plan:
     return _on_gemm_kernels(plan, decide)
 
 
+def defer_reductions(plan: Plan) -> Plan:
+    """Reduce.deferred for a stream body's accumulation (accumulate over the streamed axis into
+    a buffer no other body statement touches: its total is read after the stream) of a
+    two-axis tile, in a stream of more than one block: the body adds each block into a tile of
+    partials, one reduction follows the stream. A T.reduce_sum in the body is a cross-thread
+    reduction (shuffles, and a barrier where a row spans warps) every block, beside the
+    pipelined GEMM of a norm's statistics fused into it (benchmarks/deferred_reduce_probe.py)."""
+    kernels, changed = list(plan.kernels), False
+    for j, k in enumerate(kernels):
+        body = tuple(s.model_copy(update={"deferred": True}) if isinstance(s, Reduce) and not s.deferred
+                     and deferrable(plan, k, s) else s for s in k.body)
+        if body != k.body:
+            kernels[j], changed = k.model_copy(update={"body": body}), True
+    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
+def _split_attention(k: Kernel) -> bool:
+    """A split-KV attention kernel: a GEMM stream split over CTAs with an online-softmax max."""
+    return bool(k.stream and k.stream.split and running_maxes(k) and _gemms(k))
+
+
+def dependent_launch(plan: Plan) -> Plan:
+    """Kernel.launch_next on every kernel but the last, Kernel.wait_previous on every kernel but
+    the first: each kernel's launch and prologue overlap the tail of the one before. The tile
+    parameter `pdl` (0 or 1) decides where given; by default it is on, but for a split-KV
+    attention and its merge. Measured on an H100 (benchmarks/pdl_probe.py, medians of 5 rounds,
+    results/pdl-probe-h100-2026-11-26.json): norm -> GEMM 0.998x..1.035x, split-K after a norm
+    1.061x, a split softmax row 1.069x; split-KV decode 0.98x, 1.10x and 0.88x (GQA, 8 KV heads
+    of 4 queries). The wait is the kernel's first statement, so no kernel reads or writes a
+    buffer before the kernels before it have finished."""
+    choice = (plan.tiles or {}).get("pdl")
+    if len(plan.kernels) < 2 or choice == 0 or (choice is None and any(map(_split_attention, plan.kernels))):
+        return plan
+    last = len(plan.kernels) - 1
+    kernels = tuple(k.model_copy(update={"launch_next": j < last, "wait_previous": j > 0})
+                    for j, k in enumerate(plan.kernels))
+    return plan.model_copy(update={"kernels": kernels})
+
+
 OVERLAP_THREADS, OVERLAP_BLOCK_M = 256, 128  # two consumer warpgroups of 64 rows each
 
 
@@ -243,7 +283,8 @@ def overlap(plan: Plan) -> Plan:
 
 
 PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
-                                              swap_operands, heavy_first, overlap)
+                                              swap_operands, heavy_first, overlap, defer_reductions,
+                                              dependent_launch)
 
 
 def run(plan: Plan) -> Plan:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, boundary_read, on_chip_dims,
+from .plan import (FIXED, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, boundary_read, on_chip_dims,
                    swapped_layout)
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
@@ -161,6 +161,21 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
     return None
 
 
+def deferrable(plan: Plan, k: Kernel, s) -> bool:
+    """Whether the Reduce `s` may be deferred (Reduce.deferred, plan_passes.defer_reductions): an
+    accumulation in the body of a plain stream of more than one block (not FA3's loop), over the
+    streamed axis, of a two-axis tile into a one-axis total that no other body statement reads
+    or writes (so only the statements after the stream see it, and they see the same total)."""
+    st = k.stream
+    if st is None or k.overlap or (st.param == FIXED and st.block >= plan.axes[st.axis]):
+        return False
+    if not (s in k.body and s.accumulate and s.axis in (st.axis, *st.aliases)):
+        return False
+    if len(k.buffer(s.src).axes) != 2 or len(k.buffer(s.dst).axes) != 1:
+        return False
+    return not any(s.dst in r + w for x in k.body if x is not s for r, w in [statement_effects(x)])
+
+
 def statement_effects(s) -> tuple[list[str], list[str]]:
     """(on-chip buffers read, on-chip buffers written) by one statement."""
     if isinstance(s, Load):
@@ -238,6 +253,10 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
                                                       and len(on_chip_dims(k, local[s.src].axes)) == 2):
             out.append(f"{where}: store {s.src}->{s.dst} is staged through shared memory, but {s.src!r} "
                        "is no 2-D fragment")
+    for s in k.body:
+        if isinstance(s, Reduce) and s.deferred and not deferrable(plan, k, s):
+            out.append(f"{where}: reduce into {s.dst} is deferred past the stream, but is no accumulation over "
+                       "the streamed axis of a 2-D tile whose total only statements after the stream read")
     _boundary_problems(k, where, out)
     for b in (k.stream.skip if k.stream else ()):
         batch = {t.axis for t in k.grid if t.block == 1}
@@ -300,6 +319,8 @@ def verify(plan: Plan, graph: ir.Graph, smem_limit: int = SMEM_LIMIT) -> list[st
         problem = smem_problem(plan, k, smem_limit)
         if problem:
             out.append(problem)
+    if plan.kernels and (plan.kernels[0].wait_previous or plan.kernels[-1].launch_next):
+        out.append("dependent launch: the first kernel waits for none before it, the last launches none after it")
     for name, w in writers.items():
         if len(w) > 1:
             out.append(f"global {name} is stored by {len(w)} kernels ({', '.join(w)})")

@@ -104,3 +104,98 @@ def test_gemm_engine_and_fullrow_warps_are_plan_decisions():
     marked = tuple(s.model_copy(update={"mma": True}) if isinstance(s, Gemm) else s for s in k.body)
     assert any("marked for tensor cores" in p for p in verify(_edit(tiny, 0, body=marked),
                                                               architectures.build("matmul", m=8, d=4, n=8)))
+
+
+def _loop_and_after(src: str, kernel: str) -> tuple[str, str]:
+    """The stream loop of one emitted kernel and the lines after it (to the kernel's return)."""
+    body = src[src.index(f"def {kernel}("):]
+    body = body[:body.index(f"return {kernel}")]
+    loop = body[body.index("T.Pipelined("):]
+    cut = loop.index("\n            T.reduce_") if "\n            T.reduce_" in loop else len(loop)
+    return loop[:cut], loop[cut:]
+
+
+def test_stream_accumulations_are_deferred_past_the_stream():
+    """plan_passes.defer_reductions: a norm's statistics accumulated in the GEMM's stream and a
+    weight's column sums are added block by block into a tile of partials and reduced once after
+    the stream (no cross-thread reduction in the pipelined loop: 0.0645 -> 0.0565 ms for
+    rmsnorm_published's stats_fused on an H100, benchmarks/deferred_reduce_probe.py); online
+    softmax's running max, read in every block, and a one-block stream keep theirs."""
+    from leantile.plan import Reduce
+    ln = architectures.build("layernorm_linear_gelu", m=256, d=1000, n=520)  # d: a partial last block
+    plan = derive(ln, "stats_fused+colsum_precomputed")
+    deferred = {k.name: [s.dst for s in k.body if isinstance(s, Reduce) and s.deferred] for k in plan.kernels}
+    assert deferred == {"colsum_W": ["colsum_W"], "gemm_15": ["sum_X_shifted", "sum_sq_X_shifted"]}
+    src = emit_module(plan)
+    loop, after = _loop_and_after(src, "gemm_15")
+    assert "T.reduce_sum" not in loop and "sum_sq_X_shifted_partials[" in loop
+    assert "T.if_then_else(k * block_k + j < size_d" in loop  # the partial last block adds 0 past d's end
+    assert after.count("T.reduce_sum(") == 2 and "T.reduce_sum(sum_X_shifted_partials, sum_X_shifted, dim=1" in after
+    loop, after = _loop_and_after(src, "colsum_W")
+    assert "T.reduce_sum" not in loop and "T.reduce_sum(colsum_W_partials, colsum_W_frag, dim=0" in after
+    # the same plan with deferral off emits the per-block reduction (the emitter follows the field)
+    plain = plan.model_copy(update={"kernels": tuple(k.model_copy(update={"body": tuple(
+        s.model_copy(update={"deferred": False}) if isinstance(s, Reduce) else s for s in k.body)})
+        for k in plan.kernels)})
+    loop, _ = _loop_and_after(emit_module(plain), "gemm_15")
+    assert "T.reduce_sum(X_shifted, sum_X_shifted, dim=1, clear=False)" in loop
+    # a row that fits on chip (one block) and online softmax's statistics are not deferred
+    one_block = derive(architectures.build("rmsnorm", m=256, d=512, n=256), "stats_separate")
+    assert not [s for k in one_block.kernels for s in k.body if isinstance(s, Reduce) and s.deferred]
+    att = derive(architectures.build("attention", h=2, t_q=128, t_kv=300, d_h=64))
+    assert [s for s in att.kernels[0].body if isinstance(s, Reduce)]
+    assert not [s for s in att.kernels[0].body if isinstance(s, Reduce) and s.deferred]
+
+
+def test_verify_rejects_a_deferral_the_stream_reads():
+    """A deferred reduction whose running total the body reads (online softmax's max) would
+    change values: the verifier refuses it, as it refuses other misplaced code-generation fields."""
+    from leantile.plan import Reduce
+    g = architectures.build("attention", h=2, t_q=128, t_kv=300, d_h=64)
+    att = derive(g)
+    k = att.kernels[0]
+    body = tuple(s.model_copy(update={"deferred": True}) if isinstance(s, Reduce) else s for s in k.body)
+    assert any("deferred past the stream" in p for p in verify(_edit(att, 0, body=body), g))
+    ln = architectures.build("layernorm_linear_gelu", m=256, d=1000, n=520)
+    plan = derive(ln, "stats_fused+colsum_precomputed")
+    assert verify(plan, ln) == []
+
+
+def test_consecutive_kernels_launch_dependently():
+    """plan_passes.dependent_launch: every kernel but the first waits for the one before as its
+    first act, every kernel but the last lets the next launch early (its launch and setup overlap
+    this one's tail); a one-kernel plan has neither. The module turns it off below sm_90, where
+    TileLang refuses it."""
+    import re
+
+    from leantile.emit import load_module
+    from leantile.lower import lower_to_cuda
+    ln = architectures.build("layernorm_linear_gelu", m=256, d=1000, n=520)
+    three = derive(ln, "stats_separate+colsum_precomputed")
+    assert len(three.kernels) == 3
+    assert [(k.wait_previous, k.launch_next) for k in three.kernels] == [(False, True), (True, True), (True, False)]
+    one = derive(ln, "stats_fused+colsum_streamed")
+    assert [(k.wait_previous, k.launch_next) for k in one.kernels] == [(False, False)]
+    assert "T.pdl_" not in emit_module(one)
+    src = emit_module(three)
+    mod = load_module(src, "pdl_three")
+    for k in three.kernels:
+        fn = src[src.index(f"def {k.name}("):src.index(f"return {k.name}")]
+        assert ("T.pdl_sync()" in fn) == k.wait_previous and ("T.pdl_trigger()" in fn) == k.launch_next
+    for name, f in mod.build_kernel().items():  # sm_90: the wait comes before any global access
+        cu = lower_to_cuda(f, arch="sm_90")
+        body = cu[cu.index(f"void __launch_bounds__"):]
+        k = next(k for k in three.kernels if k.name == name)
+        assert ("cudaGridDependencySynchronize();" in body) == k.wait_previous
+        assert ("cudaTriggerProgrammaticLaunchCompletion();" in body) == k.launch_next
+        if k.wait_previous:
+            first_access = min(m.start() for m in re.finditer(r"tl::tma_load|\b(X|W|colsum_W|div_5|rsqrt_13)\[", body))
+            assert body.index("cudaGridDependencySynchronize();") < first_access
+    for f in mod.build_kernel(pdl=False).values():
+        assert "griddepcontrol" not in f.script() and "pdl" not in f.script()
+    assert [mod.has_pdl(t) for t in ("cuda -arch=sm_90", "cuda -arch=sm_80", {"kind": "cuda", "arch": "sm_90a"})] == \
+        [True, False, True]
+    # the verifier: the first kernel has nothing to wait for, the last nothing to let launch
+    ks = list(three.kernels)
+    ks[0] = ks[0].model_copy(update={"wait_previous": True})
+    assert any("dependent launch" in p for p in verify(three.model_copy(update={"kernels": tuple(ks)}), ln))

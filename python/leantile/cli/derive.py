@@ -48,6 +48,10 @@ def plan_text(plan) -> str:
         lines.append(grid)
         if k.swapped:  # plan_passes.swap_operands: acc^T = b^T a^T, (column, row) on chip
             lines.append(f"    accumulator [{', '.join(k.swapped)}] kept transposed (swap_ab)")
+        if k.wait_previous or k.launch_next:  # plan_passes.dependent_launch
+            lines.append("    dependent launch: " + ", ".join(
+                w for w, on in (("waits for the kernel before", k.wait_previous),
+                                ("lets the next launch early", k.launch_next)) if on) + " (pdl)")
         for b in k.buffers:
             if b.scope == "global":
                 continue

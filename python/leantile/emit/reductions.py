@@ -27,11 +27,14 @@ class ReductionWriter:
             raise EmitError(f"kernel {self.k.name}: reduce over {s.axis!r}, a packed row axis of {s.src}")
         dim = dims.index((s.axis,))
         fn = "T.reduce_sum" if s.kind == "sum" else "T.reduce_max"
-        ident = "0.0" if s.kind == "sum" else f"-T.infinity({self.dtype_expr(dst)})"
+        ident = self.identity(s)
         clear = "False" if s.accumulate else "True"
         partial = self.can_be_partial(s.axis)
         if self.masked.get((s.src, s.axis)) in (("-inf",) if s.kind == "max" else ("0", "0.0")):
             partial = False  # a Mask already set the padded positions to the identity
+        if s.deferred:
+            self.accumulate_partials(s, partial, depth)
+            return
         needs_copy = src.scope != "fragment" or self.tl_dtype(src) != self.tl_dtype(dst)
         what = f"{s.dst} {'max' if s.kind == 'max' else '+'}= {s.kind}({s.src} over {s.axis})" if s.accumulate \
             else f"{s.dst} = {s.kind}({s.src} over {s.axis})"
@@ -61,6 +64,58 @@ class ReductionWriter:
             reduce(True, depth + 1)
         self.emit("else:", depth)
         reduce(False, depth + 1)
+
+    def identity(self, s: Reduce) -> str:
+        return "0.0" if s.kind == "sum" else f"-T.infinity({self.dtype_expr(self.local[s.dst])})"
+
+    def start_partials(self, depth: int):
+        """Before the stream: a tile of partials per deferred reduction of the body
+        (Reduce.deferred, plan_passes.defer_reductions), filled with the reduction's identity."""
+        self.partials = {}
+        for s in self.k.body:
+            if isinstance(s, Reduce) and s.deferred:
+                name = self.fresh(f"{s.dst}_partials")
+                self.partials[s.dst] = name
+                self.temps.append((name, self.local[s.src].axes, "fragment", self.dtype_expr(self.local[s.dst])))
+                self.emit(f"T.fill({name}, {self.identity(s)})  # {s.dst}'s {s.kind} over {s.axis}, "
+                          "block by block, reduced after the stream", depth)
+
+    def accumulate_partials(self, s: Reduce, partial: bool, depth: int):
+        """A deferred reduction in the stream body: the block added elementwise into its tile of
+        partials (positions past the axis's end add the identity); no cross-thread step."""
+        src, tile = self.local[s.src], self.partials[s.dst]
+
+        def add(masked: bool, d: int):
+            loop = self.loop_header(src.axes, d)
+            val = self.ref(s.src, src.axes, loop)
+            if self.tl_dtype(src) != self.tl_dtype(self.local[s.dst]):
+                val = f"T.cast({val}, {self.dtype_expr(self.local[s.dst])})"
+            if masked:
+                val = f"T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {val}, {self.identity(s)})"
+            p = f"{tile}[{self.index(src.axes, loop)}]"
+            self.emit(f"{p} = {p} + {val}" if s.kind == "sum" else f"{p} = T.max({p}, {val})", d + 1)
+        self.emit(f"# {s.dst}'s partials {'+' if s.kind == 'sum' else 'max'}= {s.src} (reduced over {s.axis} "
+                  "after the stream)", depth)
+        if not partial:
+            add(False, depth)
+            return
+        self.emit(f"if {self.pad_flag(s.axis)}:", depth)
+        self.emit(f"if {self.partial_guard(s.axis)}:  # the last {s.axis} block, the partial one", depth + 1)
+        add(True, depth + 2)
+        self.emit("else:", depth + 1)
+        add(False, depth + 2)
+        self.emit("else:", depth)
+        add(False, depth + 1)
+
+    def finish_partials(self, depth: int):
+        """After the stream: each deferred reduction's tile of partials reduced into its total."""
+        for s in self.k.body:
+            if isinstance(s, Reduce) and s.deferred:
+                dim = self.dims(self.local[s.src].axes).index((s.axis,))
+                fn = "T.reduce_sum" if s.kind == "sum" else "T.reduce_max"
+                self.fam[s.dst] = "R"
+                self.emit(f"{fn}({self.partials[s.dst]}, {self.lname[s.dst]}, dim={dim}, clear=False)  "
+                          f"# {s.dst} {'+' if s.kind == 'sum' else 'max'}= {s.kind}(partials over {s.axis})", depth)
 
     def to_shared(self, name: str, depth: int) -> str:
         """A shared-memory view of an on-chip buffer (itself if already shared), for loops

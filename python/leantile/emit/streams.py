@@ -7,6 +7,10 @@ from __future__ import annotations
 from ..plan import FIXED, Iota, Map, running_maxes
 from .common import EmitError, _size
 
+# Where a kernel with Kernel.launch_next lets the next kernel launch: "start" (its first act) or
+# "stream_end" (after its stream, before the epilogue): benchmarks/pdl_probe.py compares them.
+PDL_TRIGGER = "start"
+
 
 class StreamWriter:
     """The stream loop and its block ranges; the writer's helpers come from emit.kernel._KernelWriter."""
@@ -77,6 +81,7 @@ class StreamWriter:
         if k.prologue:
             self.emit("# prologue: once per tile", d)
             self.stmts(k.prologue, d)
+        self.start_partials(d)
         if k.stream:
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
@@ -120,9 +125,12 @@ class StreamWriter:
             self.running_max, self.kvar = frozenset(), "k"
             if not k.body:
                 self.emit("pass", d + 1)
+            self.finish_partials(d)
         elif k.body:
             self.emit("# body", d)
             self.stmts(k.body, d)
+        if k.launch_next and PDL_TRIGGER == "stream_end":
+            self.trigger_next(d)
         if k.epilogue:
             self.emit("# epilogue", d)
             self.stmts(k.epilogue, d)
