@@ -208,7 +208,11 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     # The warps that wait at it are the warps that issue the MMAs: its time adds to the
     # tensor cores' rather than hiding behind them. (Hidden, it ranked rmsnorm -> GEMM with the
     # statistics fused first at every m >= 1024, which ran 1.09x to 1.23x the time of a row kernel
-    # before the GEMM on an H100: benchmarks/results/norm-gemm-h100-2026-11-25.md.)
+    # before the GEMM on an H100: benchmarks/results/norm-gemm-h100-2026-11-25.md.) A deferred
+    # reduction (Reduce.deferred) has no barrier, but its per-block elementwise work still runs on
+    # the MMA-issuing warps between their wgmmas: those plans ran 1.05x-1.26x a separate statistics
+    # kernel at the shape's tiles (results/deferred-reduce-h200-2026-11-26.json), so they are charged
+    # the same and keep ranking second.
     syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
     serial = steps * syncs * REDUCE_SYNC_S * math.ceil(load / per_sm)
     pipeline = per_cta / (max(per_step, 1.0) * stages / LATENCY_S) * math.ceil(load / per_sm)

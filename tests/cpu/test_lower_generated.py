@@ -20,7 +20,7 @@ from leantile.lower import lower_to_cuda  # noqa: E402
 from strategies import inputs_in, inputs_mixed, random_graphs, structured_graphs, user_graphs  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
-_SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0}
+_SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0}
 
 GRAPHS = st.one_of(
     user_graphs().map(lambda gc: gc[0]),
@@ -57,6 +57,8 @@ def test_every_candidate_of_generated_graphs_lowers(g):
         assert kernels, (g.name, c.name)
         assert len(kernels) == len(plan.kernels), (g.name, c.name, list(kernels))
         _SEEN["candidates"] += 1
+        _SEEN["deferred"] += sum(getattr(s, "deferred", False) for k in plan.kernels for s in k.body)
+        _SEEN["pdl"] += sum(k.wait_previous for k in plan.kernels)
         for name, f in kernels.items():
             _lowers(name, f)
 
@@ -95,3 +97,6 @@ def test_generated_sweep_covered_enough():
     assert _SEEN["graphs"] >= 50, _SEEN
     assert _SEEN["candidates"] >= _SEEN["graphs"], _SEEN
     assert _SEEN["swapped"] >= 10, _SEEN  # the 16-bit sweep lowered swapped GEMM kernels
+    # reductions deferred past a stream (plan_passes.defer_reductions) and kernels launched
+    # dependently (plan_passes.dependent_launch) were among them
+    assert _SEEN["deferred"] >= 5 and _SEEN["pdl"] >= 20, _SEEN
