@@ -163,7 +163,8 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
 
 def deferrable(plan: Plan, k: Kernel, s) -> bool:
     """Whether the Reduce `s` may be deferred (Reduce.deferred, plan_passes.defer_reductions): an
-    accumulation in the body of a plain stream of more than one block (not FA3's loop), over the
+    accumulation in the body of a plain stream that may run several blocks (a row on chip, a FIXED
+    block as long as its axis, runs one; FA3's loop is its own), over the
     streamed axis, of a two-axis tile into a one-axis total that no other body statement reads
     or writes (so only the statements after the stream see it, and they see the same total)."""
     st = k.stream

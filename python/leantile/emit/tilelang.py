@@ -8,16 +8,18 @@
     (launch order, prim_func parameters, which globals each kernel reads and writes);
   - one factory per kernel, `def <kernel>(block_m=..., ..., threads=...)`, returning a
     `@T.prim_func` named after the kernel;
-  - `build_kernel(**tile_params)` -> {kernel name: prim_func}, `get_configs()` -> a short
-    list of tile-parameter dicts to tune over, and `compile_kernels` / `allocate` / `run`
-    helpers for a GPU.
+  - `build_kernel(pdl=True, **tile_params)` -> {kernel name: prim_func} (pdl: the kernels'
+    dependent launch, Kernel.wait_previous / launch_next, spelled or not), `get_configs()` -> a
+    short list of tile-parameter dicts to tune over, and `has_pdl(target)` / `compile_kernels`
+    (dependent launch where the target is sm_90 or newer) / `allocate` / `run` helpers for a GPU.
 
 Statement translation follows leantile.interp exactly (the executable semantics):
 loads zero-fill past an axis end (TileLang's bounds-checked T.copy does that), reductions
 ignore positions past the end (the emitter masks the reduced operand into a temporary
 when the axis can be partial for the chosen block size), Mask sets them, stores write only
 the valid part (T.copy's bounds check). Map arguments are converted to the destination's
-dtype before the function is applied, as interp does.
+dtype before the function is applied, as interp does. A deferred reduction (Reduce.deferred)
+sums the same values in another order: blockwise into a tile of partials, reduced after the stream.
 """
 from __future__ import annotations
 
