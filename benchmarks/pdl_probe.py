@@ -2,13 +2,14 @@
 the kernels of a plan. The shipped default plan of every named suite case with more than one
 kernel (norm -> GEMM, split-KV decode and its merge, a split softmax row), as derived (every
 kernel but the first waits for the one before as its first act, every kernel but the last lets
-the next launch early) and with the trigger after the first kernel's stream instead of at its start (emit.streams.PDL_TRIGGER),
-and with Kernel.wait_previous / launch_next off, each checked against
+the next launch early) and with Kernel.wait_previous / launch_next off, each checked against
 the float32 reference and timed (do_bench_cudagraph, ROUNDS interleaved rounds (default 2), the median of each).
 
     python benchmarks/pdl_probe.py [CASE ...]   (on a GPU; writes $OUT/pdl-probe.json)
 
-With no case: every suite case whose shipped plan has several kernels.
+With no case: every suite case whose shipped plan has several kernels. (The trigger after the first
+kernel's stream instead of at its start, compared at commit c8a34d2 in
+results/pdl-probe-h100-2026-11-26.json, was slower on 7 of 9 plans and is no longer emitted.)
 """
 import json
 import os
@@ -18,7 +19,6 @@ import torch
 
 sys.path.insert(0, "python")
 from leantile import suite  # noqa: E402
-from leantile.emit import streams  # noqa: E402
 from leantile.runtime import Kernel, compile as compile_kernel  # noqa: E402
 
 
@@ -44,10 +44,7 @@ def main(names):
                "kernels": [k.name for k in pdl.plan.kernels]}
         try:
             plain = Kernel(g, without_dependent_launch(pdl.plan), "probe", pdl.device)
-            streams.PDL_TRIGGER = "stream_end"
-            late = Kernel(g, pdl.plan, "probe", pdl.device)
-            streams.PDL_TRIGGER = "start"
-            variants = {"plain": plain, "pdl": pdl, "pdl_stream_end": late}
+            variants = {"plain": plain, "pdl": pdl}
             inputs = pdl.random_inputs(0)
             row["ok"] = {how: k.verify(inputs)["ok"] for how, k in variants.items()}
             times = {how: [] for how in variants}
@@ -56,7 +53,6 @@ def main(names):
                     times[how].append(k.benchmark(inputs))
             row.update({how: sorted(t)[len(t) // 2] for how, t in times.items()})  # the median round
             row["speedup"] = row["plain"] / row["pdl"]
-            row["speedup_stream_end"] = row["plain"] / row["pdl_stream_end"]
         except Exception as e:
             row["error"] = str(e)[:300]
         print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "sizes"}, flush=True)

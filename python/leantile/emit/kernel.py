@@ -10,7 +10,6 @@ from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pi
 from .. import ops
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
-from . import streams
 from .streams import StreamWriter
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, tile_param_of)
@@ -68,11 +67,6 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
         self.ring_size = ""  # the factory's name for that dimension's extent (emit.overlap)
         self.extra_allocs: list[str] = []  # mbarriers (Kernel.overlap)
         self.partials: dict[str, str] = {}  # deferred reduction's dst -> its tile of partials
-
-    def trigger_next(self, d: int):
-        """Let the next kernel launch (Kernel.launch_next): it waits for this one to finish."""
-        self.emit("if pdl:", d)
-        self.emit("T.pdl_trigger()  # the next kernel may launch now (it waits for this one to finish)", d + 1)
 
     # -- helpers -------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -452,8 +446,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
         if k.wait_previous:  # plan_passes.dependent_launch; `pdl` is off below sm_90
             self.emit("if pdl:", d)
             self.emit("T.pdl_sync()  # first: wait for the kernel before this one to finish", d + 1)
-        if k.launch_next and streams.PDL_TRIGGER == "start":
-            self.trigger_next(d)
+        if k.launch_next:  # at the start: after the stream it was slower on 7 of 9 plans (docs/tilelang-notes.md)
+            self.emit("if pdl:", d)
+            self.emit("T.pdl_trigger()  # the next kernel may launch now (it waits for this one to finish)", d + 1)
         if k.swizzle:  # panels of neighbouring tiles share operands in L2 (plan_passes.swizzle)
             self.params["swizzle"] = "swizzle"
             self.emit("T.use_swizzle(panel_size=max(swizzle, 1), enable=swizzle > 0)", d)

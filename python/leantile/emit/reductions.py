@@ -138,7 +138,7 @@ class ReductionWriter:
         if len(src.axes) != 1:
             raise EmitError(f"kernel {self.k.name}: reduce {s.src}{src.axes} to a scalar over several axes")
         dt = self.dtype_expr(dst)
-        ident = "0.0" if s.kind == "sum" else f"-T.infinity({dt})"
+        ident = self.identity(s)
         self.emit(f"# {s.dst} {'(' + s.kind + ')= ' if s.accumulate else '= '}{s.kind}({s.src} over {s.axis})", depth)
         view = self.to_shared(s.src, depth)
         lanes = self.k.threads

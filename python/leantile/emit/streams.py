@@ -7,10 +7,6 @@ from __future__ import annotations
 from ..plan import FIXED, Iota, Map, running_maxes
 from .common import EmitError, _size
 
-# Where a kernel with Kernel.launch_next lets the next kernel launch: "start" (its first act) or
-# "stream_end" (after its stream, before the epilogue): benchmarks/pdl_probe.py compares them.
-PDL_TRIGGER = "start"
-
 
 class StreamWriter:
     """The stream loop and its block ranges; the writer's helpers come from emit.kernel._KernelWriter."""
@@ -129,8 +125,6 @@ class StreamWriter:
         elif k.body:
             self.emit("# body", d)
             self.stmts(k.body, d)
-        if k.launch_next and PDL_TRIGGER == "stream_end":
-            self.trigger_next(d)
         if k.epilogue:
             self.emit("# epilogue", d)
             self.stmts(k.epilogue, d)
