@@ -424,3 +424,14 @@ def masked_softmax_graphs(draw):
     g, _ = draw(_user_softmax(ALL_CLASSES).filter(lambda gc: gc[0].node(0).axes == ("m", "t")))
     t = g.axes["t"]
     return g, [draw(st.integers(0, t - 1)) for _ in range(g.axes["m"])]  # every row keeps a finite score
+
+
+def biased_attention(**sizes) -> ir.Graph:
+    """softmax(Q K^T + B) V, 128-wide heads over the keys where shape_tiles widens the plain loop:
+    the bias is a third tile per key block, so no FA3 cut (the plain loop keeps 256-key tiles)."""
+    from leantile.derive.shape_tiles import FLASH_WIDE_KEYS
+    g = DagM("biased_attention", {"h": 2, "t_q": 256, "t_kv": FLASH_WIDE_KEYS, "d_h": 128, **sizes})
+    q, k, v = (g.input(n, ["h", t, "d_h"]) for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    s = g.add(g.matmul(q, k, "d_h", "d_h"), g.input("B", ["h", "t_q", "t_kv"]))
+    g.output("O", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()

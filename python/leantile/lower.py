@@ -72,14 +72,16 @@ def include_flags() -> list[str]:
     return [f"-I{env.TILELANG_TEMPLATE_PATH}", f"-I{env.CUTLASS_INCLUDE_DIR}"]
 
 
-def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = None, report: list | None = None) -> bytes:
+def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = None, report: list | None = None,
+                 flags: list[str] | None = None) -> bytes:
     """Compile TileLang CUDA source to a cubin with nvcc; return its bytes.
 
     The Hopper path needs sm_90a, not sm_90: warp-specialised kernels call
     setmaxnreg (tl::warpgroup_reg_alloc) and wgmma, which static_assert on plain
     sm_90. If ``out`` is given the cubin is also written there. With ``report`` (a list), ptxas
     runs verbose and its lines are appended: registers, spills, and warnings such as C7514
-    (wgmma serialised: accumulator registers touched while in flight).
+    (wgmma serialised: accumulator registers touched while in flight). ``flags``: the kernel's own
+    nvcc flags beyond these (an emitted module's NVCC_FLAGS[kernel], e.g. -ftz=true).
     """
     nvcc = nvcc_path()
     if nvcc is None:
@@ -91,7 +93,7 @@ def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = Non
         # Same flags as tilelang/cuda/backend.py (C++20 is required by
         # tl_templates/cuda/reduce.h); -w hides the hundreds of header warnings.
         cmd = [nvcc, "-cubin", "-O3", "-std=c++20", "-w",
-               f"-gencode=arch=compute_{cc},code=sm_{cc}", *include_flags(),
+               f"-gencode=arch=compute_{cc},code=sm_{cc}", *include_flags(), *(flags or ()),
                *(["-Xptxas", "-v"] if report is not None else []), "-o", str(cubin), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0 or not cubin.exists():

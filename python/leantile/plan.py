@@ -294,6 +294,12 @@ class Kernel(_M):
     # the previous kernel's tail; every statement still runs after it.
     launch_next: bool = False
     wait_previous: bool = False
+    # plan_passes.flush_subnormals (tile parameter `ftz`): nvcc compiles the kernel with
+    # -ftz=true, float32 subnormals flushed to zero. Its exp2 is then one MUFU.EX2 instead of
+    # the instruction wrapped in a subnormal fix-up (a compare, two predicated multiplies): the
+    # softmax of an attention tile is issue-bound on the CUDA cores. A value below 2^-126 (a
+    # probability under 1e-38 of the row sum) becomes 0; no plan statement changes.
+    flush_subnormals: bool = False
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:

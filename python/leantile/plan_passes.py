@@ -282,9 +282,27 @@ def overlap(plan: Plan) -> Plan:
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
 
 
+def _has_exp2(k: Kernel) -> bool:
+    return any(isinstance(s, Map) and s.fn == "exp2" for s in (*k.prologue, *k.body, *k.epilogue))
+
+
+def flush_subnormals(plan: Plan) -> Plan:
+    """Kernel.flush_subnormals (nvcc -ftz=true) on every kernel with an exp2; the tile parameter
+    `ftz` (0 or 1) decides where given. Measured on an H200 (benchmarks/ftz_probe.py, best of 4
+    interleaved rounds, results/ftz-probe-attention-h200-2026-11-26.json): the overlapped
+    attention kernels 1.053x..1.058x (published, scaled, llama3-8b t2048, gqa), causal 1.024x,
+    decode 1.028x, rows 1.00x; the plain loop at 256 keys 0.97x (ptxas spills 48 bytes where it
+    spilled 24: shape_tiles.FLASH_WIDE_TILES asks ftz=0 for it). exp2 is the only function whose
+    code the flag shortens here: no other kernel gets it."""
+    if (plan.tiles or {}).get("ftz") == 0:
+        return plan
+    kernels = tuple(k.model_copy(update={"flush_subnormals": True}) if _has_exp2(k) else k for k in plan.kernels)
+    return plan.model_copy(update={"kernels": kernels}) if kernels != plan.kernels else plan
+
+
 PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
                                               swap_operands, heavy_first, overlap, defer_reductions,
-                                              dependent_launch)
+                                              dependent_launch, flush_subnormals)
 
 
 def run(plan: Plan) -> Plan:

@@ -82,9 +82,17 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     both; flash 128x256, d_h 128, 3 stages: 425984 both)."""
     piped = {s.dst for s in k.body if isinstance(s, Load)} if k.stream else set()
     stages = (tiles or {}).get("stages", k.stream.stages) if k.stream else 1
-    return sum(math.prod(extent(plan, k, a, tiles) for a in b.axes) * DTYPE_BYTES.get(b.dtype, 4)
-               * (stages if b.name in piped else 1)
-               for b in k.buffers if b.scope == "shared")
+
+    def size(axes, dtype) -> int:
+        return math.prod(extent(plan, k, a, tiles) for a in axes) * DTYPE_BYTES.get(dtype, 4)
+    if k.overlap:
+        # emit.overlap: the producer's ring holds stages + 1 blocks, and TileLang does not reuse
+        # it for the output's staging tile (measured: dyn_shared_memory_buf, test_lower)
+        stages += 1
+    staging = sum(size(k.buffer(s.src).axes, plan.global_buffer(s.dst).dtype)
+                  for s in k.statements() if isinstance(s, Store) and s.staged) if k.overlap else 0
+    return staging + sum(size(b.axes, b.dtype) * (stages if b.name in piped else 1)
+                         for b in k.buffers if b.scope == "shared")
 
 
 def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT, tiles: dict | None = None) -> str | None:

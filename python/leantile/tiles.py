@@ -29,14 +29,15 @@ class Tiles(BaseModel):
     overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.overlap
     swap_ab: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.swap_operands
     pdl: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.dependent_launch
+    ftz: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.flush_subnormals
 
 
 NAMES = tuple(Tiles.model_fields)
 # tile parameters that choose a schedule, not a block size (plan_passes.overlap, swap_operands,
-# dependent_launch):
+# dependent_launch, flush_subnormals):
 # no kernel takes them as an argument, so a module's get_configs() leaves them out; a plan
 # re-derived at other blocks (leantile tune) keeps its own
-SCHEDULE = ("overlap", "swap_ab", "pdl")
+SCHEDULE = ("overlap", "swap_ab", "pdl", "ftz")
 
 
 def schedule_of(tiles: dict) -> dict:

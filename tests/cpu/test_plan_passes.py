@@ -199,3 +199,34 @@ def test_consecutive_kernels_launch_dependently():
     ks = list(three.kernels)
     ks[0] = ks[0].model_copy(update={"wait_previous": True})
     assert any("dependent launch" in p for p in verify(three.model_copy(update={"kernels": tuple(ks)}), ln))
+
+
+def test_kernels_with_an_exp2_compile_with_subnormals_flushed():
+    """plan_passes.flush_subnormals: every kernel with an exp2 (and only those) is compiled with
+    nvcc -ftz=true; the tile parameter ftz=0 turns it off. The emitted module compiles each kernel
+    with its NVCC_FLAGS, and the flag reaches nvcc: exp2 loses its subnormal fix-up, so the cubin
+    of the same CUDA source is smaller."""
+    import pytest
+
+    from leantile.emit import load_module
+    softmax = derive(architectures.build("attention", h=2, t_q=100, t_kv=300, d_h=64), "online_exp2")
+    split = derive(architectures.build("attention", h=2, t_q=1, t_kv=3000, d_h=64), "online_exp2_split")
+    matmul = derive(architectures.build("matmul", m=200, d=300, n=100), "direct")
+    for plan in (softmax, split, matmul):
+        for k in plan.kernels:
+            exp2 = any(s.op == "map" and s.fn == "exp2" for s in k.statements())
+            assert k.flush_subnormals == exp2, (plan.candidate, k.name)
+    assert [k.flush_subnormals for k in split.kernels] == [True, False]  # the merge: exp, not exp2
+    off = derive(architectures.build("attention", h=2, t_q=100, t_kv=300, d_h=64), "online_exp2", {"ftz": 0})
+    assert not any(k.flush_subnormals for k in off.kernels)
+    mod = load_module(emit_module(softmax), "ftz_on")
+    assert mod.NVCC_FLAGS == {k.name: ["-ftz=true"] for k in softmax.kernels}
+    assert load_module(emit_module(off), "ftz_off").NVCC_FLAGS == {}
+    assert "compile_flags=NVCC_FLAGS.get(name)" in emit_module(softmax)
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.lower import compile_cuda, lower_to_cuda, nvcc_path
+    if nvcc_path() is None:
+        pytest.skip("nvcc not found: the flag's effect not checked")
+    ((name, f),) = mod.build_kernel().items()
+    cu = lower_to_cuda(f, arch="sm_90")
+    assert len(compile_cuda(cu, flags=mod.NVCC_FLAGS[name])) < len(compile_cuda(cu))

@@ -1,5 +1,5 @@
-"""The tiles a shape gets by default (derive.shape_tiles): for attention (flash_tiles) wider key
-tiles for unmasked 128-wide heads over long keys, 64-row query tiles where 128-row ones leave SMs
+"""The tiles a shape gets by default (derive.shape_tiles): for attention (flash_tiles) the
+overlapped schedule, or wider key tiles for the plain loop, for unmasked 128-wide heads over long keys, 64-row query tiles where 128-row ones leave SMs
 idle and heads are narrow, the plain flash tiles for masked and split attention; for GEMMs the
 stages by shape and one wave of 64-row tiles where 128 x 128 ones leave SMs idle (wave_tiles). Each default must
 also stay exact: the interpreter runs the plan at shapes whose axes do not divide those tiles."""
@@ -12,10 +12,12 @@ from hypothesis import given, settings, strategies as st
 from leantile import architectures, interp, reference
 from leantile.cost import choose, output_tiles
 from leantile.derive import candidates, derive
-from leantile.derive.shape_tiles import FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS, FLASH_WIDE_TILES, SMS
+from leantile.derive.shape_tiles import (FLASH_OVERLAP_TILES, FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS,
+                                         FLASH_WIDE_TILES, SMS)
 from leantile.plan_verify import verify
 from leantile.sources import load_source
 from leantile.tolerance import output_tolerances, rel_err
+from strategies import biased_attention
 
 SCALED = "examples/architectures/attention_scaled.py:build"
 
@@ -30,14 +32,29 @@ def _has(tiles, want):
 
 
 @pytest.mark.parametrize("arch", ["attention", "gqa_attention", SCALED])
-def test_unmasked_wide_heads_over_long_keys_take_256_key_tiles(arch):
+def test_unmasked_wide_heads_over_long_keys_take_the_overlapped_schedule_or_256_key_tiles(arch):
+    """16-bit attention with 128-wide heads over long keys: FlashAttention-3's schedule at 128 keys,
+    compiled with -ftz=true (it beat the plain 256-key loop once exp2 lost its subnormal fix-up);
+    the plain loop (f32 here: no FA3 cut) keeps 256 keys, without the flag."""
     sizes = {"t_q": 1024, "t_kv": FLASH_WIDE_KEYS, "d_h": 128}
     g = load_source(arch, sizes) if ":" in arch else architectures.build(arch, **sizes)
-    assert _has(_tiles(g), {**FLASH_WIDE_TILES, "stages": 1})
+    plan = choose(g)[0]
+    assert _has(plan.tiles, {**FLASH_OVERLAP_TILES, "block_n": 128, "stages": 1}), plan.tiles
+    flash = [k for k in plan.kernels if k.stream]
+    assert flash and all(k.overlap and k.flush_subnormals for k in flash)
+    assert not verify(plan, g)  # fits the target (shared memory, threads)
     shorter = load_source(arch, {**sizes, "t_kv": FLASH_WIDE_KEYS - 1}) if ":" in arch else \
         architectures.build(arch, **{**sizes, "t_kv": FLASH_WIDE_KEYS - 1})
-    assert _tiles(shorter)["block_n"] == 128  # equal at t512 on the H100: the default kept
-    assert not verify(choose(g)[0], g)  # fits the target (shared memory, threads)
+    assert _tiles(shorter)["block_n"] == 128
+
+
+def test_the_plain_loop_over_long_keys_keeps_256_key_tiles_without_the_flag():
+    g = biased_attention()
+    plan = derive(g, "online_exp2")
+    assert _has(plan.tiles, {**FLASH_WIDE_TILES, "stages": 1}), plan.tiles
+    assert not any(k.overlap or k.flush_subnormals for k in plan.kernels)
+    assert not verify(plan, g)
+    assert derive(biased_attention(t_kv=FLASH_WIDE_KEYS - 1), "online_exp2").tiles["block_n"] == 128
 
 
 @pytest.mark.parametrize("arch", ["causal_attention", "sliding_window_attention"])
@@ -82,9 +99,9 @@ def _check(g, plan, seed):
 @settings(max_examples=4)
 @given(t_q=st.integers(65, 300), extra=st.integers(0, 300), seed=st.integers(0, 2**16))
 def test_wide_key_tiles_stay_exact_on_partial_tiles(t_q, extra, seed):
-    """The wide default at key lengths that leave a partial 256-key tile, one head (at most 64
-    query rows take SMALL_M_TILES)."""
-    g = architectures.build("attention", h=1, t_q=t_q, t_kv=FLASH_WIDE_KEYS + extra, d_h=128)
+    """The wide default (the plain loop: a bias tile) at key lengths that leave a partial 256-key
+    tile, one head (at most 64 query rows take SMALL_M_TILES)."""
+    g = biased_attention(h=1, t_q=t_q, t_kv=FLASH_WIDE_KEYS + extra)
     plan = derive(g, "online_exp2")  # unsplit (the tiny grid may rank the split plan first)
     assert plan.tiles["block_n"] == 256
     _check(g, plan, seed)
@@ -107,7 +124,8 @@ def test_small_grid_tiles_lower_for_sm90():
 
     small = architectures.build("attention", h=12, t_q=512, t_kv=500, d_h=64)
     wide = architectures.build("attention", h=2, t_q=256, t_kv=FLASH_WIDE_KEYS + 100, d_h=128)
-    for plan in (choose(small)[0], derive(wide, "online_exp2")):  # (the tiny wide grid ranks split first)
+    # the plain 256-key loop, as a plan without an FA3 cut gets it (the tiny wide grid ranks split first)
+    for plan in (choose(small)[0], derive(wide, "online_exp2", {**FLASH_WIDE_TILES, "stages": 1, "overlap": 0})):
         assert plan.tiles["block_n"] == 256, plan.tiles
         mod = load_module(emit_module(plan), f"shape_tiles_{plan.tiles['block_m']}_{plan.tiles['block_n']}")
         for name, f in mod.build_kernel().items():

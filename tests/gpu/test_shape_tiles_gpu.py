@@ -8,13 +8,16 @@ import pytest
 import leantile
 from leantile import architectures
 from leantile.derive import candidates, derive
-from leantile.derive.shape_tiles import FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS, FLASH_WIDE_TILES
+from leantile.derive.shape_tiles import (FLASH_OVERLAP_TILES, FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS,
+                                         FLASH_WIDE_TILES)
+from strategies import biased_attention
 
 pytestmark = pytest.mark.gpu
 
 SHAPED = [  # (architecture, sizes, the tiles the default must have)
-    ("attention", {"h": 2, "t_q": 200, "t_kv": FLASH_WIDE_KEYS + 52, "d_h": 128}, FLASH_WIDE_TILES),
-    ("gqa_attention", {"h_kv": 2, "g": 4, "t_q": 136, "t_kv": FLASH_WIDE_KEYS + 200, "d_h": 128}, FLASH_WIDE_TILES),
+    ("attention", {"h": 2, "t_q": 200, "t_kv": FLASH_WIDE_KEYS + 52, "d_h": 128}, FLASH_OVERLAP_TILES),
+    ("gqa_attention", {"h_kv": 2, "g": 4, "t_q": 136, "t_kv": FLASH_WIDE_KEYS + 200, "d_h": 128}, FLASH_OVERLAP_TILES),
+    ("biased_attention", {"h": 2, "t_q": 200, "t_kv": FLASH_WIDE_KEYS + 52}, FLASH_WIDE_TILES),
     ("attention", {"h": 3, "t_q": 300, "t_kv": 520, "d_h": 64}, FLASH_SMALL_GRID_TILES),
 ]
 
@@ -23,7 +26,7 @@ SHAPED = [  # (architecture, sizes, the tiles the default must have)
 def test_shape_tiled_attention_default_is_exact(arch, sizes, want):
     """Each unsplit flash candidate at its default tiles (a grid this small ranks the split
     plans first; at the shapes people run these tiles are the default)."""
-    g = architectures.build(arch, **sizes)
+    g = biased_attention(**sizes) if arch == "biased_attention" else architectures.build(arch, **sizes)
     for c in [c.name for c in candidates(g) if not c.name.endswith("split") and c.name != "unfused"]:
         k = leantile.compile(g, candidate=c)
         assert {p: k.plan.tiles[p] for p in want} == want, (c, k.plan.tiles)
@@ -34,7 +37,8 @@ def test_shape_tiled_attention_default_is_exact(arch, sizes, want):
 
 @pytest.mark.parametrize("arch,sizes", [(a, s) for a, s, _ in SHAPED], ids=[f"{a}-{s}" for a, s, _ in SHAPED])
 def test_shape_tiled_attention_shipped_default_is_exact(arch, sizes):
-    k = leantile.compile(architectures.build(arch, **sizes), tuned=False)
+    g = biased_attention(**sizes) if arch == "biased_attention" else architectures.build(arch, **sizes)
+    k = leantile.compile(g, tuned=False)
     for seed in (3, 4):
         v = k.verify(seed=seed)
         assert v["ok"], (k.plan.candidate, k.plan.tiles, v)

@@ -52,6 +52,8 @@ def plan_text(plan) -> str:
             lines.append("    dependent launch: " + ", ".join(
                 w for w, on in (("waits for the kernel before", k.wait_previous),
                                 ("lets the next launch early", k.launch_next)) if on) + " (pdl)")
+        if k.flush_subnormals:  # plan_passes.flush_subnormals
+            lines.append("    compiled with -ftz=true: exp2 is one MUFU.EX2, float32 subnormals flush to 0 (ftz)")
         for b in k.buffers:
             if b.scope == "global":
                 continue

@@ -126,7 +126,8 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, ro
             feats[k.name] = f
             parts.append(f"// ---- kernel {k.name}: {k.role}\n{cu}")
             if nvcc:
-                compile_cuda(cu, arch="sm_90a" if arch.startswith("sm_90") else arch)
+                compile_cuda(cu, arch="sm_90a" if arch.startswith("sm_90") else arch,
+                             flags=getattr(mod, "NVCC_FLAGS", {}).get(k.name))
         cu_path = under(root, *path.with_suffix(".cu").relative_to(root).parts)
         write_atomic(cu_path, f"// {plan.graph} / {plan.candidate}: CUDA C from TileLang for {arch}\n\n"
                      + "\n\n".join(parts), root=root)

@@ -49,7 +49,11 @@ FLASH_TILES = {"stages": 1}
 # 0.1261, llama3-70b t2048 0.2675 -> 0.2501; equal at t512 (0.0149 -> 0.0150). Masked
 # (causal, sliding-window) attention keeps 128: a wider tile wastes more of each diagonal block
 # (causal t2048 0.1018 -> 0.1048, t512 0.0147 -> 0.0198, window t4096 0.1776 -> 0.1900).
-FLASH_WIDE_TILES = {"block_n": 256}
+# Since kernels with an exp2 are compiled with -ftz=true (plan_passes.flush_subnormals) these
+# shapes take FlashAttention-3's schedule below wherever it applies; the wide tiles remain for
+# the plain loop (a bias tile, packed heads, f32), without the flag: at 256 keys ptxas spills
+# twice as much with it (48 bytes) and the loop ran 0.97x (results/ftz-probe-attention-h200-2026-11-26.json).
+FLASH_WIDE_TILES = {"block_n": 256, "ftz": 0}
 FLASH_WIDE_KEYS = 2048
 # Unmasked attention with heads of at most 64 whose 128-row query tiles leave SMs idle (under
 # one wave): 64-row tiles on one warpgroup, 256 keys per tile. GPT-2 t512 (12 heads: 48 CTAs of
@@ -62,9 +66,12 @@ FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
 # warpgroups taking turns) at the plain 128 x 128 tiles. On an H200, the emitted kernel against
 # the plain loop, both exp2 (benchmarks/overlap_compare.py, results/overlap-compare-h200-2026-11-26.json):
 # GPT-2 h12 t2048 d64 0.0509 -> 0.0462 ms (cuDNN 0.0406), h32 t1000 d128 0.0408 -> 0.0372
-# (cuDNN 0.0350); over 512 keys (4 blocks) it loses a little (llama3-8b t512 0.0130 -> 0.0132),
-# and where the wide tiles apply it loses (published t4096 0.2332 against 0.2447:
-# results/attention-tiles-h200-2026-11-26.json). Where the pass finds no FA3 cut (a bias or mask
+# (cuDNN 0.0350); over 512 keys (4 blocks) it loses a little (llama3-8b t512 0.0130 -> 0.0132).
+# Against the wide tiles it lost without -ftz=true (published t4096 0.2332 against 0.2447:
+# results/attention-tiles-h200-2026-11-26.json) and wins with it (benchmarks/ftz_probe.py, H200,
+# best of 4 interleaved rounds, results/ftz-probe-attention-h200-2026-11-26.json): published
+# 0.2414 -> 0.2395 ms (cuDNN 0.2372), scaled 0.2413 -> 0.2401, llama3-8b t2048 0.1344 ->
+# 0.1309, gqa t4096 0.4782 -> 0.4782. Where the pass finds no FA3 cut (a bias or mask
 # tile loaded per block, packed heads, f32) the plan keeps the plain loop at these same tiles.
 # Masked attention (causal, sliding-window: the loop runs over the key blocks some row keeps)
 # takes it over more than FLASH_OVERLAP_MASKED_MIN_KEYS keys. H200, plain 128 x 128 -> overlapped
@@ -226,12 +233,16 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
     masked = any(c.skip or c.site.bounds or c.site.skip_at for c in flash)
     heads = [cx.axes[cx.node(c.site.qk).axis_a] for c in flash]
     keys = min(cx.axes[c.site.axis] for c in flash)
+    # plan_passes.overlap_parts' conditions that the graph shows: MMA-shaped heads, 16-bit
+    # operands, no extra tile per key block, one head per CTA
+    overlappable = (all(16 <= h <= 128 and h % 16 == 0 for h in heads)
+                    and all(cx.dtype_of(c.site.qk) in ("f16", "bf16") for c in flash)
+                    and not any(c.pack or c.site.leaves for c in flash))
     if not masked and all(64 < h <= 128 for h in heads) and keys >= FLASH_WIDE_KEYS:
-        return dict(FLASH_WIDE_TILES)
+        return dict(FLASH_OVERLAP_TILES if overlappable else FLASH_WIDE_TILES)
     if not masked and all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < SMS:
         return dict(FLASH_SMALL_GRID_TILES)
-    if (all(16 <= h <= 128 and h % 16 == 0 for h in heads) and not any(c.pack or c.site.leaves for c in flash)
-            and keys > (FLASH_OVERLAP_MASKED_MIN_KEYS if masked else FLASH_OVERLAP_MIN_KEYS)):
+    if overlappable and keys > (FLASH_OVERLAP_MASKED_MIN_KEYS if masked else FLASH_OVERLAP_MIN_KEYS):
         return dict(FLASH_OVERLAP_TILES)
     return {}
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..files import under, write_atomic
 from ..plan import Plan
-from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident,  # noqa: F401
+from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags,  # noqa: F401
                      _graph_dtype, _size, tile_param_of)
 from .kernel import _KernelWriter
 
@@ -157,6 +157,9 @@ def emit_module(plan: Plan) -> str:
         L.append(f"    {{'name': {k.name!r}, 'role': {k.role!r},")
         L.append(f"     'params': {[b.name for b in w.globals]!r}, 'reads': {w.reads!r}, 'writes': {w.writes!r}}},")
     L.append("]")
+    L.append("# nvcc flags per kernel, beyond TileLang's own (plan_passes.flush_subnormals: -ftz=true makes exp2")
+    L.append("# one MUFU.EX2, float32 subnormals flushed to zero)")
+    L.append(f"NVCC_FLAGS = {nvcc_flags(plan)!r}")
     L.append("")
     for src in kernel_src:
         L.append("")
@@ -201,7 +204,8 @@ def emit_module(plan: Plan) -> str:
     L.append("def compile_kernels(target='auto', **tile_params):")
     L.append('    """{kernel name: tilelang JITKernel}; needs nvcc (and a GPU for target \'auto\')."""')
     L.append("    kernels = build_kernel(pdl=has_pdl(target), **tile_params)")
-    L.append("    return {name: tilelang.compile(f, target=target) for name, f in kernels.items()}")
+    L.append("    return {name: tilelang.compile(f, target=target, compile_flags=NVCC_FLAGS.get(name))")
+    L.append("            for name, f in kernels.items()}")
     L.append("")
     L.append("")
     L.append("def allocate(inputs, device='cuda', fill=float('nan')):")
