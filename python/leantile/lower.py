@@ -8,6 +8,7 @@ TileLang 0.1.15 and nvcc 13.0 (see docs/tilelang-notes.md).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -22,14 +23,16 @@ class LoweringError(RuntimeError):
     """TileLang could not lower a kernel, or nvcc rejected the generated CUDA."""
 
 
-def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = None) -> str:
+def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = None, info: dict | None = None) -> str:
     """Return the device CUDA C source TileLang generates for ``func``.
 
     ``func`` is a ``T.prim_func`` (or an IRModule), or an already compiled
     ``JITKernel`` whose source is returned as is. ``arch`` "sm_90" and "sm_90a"
     give identical source; "sm_80" gives the cp.async + mma.sync path.
     ``pass_configs`` are TileLang pass options, e.g.
-    ``{"tl.disable_warp_specialized": True}`` (see tilelang.PassConfigKey).
+    ``{"tl.disable_warp_specialized": True}`` (see tilelang.PassConfigKey). ``info`` (a dict)
+    receives "shared_bytes": the dynamic shared memory TileLang allocated (its
+    `dyn_shared_memory_buf`, 0 where none), what plan_verify.shared_bytes estimates.
     """
     if hasattr(func, "get_kernel_source"):  # JITKernel from tilelang.compile / @tilelang.jit
         return func.get_kernel_source()
@@ -47,6 +50,9 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
     except Exception as e:  # TVM raises its own error types; keep the useful last lines
         lines = [ln for ln in str(e).splitlines() if ln.strip() and not ln.lstrip().startswith("File ")]
         raise LoweringError("TileLang lowering failed: " + "\n".join(lines[-6:])) from e
+    if info is not None:
+        found = re.search(r'"dyn_shared_memory_buf": (\d+)', str(artifact.device_mod))
+        info["shared_bytes"] = int(found.group(1)) if found else 0
     return artifact.kernel_source
 
 

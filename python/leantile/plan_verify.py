@@ -75,8 +75,10 @@ def packing_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | N
 
 def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     """Bytes of shared memory kernel k allocates (see the module docstring): a shared tile the
-    stream body loads is multi-buffered, `stages` copies (TileLang's pipelining), the others
-    once; the emitter's store staging and row-vector mirrors reuse that memory after the loop.
+    stream body loads is multi-buffered, `stages` copies (TileLang's pipelining; stages + 1 in
+    FA3's ring), the others once; the emitter's shared tiles before the epilogue (a mirror of a
+    reduction beside a GEMM layout, a layout bridge: emit.kernel.shared_temps_in_stream) come
+    on top; its store staging reuses the pipelined memory after the loop (not under FA3's schedule).
     Within 1 KiB of TileLang's own allocation (`dyn_shared_memory_buf`) for every kernel of
     every export at three tilings (measured 2026-11-23: matmul 128x256x64, 3 stages: 147456
     both; flash 128x256, d_h 128, 3 stages: 425984 both)."""
@@ -91,8 +93,12 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
         stages += 1
     staging = sum(size(k.buffer(s.src).axes, plan.global_buffer(s.dst).dtype)
                   for s in k.statements() if isinstance(s, Store) and s.staged) if k.overlap else 0
-    return staging + sum(size(b.axes, b.dtype) * (stages if b.name in piped else 1)
-                         for b in k.buffers if b.scope == "shared")
+    from .emit.kernel import shared_temps_in_stream  # the emitter decides them; it imports this module
+    threads = (tiles or {}).get("threads", k.threads)
+    temps = sum(math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes) * nbytes
+                for axes, nbytes in shared_temps_in_stream(plan, k))
+    return staging + temps + sum(size(b.axes, b.dtype) * (stages if b.name in piped else 1)
+                                 for b in k.buffers if b.scope == "shared")
 
 
 def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT, tiles: dict | None = None) -> str | None:

@@ -8,11 +8,12 @@ import math
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
                     on_chip_dims, swapped_layout)
 from .. import ops
+from ..plan_verify import DTYPE_BYTES
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
-                     _global_dtype, _ident, _size, tile_param_of)
+                     _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
 
 class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
     running_max: frozenset = frozenset()
@@ -56,6 +57,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
             self.lname[b.name] = n
         self.taken = taken
         self.temps: list[tuple[str, tuple[str, ...], str, str]] = []  # (name, axes, scope, dtype expr)
+        self.epilogue_temps: int | None = None  # temps[epilogue_temps:] are the epilogue's (write)
         self.pads: set[str] = set()  # axes whose partial-tile flag the factory computes
         self.fam: dict[str, str] = {}  # layout family per fragment, see maps()
         self.masked: dict[tuple[str, str], str] = {}  # (buffer, axis) -> value a Mask left past the end
@@ -527,3 +529,39 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
 
 def _args(s: Map | Iota) -> tuple[str, ...]:
     return s.args if isinstance(s, Map) else ()
+
+
+_TEMPS_IN_STREAM: dict = {}  # (kernel, plan dtype) -> shared_temps_in_stream's answer
+
+
+def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int], ...]:
+    """(axes, bytes per element) of each shared-memory tile the emitter adds to kernel k before
+    its epilogue (a reduction's mirror beside a GEMM layout, a layout bridge, a serial
+    reduction's partials: `temps`), which TileLang keeps live beside the pipelined buffers; the
+    epilogue's (store staging) reuse their memory. plan_verify.shared_bytes counts them. A kernel
+    the emitter refuses, or one of a plan still being built (derive's fit test of one kernel,
+    before its globals exist), has none here (not remembered): emitting it raises its own error,
+    and the whole plan is verified again."""
+    key = (k, _graph_dtype(plan))
+    hit = _TEMPS_IN_STREAM.get(key)
+    if hit is None:
+        w = _KernelWriter(plan, k)
+        try:
+            w.write()
+        except (EmitError, KeyError):
+            return ()
+        cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
+        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt if dt != "dtype" else key[1]), 4))
+                    for _, axes, scope, dt in w.temps[:cut] if scope.startswith("shared"))
+        if len(_TEMPS_IN_STREAM) > 4096:
+            _TEMPS_IN_STREAM.clear()
+        _TEMPS_IN_STREAM[key] = hit
+    return hit
+
+
+def _dtype_code(expr: str) -> str:
+    """The plan dtype of a TileLang dtype expression ('float16' -> f16, accum_dtype -> acc)."""
+    name = expr.strip("'\"")
+    if name == "accum_dtype":
+        return "acc"
+    return next((code for code, tl in TL_DTYPES.items() if tl == name), name)

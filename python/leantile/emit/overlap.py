@@ -157,6 +157,7 @@ class OverlapWriter:
         finish_o(last, e)
         self.running_max, self.kvar, self.interior = frozenset(), "k", None
         e = d + 1
+        self.epilogue_temps = len(self.temps)
         if k.epilogue:
             self.emit("# epilogue", e)
             self.stmts(k.epilogue, e)

@@ -125,6 +125,7 @@ class StreamWriter:
         elif k.body:
             self.emit("# body", d)
             self.stmts(k.body, d)
+        self.epilogue_temps = len(self.temps)  # the temps after it live once the stream is done
         if k.epilogue:
             self.emit("# epilogue", d)
             self.stmts(k.epilogue, d)
