@@ -531,7 +531,7 @@ def _args(s: Map | Iota) -> tuple[str, ...]:
     return s.args if isinstance(s, Map) else ()
 
 
-_TEMPS_IN_STREAM: dict = {}  # (kernel, plan dtype) -> shared_temps_in_stream's answer
+_TEMPS_IN_STREAM: dict = {}  # shared_temps_in_stream, by what its answer depends on
 
 
 def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int], ...]:
@@ -540,15 +540,22 @@ def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...]
     reduction's partials: `temps`), which TileLang keeps live beside the pipelined buffers; the
     epilogue's (store staging) reuse their memory. plan_verify.shared_bytes counts them. A kernel
     the emitter refuses, or one of a plan still being built (derive's fit test of one kernel,
-    before its globals exist), has none here (not remembered): emitting it raises its own error,
-    and the whole plan is verified again."""
-    key = (k, _graph_dtype(plan))
+    before its globals exist), has none here: emitting it raises its own error, and the whole
+    plan is verified again."""
+    # what the writer's choice of temps depends on: the statements and buffers, not the block
+    # sizes (a search re-derives the same kernel at many; shared_bytes scales the axes itself)
+    key = (k.name, k.prologue, k.body, k.epilogue, k.buffers, k.states, k.warp_policy, k.packed, k.overlap,
+           k.swapped, k.stream.axis if k.stream else None, _graph_dtype(plan))
     hit = _TEMPS_IN_STREAM.get(key)
     if hit is None:
+        names = {b.name for b in plan.globals}
+        if any(s.src not in names if isinstance(s, Load) else s.dst not in names
+               for s in k.statements() if isinstance(s, (Load, Store))):
+            return ()  # a plan still being built
         w = _KernelWriter(plan, k)
         try:
             w.write()
-        except (EmitError, KeyError):
+        except EmitError:
             return ()
         cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
         hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt if dt != "dtype" else key[1]), 4))
