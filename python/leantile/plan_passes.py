@@ -283,7 +283,7 @@ def overlap(plan: Plan) -> Plan:
 
 
 def _has_exp2(k: Kernel) -> bool:
-    return any(isinstance(s, Map) and s.fn == "exp2" for s in (*k.prologue, *k.body, *k.epilogue))
+    return any(isinstance(s, Map) and s.fn == "exp2" for s in k.statements())
 
 
 def flush_subnormals(plan: Plan) -> Plan:

@@ -558,7 +558,7 @@ def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...]
         except EmitError:
             return ()
         cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
-        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt if dt != "dtype" else key[1]), 4))
+        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4))
                     for _, axes, scope, dt in w.temps[:cut] if scope.startswith("shared"))
         if len(_TEMPS_IN_STREAM) > 4096:
             _TEMPS_IN_STREAM.clear()
