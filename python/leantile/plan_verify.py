@@ -95,8 +95,16 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
                   for s in k.statements() if isinstance(s, Store) and s.staged) if k.overlap else 0
     from .emit.kernel import shared_temps_in_stream  # the emitter decides them; it imports this module
     threads = (tiles or {}).get("threads", k.threads)
-    temps = sum(math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes) * nbytes
-                for axes, nbytes in shared_temps_in_stream(plan, k))
+    def temp_bytes(axes, nbytes, granule) -> int:
+        ext = [threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes]
+        if granule:  # a window (emit.unaligned): whole granules under a row of the tile
+            ext[-1] = (ext[-1] + 2 * granule - 2) // granule * granule
+        return math.prod(ext) * nbytes
+    temps = shared_temps_in_stream(plan, k)
+    # windows live from their fill to their last read only, never two at once: TileLang gives
+    # them one place (the largest); the other temps are summed
+    windows = [temp_bytes(*t) for t in temps if t[2]]
+    temps = sum(temp_bytes(*t) for t in temps if not t[2]) + max(windows, default=0)
     return staging + temps + sum(size(b.axes, b.dtype) * (stages if b.name in piped else 1)
                                  for b in k.buffers if b.scope == "shared")
 

@@ -124,3 +124,29 @@ def test_shared_memory_estimate_matches_tilelang():
     with pytest.raises(ir.GraphError, match="shared memory"):
         derive(architectures.build("attention"), "online_exp2", {"stages": 2, "overlap": 1})
     assert derive(architectures.build("attention", d_h=64), "online_exp2", {"stages": 2, "overlap": 1}).kernels[0].overlap
+
+
+@pytest.mark.parametrize("dtype,cols", [("f16", 50257), ("f32", 1001)])
+def test_unaligned_rows_of_a_row_kernel_move_as_vectors(dtype, cols):
+    """Rows of 50257 halves (100514 bytes) or 1001 floats start off the 16-byte grid; T.copy
+    would read and write them element by element. The softmax's normalize kernel (no stream)
+    goes through emit.unaligned's windows instead: 16-byte vector loads of its input and vector
+    stores of its output, and the shared-memory estimate counts the window."""
+    import re
+    from leantile.derive import candidates, derive
+    from leantile.emit import emit_module, load_module
+    from leantile.plan_verify import shared_bytes
+    from leantile.sources import load_source
+    from strategies import inputs_in
+    g = load_source("examples/architectures/softmax_row.py:build", {"rows": 70, "cols": cols})
+    g = inputs_in(g, dtype, only="f32") if dtype != "f32" else g
+    cand = next(c.name for c in candidates(g) if c.name.endswith("_split"))
+    plan = derive(g, cand)
+    k = next(k for k in plan.kernels if not k.stream and any(s.op == "store" for s in k.statements())
+             and len(plan.global_buffer(next(s.dst for s in k.statements() if s.op == "store")).axes) == 2)
+    func = load_module(emit_module(plan), f"unaligned_{dtype}").build_kernel()[k.name]
+    info: dict = {}
+    src = lower_to_cuda(func, arch="sm_90", info=info)
+    vec = re.findall(r"\*\((?:uint4|float4)\*\)\((\w+_flat) \+", src)
+    assert len(set(vec)) == 2, vec  # the input read and the output written as 16-byte vectors
+    assert shared_bytes(plan, k) == info["shared_bytes"], (shared_bytes(plan, k), info["shared_bytes"])

@@ -12,10 +12,11 @@ from ..plan_verify import DTYPE_BYTES
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
+from .unaligned import UnalignedWriter
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
 
-class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
+class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
@@ -57,6 +58,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
             self.lname[b.name] = n
         self.taken = taken
         self.temps: list[tuple[str, tuple[str, ...], str, str]] = []  # (name, axes, scope, dtype expr)
+        # (name, (row axis, column axis), dtype expr, width name, granule, before the epilogue) of
+        # emit.unaligned's windows
+        self.windows: list[tuple[str, tuple[str, str], str, str, int, bool]] = []
+        self.flat_views: dict[str, tuple[str, int, str]] = {}  # global -> its 1-D view (emit.unaligned)
         self.epilogue_temps: int | None = None  # temps[epilogue_temps:] are the epilogue's (write)
         self.pads: set[str] = set()  # axes whose partial-tile flag the factory computes
         self.fam: dict[str, str] = {}  # layout family per fragment, see maps()
@@ -240,6 +245,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
     def do_load(self, s: Load, depth: int):
         b = self.local[s.dst]
         g = self.plan.global_buffer(s.src)
+        v = self.window_granule(g, b)
+        if v:
+            self.window_load(s, g, v, depth)
+            return
         parts = self.packed_parts(g, b.axes, self.lname[s.dst], f"load {s.src}->{s.dst}")
         for src, dst in parts:  # a head's rows of a swizzled tile are no TMA box: plain copies
             self.emit(f"T.copy({src}, {dst}{', disable_tma=True' if len(parts) > 1 else ''})", depth)
@@ -283,6 +292,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
         g = self.plan.global_buffer(s.dst)
         src = self.lname[s.src]
         packed = any(len(d) > 1 for d in self.dims(b.axes))
+        v = self.window_granule(g, b)
+        if v:
+            self.window_store(s, g, v, depth)
+            return
         if self.is_swapped(s.src):  # (column, row) on chip: transposed into a (row, column) shared tile
             staged = self.fresh(f"{_ident(s.dst)}_out_shared")
             self.temps.append((staged, b.axes, "shared_plain", _global_dtype(self.plan, g)))
@@ -519,6 +532,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter):
                 out.append(f"            {name} = T.alloc_shared(({shape}), {dt})  # layout bridge")
             else:
                 out.append(f"            {name} = T.alloc_fragment(({shape}), {dt})  # reduction operand")
+        for name, (rows, _), dt, width, *_ in self.windows:
+            out.append(f"            {name} = T.alloc_shared(({self.extent(rows)}, {width}), {dt})  # window (emit.unaligned)")
+        for g, (name, extent, dt) in self.flat_views.items():  # emit.unaligned: whole granules
+            out.append(f"            {name} = T.Tensor(({extent},), {dt}, {self.gname[g]}.data)")
         out += [f"            {line}" for line in self.extra_allocs]
         out.append("")
         out.extend(body)
@@ -534,10 +551,11 @@ def _args(s: Map | Iota) -> tuple[str, ...]:
 _TEMPS_IN_STREAM: dict = {}  # shared_temps_in_stream, by what its answer depends on
 
 
-def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int], ...]:
-    """(axes, bytes per element) of each shared-memory tile the emitter adds to kernel k before
-    its epilogue (a reduction's mirror beside a GEMM layout, a layout bridge, a serial
-    reduction's partials: `temps`), which TileLang keeps live beside the pipelined buffers; the
+def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, int], ...]:
+    """(axes, bytes per element, granule) of each shared-memory tile the emitter adds to kernel k
+    before its epilogue (a reduction's mirror beside a GEMM layout, a layout bridge, a serial
+    reduction's partials: `temps`, granule 0; emit.unaligned's windows, whose last axis is
+    widened to whole granules of that many elements: unaligned.window_width), which TileLang keeps live beside the pipelined buffers; the
     epilogue's (store staging) reuse their memory. plan_verify.shared_bytes counts them. A kernel
     the emitter refuses, or one of a plan still being built (derive's fit test of one kernel,
     before its globals exist), has none here: emitting it raises its own error, and the whole
@@ -558,8 +576,10 @@ def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...]
         except EmitError:
             return ()
         cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
-        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4))
+        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), 0)
                     for _, axes, scope, dt in w.temps[:cut] if scope.startswith("shared"))
+        hit += tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), v)
+                     for _, axes, dt, _, v, in_stream in w.windows if in_stream)
         if len(_TEMPS_IN_STREAM) > 4096:
             _TEMPS_IN_STREAM.clear()
         _TEMPS_IN_STREAM[key] = hit
