@@ -75,8 +75,9 @@ class UnalignedWriter:
         return VECTOR_BYTES // nbytes
 
     def _window_geometry(self, g: Buffer, v: int):
-        """(row axis, column axis, flat start of tile row i as a function of i's name, row
-        extent, column extent, window width expression, the tile's first row and column)."""
+        """A new window for a copy with g: (row axis, column axis, flat start of tile row i as a
+        function of i's name, row extent, column extent, window width name, the tile's first row
+        and column, the window's name, g's flat view's name)."""
         rows, cols = g.axes[-2:]
         sizes = [self.plan.axes[a] for a in g.axes]
         lead = []
@@ -92,7 +93,7 @@ class UnalignedWriter:
         width = self.fresh("window_cols")
         self.pre.append(f"{width} = ({ce} + {2 * v - 2}) // {v} * {v}  # whole {v}-element granules under a row "
                         f"of the tile (emit.unaligned)")
-        return rows, cols, base, re, ce, width, r0, c0
+        return rows, cols, base, re, ce, width, r0, c0, self._window_temp(g, rows, cols, width, v), self._flat(g, v)
 
     def _window_temp(self, g: Buffer, rows: str, cols: str, width: str, v: int) -> str:
         """A shared window (allocated by write(); before the epilogue, counted by
@@ -130,10 +131,8 @@ class UnalignedWriter:
 
     def window_load(self, s: Load, g: Buffer, v: int, depth: int):
         b = self.local[s.dst]
-        rows, cols, base, re, ce, width, r0, c0 = self._window_geometry(g, v)
-        win = self._window_temp(g, rows, cols, width, v)
-        total = math.prod(self.plan.axes[a] for a in g.axes)
-        flat = self._flat(g, v)
+        rows, cols, base, re, ce, width, r0, c0, win, flat = self._window_geometry(g, v)
+        granules = -(-math.prod(self.plan.axes[a] for a in g.axes) // v)
         self.emit(f"# {s.src}'s rows are not {VECTOR_BYTES}-byte aligned: whole granules into a window, "
                   "then shifted into place (emit.unaligned)", depth)
         item, row, q, d = self._granule_loop(re, width, v, depth)
@@ -141,7 +140,7 @@ class UnalignedWriter:
         self.emit(f"{gr} = {base(row)} // {v} + {q}  # the granule's index in the flat tensor", d)
         # the test in whole granules (no element index in it), so that TileLang keeps one
         # vector load under it: `gr * v < total` it could not prove uniform over the vector
-        self.emit(f"if {item} < {re} * ({width} // {v}) and {gr} < {-(-total // v)}:", d)
+        self.emit(f"if {item} < {re} * ({width} // {v}) and {gr} < {granules}:", d)
         vv = self.fresh("v")
         self.emit(f"for {vv} in T.vectorized({v}):", d + 1)
         self.emit(f"{win}[{row}, {q} * {v} + {vv}] = {flat}[{gr} * {v} + {vv}]", d + 2)
@@ -153,10 +152,7 @@ class UnalignedWriter:
 
     def window_store(self, s: Store, g: Buffer, v: int, depth: int):
         b = self.local[s.src]
-        rows, cols, base, re, ce, width, r0, c0 = self._window_geometry(g, v)
-        win = self._window_temp(g, rows, cols, width, v)
-        total = math.prod(self.plan.axes[a] for a in g.axes)
-        flat = self._flat(g, v)
+        rows, cols, base, re, ce, width, r0, c0, win, flat = self._window_geometry(g, v)
         gdt = _global_dtype(self.plan, g)
         self.emit(f"# {s.dst}'s rows are not {VECTOR_BYTES}-byte aligned: shifted into a window, then whole "
                   "granules out, the two ends element by element (emit.unaligned)", depth)
