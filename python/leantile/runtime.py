@@ -133,6 +133,14 @@ class Kernel:
         if bad:
             raise ir.GraphError([f"input {bad[0]!r}: not contiguous (strides {list(inputs[bad[0]].stride())}); "
                                  "pass .contiguous()"])
+        # the kernels read and write 16-byte vectors from each tensor's start (TMA, vector
+        # copies, emit.unaligned's windows): a view that starts between two such boundaries
+        # would fault on the GPU (a misaligned address, which ends the CUDA context)
+        off = [n for n, t in inputs.items() if t.numel() and t.data_ptr() % 16]
+        if off:
+            t = inputs[off[0]]
+            raise ir.GraphError([f"input {off[0]!r}: its data starts {t.data_ptr() % 16} bytes past a 16-byte "
+                                 f"boundary (a view at storage offset {t.storage_offset()}); pass .clone()"])
         return inputs
 
     def run(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:

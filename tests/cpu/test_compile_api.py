@@ -51,6 +51,9 @@ def test_call_by_position_and_by_name_equals_the_reference():
     (lambda t: ((t["X"].float(), t["W_gate"], t["W_up"]), {}), ["X", "dtype", "float16"]),
     (lambda t: ((t["X"], t["W_gate"].t().contiguous().t(), t["W_up"]), {}), ["W_gate", "contiguous"]),
     (lambda t: ((t["X"], "W", t["W_up"]), {}), ["W_gate", "torch.Tensor"]),
+    # contiguous, but starting one element into its storage: 2 bytes off the 16-byte grid
+    (lambda t: ((torch.cat([t["X"].flatten()[:1], t["X"].flatten()])[1:].view(5, 7), t["W_gate"], t["W_up"]), {}),
+     ["X", "2 bytes past a 16-byte boundary", "storage offset 1", ".clone()"]),
 ])
 def test_bad_inputs_get_one_clear_error_naming_the_input(bad, words):
     k = leantile.compile(_mlp(), device="cpu")
@@ -158,6 +161,14 @@ def test_generated_graphs_run_through_compile(gc, seed):
         fin = torch.isfinite(ref[o])
         assert torch.equal(torch.isfinite(y), fin), o
         assert rel_err(y[fin], ref[o][fin], same[o][fin]) <= TOLERANCE[y.dtype], (o, k.plan.candidate)
+    # the same values, one input a contiguous view off the 16-byte grid: refused, named
+    name = sorted(t)[seed % len(t)]
+    x = t[name]
+    shift = next(n for n in range(1, 16) if n * x.element_size() % 16)
+    moved = torch.cat([x.flatten()[:1].expand(shift), x.flatten()])[shift:].view(x.shape)
+    assert torch.equal(moved, x) and moved.is_contiguous()
+    with pytest.raises(leantile.GraphError, match=f"input {name!r}: .* 16-byte boundary"):
+        k(**{**t, name: moved})
 
 
 def test_random_inputs_keep_wide_contractions_finite_in_f16():
