@@ -12,7 +12,7 @@ from ..plan_verify import DTYPE_BYTES
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
-from .unaligned import UnalignedWriter
+from .unaligned import UnalignedWriter, window_facts
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
 
@@ -563,7 +563,7 @@ def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...]
     # what the writer's choice of temps depends on: the statements and buffers, not the block
     # sizes (a search re-derives the same kernel at many; shared_bytes scales the axes itself)
     key = (k.name, k.prologue, k.body, k.epilogue, k.buffers, k.states, k.warp_policy, k.packed, k.overlap,
-           k.swapped, k.stream.axis if k.stream else None, _graph_dtype(plan))
+           k.swapped, k.stream.axis if k.stream else None, _graph_dtype(plan), window_facts(plan, k))
     hit = _TEMPS_IN_STREAM.get(key)
     if hit is None:
         names = {b.name for b in plan.globals}

@@ -43,6 +43,21 @@ def window_width(extent: int, v: int) -> int:
     return (extent + 2 * v - 2) // v * v
 
 
+def window_facts(plan, k) -> tuple:
+    """What UnalignedWriter.window_granule decides from beyond kernel k's statements and
+    buffers: each global it copies (axes, dtype, whether a row is whole granules) and whether
+    its stream is one block. Part of the key under which emit.kernel.shared_temps_in_stream
+    remembers the kernel's temps: the same kernel over 50257 and over 50264 columns differs."""
+    names = {s.src if isinstance(s, Load) else s.dst for s in k.statements() if isinstance(s, (Load, Store))}
+    facts = []
+    for b in plan.globals:
+        if b.name in names and b.axes:
+            row = plan.axes.get(b.axes[-1], 0) * DTYPE_BYTES.get(b.dtype, 4)
+            facts.append((b.name, b.axes, b.dtype, row % VECTOR_BYTES == 0))
+    st = k.stream
+    return tuple(facts), st is not None and st.param == FIXED and st.block >= plan.axes.get(st.axis, 0)
+
+
 class UnalignedWriter:
     """Window loads and stores; the writer's helpers come from emit.kernel._KernelWriter."""
 
