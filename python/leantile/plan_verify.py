@@ -94,11 +94,12 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     staging = sum(size(k.buffer(s.src).axes, plan.global_buffer(s.dst).dtype)
                   for s in k.statements() if isinstance(s, Store) and s.staged) if k.overlap else 0
     from .emit.kernel import shared_temps_in_stream  # the emitter decides them; it imports this module
+    from .emit.unaligned import window_width
     threads = (tiles or {}).get("threads", k.threads)
     def temp_bytes(axes, nbytes, granule) -> int:
         ext = [threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes]
         if granule:  # a window (emit.unaligned): whole granules under a row of the tile
-            ext[-1] = (ext[-1] + 2 * granule - 2) // granule * granule
+            ext[-1] = window_width(ext[-1], granule)
         return math.prod(ext) * nbytes
     temps = shared_temps_in_stream(plan, k)
     # windows live from their fill to their last read only, never two at once: TileLang gives

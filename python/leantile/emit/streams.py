@@ -4,8 +4,9 @@ the stream's blocks (T.Pipelined: TileLang's own producer), the key blocks a mas
 statements, and the masks of a partial last block (partial_guard)."""
 from __future__ import annotations
 
-from ..plan import FIXED, Iota, Map, running_maxes
+from ..plan import Iota, Map, running_maxes
 from .common import EmitError, _size
+from .unaligned import one_block_stream
 
 
 class StreamWriter:
@@ -109,7 +110,7 @@ class StreamWriter:
                 self.kvar = f"({first} + ks)"
                 self.emit(f"for ks in T.Pipelined(T.max(T.min({per}, {blocks} - {first}), 0), num_stages={stages}):", d)
             else:
-                if st.param == FIXED and st.block >= self.plan.axes[st.axis]:
+                if one_block_stream(self.plan, k):
                     # one block (a row on chip): a plain loop, no producer and pipeline to set up
                     # (H200, a row-statistics kernel over 1024 x 1024: 0.0047 ms pipelined, 0.0017
                     # as this loop: results/kernel-times-norm-gemm-h200-2026-11-26-row-stats*.json)

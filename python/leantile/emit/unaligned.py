@@ -32,15 +32,18 @@ from .common import _global_dtype, _size
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
 
 
-def window_elems(dtype: str) -> int:
-    """Elements per 16-byte granule of a global dtype (plan dtype code)."""
-    return VECTOR_BYTES // DTYPE_BYTES.get(dtype, 4)
-
-
 def window_width(extent: int, v: int) -> int:
     """Columns of a window over a run of `extent` elements that may start anywhere in a granule
-    of v: the granules such a run can touch, whole."""
+    of v: the granules such a run can touch, whole (the emitted factory computes the same from
+    its block size: _window_geometry; plan_verify.shared_bytes calls this)."""
     return (extent + 2 * v - 2) // v * v
+
+
+def one_block_stream(plan, k) -> bool:
+    """Whether k's stream is one block over its whole axis (a row on chip: a plain loop, no
+    pipeline), where a body load may take a window."""
+    st = k.stream
+    return st is not None and st.param == FIXED and st.block >= plan.axes.get(st.axis, 0)
 
 
 def window_facts(plan, k) -> tuple:
@@ -54,8 +57,7 @@ def window_facts(plan, k) -> tuple:
         if b.name in names and b.axes:
             row = plan.axes.get(b.axes[-1], 0) * DTYPE_BYTES.get(b.dtype, 4)
             facts.append((b.name, b.axes, b.dtype, row % VECTOR_BYTES == 0))
-    st = k.stream
-    return tuple(facts), st is not None and st.param == FIXED and st.block >= plan.axes.get(st.axis, 0)
+    return tuple(facts), one_block_stream(plan, k)
 
 
 class UnalignedWriter:
@@ -72,9 +74,8 @@ class UnalignedWriter:
             return None
         if self.is_swapped(local.name):
             return None
-        st = self.k.stream
-        one_block = st is not None and st.param == FIXED and st.block >= self.plan.axes[st.axis]
-        if st is not None and not one_block and local.name in {x.dst for x in self.k.body if isinstance(x, Load)}:
+        if self.k.stream and not one_block_stream(self.plan, self.k) and \
+                local.name in {x.dst for x in self.k.body if isinstance(x, Load)}:
             # a load of the stream's body stays a T.copy: measured slower through a window
             # (fill, two barriers per block, 96 registers instead of 72; H100, the statistics
             # kernel of a softmax over 2048 x 50257: 0.1026 ms as T.copy, 0.2012 through windows)
