@@ -17,8 +17,12 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q -e ".[test,kernels,lean,report]"
 	@mkdir -p build && touch $(STAMP)
 
+# Two workers (the CI machine's two cores), one test file per worker: a file's tests run in
+# order in one process (test_lower_generated's coverage check reads what its sweeps saw).
+# TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 test: setup
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q tests
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # With a Lean toolchain the Lean exporter is authoritative (it writes the built-ins and the
 # user architectures registered in lean/LeanTile/Architectures.lean); without one, the Python
