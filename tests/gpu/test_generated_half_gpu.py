@@ -10,6 +10,8 @@ verify (outputs NaN-poisoned, fresh random inputs, the dtype's tolerance).
 
     pytest -m gpu tests/gpu/test_generated_half_gpu.py   (on the device)
 """
+import os
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -22,9 +24,10 @@ from strategies import ALL_CLASSES, inputs_in, inputs_mixed, structured_graphs
 pytestmark = pytest.mark.gpu
 
 # rows of a decode step (1..16: the swapped tiles) and of a prefill; other axes over one or
-# several 64/128 tiles, none a multiple of a tile
+# several 64/128 tiles, none a multiple of a tile; 77 makes a last axis whose rows are no
+# multiple of 16 bytes in any dtype (emit.unaligned's windows: GPT-2's vocabulary is such a row)
 ROWS = (1, 3, 16, 40, 136)
-OTHER = (1, 24, 72, 200)
+OTHER = (1, 24, 77, 200)
 ROW_AXES = ("m", "t_q")
 # each family of generated graphs drawn on its own (one_of would let the shrinker favour one)
 FAMILIES = {
@@ -35,6 +38,9 @@ FAMILIES = {
     "structured": structured_graphs(),
 }
 EXAMPLES = 12  # per family
+# LEANTILE_GPU_FAMILIES=softmax,gemm runs those families only (one device call compiles a
+# family's kernels in a few minutes; all five together run past a call's 10 minutes)
+ONLY = [f for f in os.environ.get("LEANTILE_GPU_FAMILIES", "").split(",") if f]
 
 
 @st.composite
@@ -68,8 +74,11 @@ def _drawn(make=None) -> list:
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
     def draw(g):
         graphs.setdefault(g.model_dump_json(), g)
-    for family in FAMILIES.values():
-        given((make or half_graphs)(family))(draw)()
+    unknown = set(ONLY) - set(FAMILIES)
+    assert not unknown, f"LEANTILE_GPU_FAMILIES names no family: {sorted(unknown)}; families: {sorted(FAMILIES)}"
+    for name, family in FAMILIES.items():
+        if not ONLY or name in ONLY:
+            given((make or half_graphs)(family))(draw)()
     return list(graphs.values())
 
 
@@ -77,7 +86,8 @@ def test_every_candidate_of_generated_half_graphs_is_exact():
     graphs = _drawn()
     jobs = [(g, c.name) for g in graphs for c in candidates(g) if c.name != "unfused"]
     swapped = sum(bool(k.swapped) for g, c in jobs for k in derive(g, c).kernels)
-    assert len(graphs) >= 12 and swapped >= 5, (len(graphs), swapped)  # the sweep reached swapped kernels
+    if not ONLY:  # the whole sweep reached swapped kernels
+        assert len(graphs) >= 12 and swapped >= 5, (len(graphs), swapped)
     assert verify_all(jobs) == []
 
 
@@ -85,5 +95,6 @@ def test_every_candidate_of_generated_mixed_dtype_graphs_is_exact():
     graphs = _drawn(mixed_graphs)
     mixed = sum(len({n.dtype for n in g.inputs()}) > 1 for g in graphs)
     jobs = [(g, c.name) for g in graphs for c in candidates(g)]
-    assert len(graphs) >= 12 and mixed >= 3, (len(graphs), mixed)
+    if not ONLY:
+        assert len(graphs) >= 12 and mixed >= 3, (len(graphs), mixed)
     assert verify_all(jobs) == []
