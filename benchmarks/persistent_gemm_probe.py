@@ -15,37 +15,38 @@ import tilelang.language as T
 SMS = torch.cuda.get_device_properties(0).multi_processor_count
 
 
-def make(M, N, K, bm, bn, bk, threads, stages, dtype, persistent, group=8, stage_c=True):
+def make(M, N, K, bm, bn, bk, threads, stages, dtype, persistent, group=8):
+    """The GEMM + bias + gelu_tanh kernel: one output tile per CTA, or one CTA per SM over all."""
     acc = "float32"
+
+    @T.macro
+    def tile(A, B, bias, C, A_s, B_s, C_l, C_s, by, bx):  # one output tile: the mainloop, the epilogue
+        T.clear(C_l)
+        for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+            T.copy(A[by * bm, k * bk], A_s)
+            T.copy(B[k * bk, bx * bn], B_s)
+            T.gemm(A_s, B_s, C_l)
+        for i, j in T.Parallel(bm, bn):
+            z = C_l[i, j] + bias[bx * bn + j]
+            C_l[i, j] = z * T.fast_rcp(1.0 + T.exp2(-2.302208198144325 * (z + 0.044715 * z * z * z)))
+        T.copy(C_l, C_s)
+        T.copy(C_s, C[by * bm, bx * bn])
+
     @T.prim_func
     def plain(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), bias: T.Tensor((N,), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            A_s = T.alloc_shared((bm, bk), dtype); B_s = T.alloc_shared((bk, bn), dtype)
-            C_l = T.alloc_fragment((bm, bn), acc); C_s = T.alloc_shared((bm, bn), dtype)
+            A_s, B_s = T.alloc_shared((bm, bk), dtype), T.alloc_shared((bk, bn), dtype)
+            C_l, C_s = T.alloc_fragment((bm, bn), acc), T.alloc_shared((bm, bn), dtype)
             T.use_swizzle(10)
-            T.clear(C_l)
-            for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-                T.copy(A[by * bm, k * bk], A_s); T.copy(B[k * bk, bx * bn], B_s)
-                T.gemm(A_s, B_s, C_l)
-            for i, j in T.Parallel(bm, bn):
-                z = C_l[i, j] + bias[bx * bn + j]
-                C_l[i, j] = z * T.fast_rcp(1.0 + T.exp2(-2.302208198144325 * (z + 0.044715 * z * z * z)))
-            T.copy(C_l, C_s); T.copy(C_s, C[by * bm, bx * bn])
+            tile(A, B, bias, C, A_s, B_s, C_l, C_s, by, bx)
 
     @T.prim_func
     def pers(A: T.Tensor((M, K), dtype), B: T.Tensor((K, N), dtype), bias: T.Tensor((N,), dtype), C: T.Tensor((M, N), dtype)):
         with T.Kernel(SMS, threads=threads) as (bid):
-            A_s = T.alloc_shared((bm, bk), dtype); B_s = T.alloc_shared((bk, bn), dtype)
-            C_l = T.alloc_fragment((bm, bn), acc); C_s = T.alloc_shared((bm, bn), dtype)
+            A_s, B_s = T.alloc_shared((bm, bk), dtype), T.alloc_shared((bk, bn), dtype)
+            C_l, C_s = T.alloc_fragment((bm, bn), acc), T.alloc_shared((bm, bn), dtype)
             for by, bx in T.Persistent([T.ceildiv(M, bm), T.ceildiv(N, bn)], SMS, bid, group):
-                T.clear(C_l)
-                for k in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-                    T.copy(A[by * bm, k * bk], A_s); T.copy(B[k * bk, bx * bn], B_s)
-                    T.gemm(A_s, B_s, C_l)
-                for i, j in T.Parallel(bm, bn):
-                    z = C_l[i, j] + bias[bx * bn + j]
-                    C_l[i, j] = z * T.fast_rcp(1.0 + T.exp2(-2.302208198144325 * (z + 0.044715 * z * z * z)))
-                T.copy(C_l, C_s); T.copy(C_s, C[by * bm, bx * bn])
+                tile(A, B, bias, C, A_s, B_s, C_l, C_s, by, bx)
     return tilelang.compile(pers if persistent else plain, target="cuda")
 
 
