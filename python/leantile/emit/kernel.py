@@ -556,7 +556,8 @@ def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...]
     before its epilogue (a reduction's mirror beside a GEMM layout, a layout bridge, a serial
     reduction's partials: `temps`, granule 0; emit.unaligned's windows, whose last axis is
     widened to whole granules of that many elements: unaligned.window_width), which TileLang
-    keeps live beside the pipelined buffers; the epilogue's (store staging) reuse their memory. plan_verify.shared_bytes counts them. A kernel
+    keeps live beside the pipelined buffers; the epilogue's (store staging) reuse their memory.
+    plan_verify.shared_bytes counts them. A kernel
     the emitter refuses, or one of a plan still being built (derive's fit test of one kernel,
     before its globals exist), has none here: emitting it raises its own error, and the whole
     plan is verified again."""
