@@ -28,7 +28,8 @@ os.environ["LEANTILE_TUNED_DIR"] = tempfile.mkdtemp(prefix="leantile-tuned-")
 # Files that take most of `make test` (13 of its ~36 CPU minutes: every generated graph's kernels
 # lowered) go first: under xdist (--dist loadfile --no-loadscope-reorder, as make test runs it)
 # the first file is the first one handed out, so the longest runs beside the others instead of
-# after them (last in, it left one core idle for 10 minutes). The order within a file is kept (its coverage check runs after its sweeps).
+# after them (last in, it left one core idle for 10 minutes). The order within a file is kept
+# (its coverage check runs after its sweeps).
 FIRST = ("test_lower_generated.py",)
 
 
