@@ -15,6 +15,7 @@ pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skip
 
 from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
+from leantile.emit.common import pass_configs  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 from leantile.plan_verify import shared_bytes  # noqa: E402
 
@@ -31,20 +32,26 @@ GRAPHS = st.one_of(
 
 
 def _lowers(name: str, func, plan) -> None:
-    """Lowers, and TileLang allocates the shared memory plan_verify.shared_bytes counts (within
-    the ~1 KiB of row-vector mirrors it leaves out): an undercount lets the verifier pass tiles
-    that fail at launch, as the emitter's layout bridges once did (32 KiB each)."""
-    script = func.script()
+    """Lowers (with the pass options the emitted module compiles it with), and TileLang
+    allocates the shared memory plan_verify.shared_bytes counts (within the ~1 KiB of row-vector
+    mirrors it leaves out): an undercount lets the verifier pass tiles that fail at launch, as
+    the emitter's layout bridges once did (32 KiB each)."""
+    configs = pass_configs(plan).get(name)
+    script = func.script() + repr(configs)
     _SEEN["kernels"] += 1
     if script in _LOWERED:
         return
     info: dict = {}
-    cu = lower_to_cuda(func, arch="sm_90", info=info)
+    cu = lower_to_cuda(func, arch="sm_90", info=info, pass_configs=configs)
     assert f"{name}_kernel" in cu, (name, cu[:400])  # the device entry point TileLang names after the func
     assert "__global__" in cu
     k = next(k for k in plan.kernels if k.name == name)
-    assert abs(shared_bytes(plan, k) - info["shared_bytes"]) <= 1024, (plan.graph, plan.candidate, name,
-                                                                       shared_bytes(plan, k), info["shared_bytes"])
+    counted, allocated = shared_bytes(plan, k), info["shared_bytes"]
+    assert counted >= allocated - 1024, (plan.graph, plan.candidate, name, counted, allocated)
+    # without async copies (emit.common.pass_configs) TileLang may give two operand tiles one
+    # allocation, their loads no longer in flight together: the verifier's count is then high,
+    # which at worst refuses a tile near the limit that would fit; elsewhere the two agree
+    assert configs or counted <= allocated + 1024, (plan.graph, plan.candidate, name, counted, allocated)
     _LOWERED[script] = name
     _SEEN["lowered"] += 1
 
@@ -95,6 +102,44 @@ def test_every_candidate_of_mixed_dtype_generated_graphs_lowers(g, data):
     for c in candidates(g):
         plan = derive(g, c.name)
         for name, f in load_module(emit_module(plan), f"genmix_{g.name}_{c.name}".replace("+", "_")).build_kernel().items():
+            _lowers(name, f, plan)
+
+
+# 77: rows of an odd number of 16-bit elements, which no cp.async width (4, 8, 16 bytes) fits;
+# 1: a single-row GEMM. Together they made TileLang emit a 2-byte cp.async and fail its own
+# check (emit.common.pass_configs); the sizes 1..3 above never reached it
+ODD_SIZES = (1, 77)
+TIED = ("k", "kk", "j")  # user_gemm's renamed or clashing contraction axes: one size
+
+
+@settings(max_examples=6, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(user_graphs().map(lambda gc: gc[0]), st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))
+def test_every_candidate_of_generated_graphs_at_odd_sizes_lowers(g, dtype, pick):
+    sizes = {a: pick.choice(ODD_SIZES) for a in sorted(g.axes)}
+    tied = [a for a in TIED if a in sizes]
+    sizes.update({a: sizes[tied[0]] for a in tied})
+    g = inputs_in(g.model_copy(update={"axes": sizes}), dtype, only="f32")
+    for c in candidates(g):
+        plan = derive(g, c.name)
+        mod = load_module(emit_module(plan), f"genodd_{g.name}_{c.name}".replace("+", "_"))
+        for name, f in mod.build_kernel().items():
+            assert mod.PASS_CONFIGS.get(name) == pass_configs(plan).get(name)
+            _lowers(name, f, plan)
+
+
+@pytest.mark.parametrize("dtype, sizes", [("bf16", {"m": 1, "d": 77, "n": 1}), ("f16", {"m": 1, "d": 77, "n": 77})])
+def test_single_row_gemm_over_odd_rows_lowers(dtype, sizes):
+    """The GEMM that failed on the GPU sweep (2026-11-27): every candidate lowers, and its GEMM
+    kernels lower with async copies off (without them TileLang 0.1.15 stops on a 2-byte cp.async)."""
+    from leantile.architectures import matmul
+    g = inputs_in(matmul.build(**sizes), dtype)
+    for c in candidates(g):
+        plan = derive(g, c.name)
+        configs = pass_configs(plan)
+        gemms = [k.name for k in plan.kernels if any(s.op == "gemm" for s in k.statements())]
+        assert gemms and all(configs.get(n) == {"tirx.use_async_copy": False} for n in gemms), (c.name, configs)
+        for name, f in load_module(emit_module(plan), f"oddrow_{c.name}").build_kernel().items():
             _lowers(name, f, plan)
 
 

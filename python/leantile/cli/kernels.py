@@ -120,7 +120,7 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, ro
         funcs = mod.build_kernel()
         parts, feats = [], {}
         for k in plan.kernels:
-            cu = lower_to_cuda(funcs[k.name], arch=arch)
+            cu = lower_to_cuda(funcs[k.name], arch=arch, pass_configs=mod.PASS_CONFIGS.get(k.name))
             f = hopper_features(cu)
             f.pop("markers", None)
             feats[k.name] = f

@@ -7,7 +7,8 @@ import keyword
 import re
 
 from .. import ops
-from ..plan import FIXED, Buffer, Gemm, Kernel, Plan, Store
+from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Plan, Store
+from ..plan_verify import DTYPE_BYTES
 
 class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""
@@ -107,6 +108,28 @@ def tile_param_of(plan: Plan, k: Kernel) -> dict[str, str]:
             if t.get(name) == g.block:
                 out[g.axis] = name
                 break
+    return out
+
+
+def pass_configs(plan: Plan) -> dict[str, dict[str, bool]]:
+    """{kernel name: TileLang pass options}: async copies (cp.async) off in a kernel that copies a
+    global tile into shared memory from rows whose length in bytes is no multiple of 4 (an odd
+    number of 16-bit elements). cp.async moves 4, 8 or 16 bytes; TileLang 0.1.15 should fall back
+    to plain loads for such a copy but at times emits a 2-byte cp.async and then fails its own
+    check (IsValidCPAsyncTransferBytes: a GEMM of one row over an odd contraction, whose other
+    operand's rows are no multiple of 16 bytes either). Those copies load element by element in
+    any case; the kernel's aligned copies still go through TMA. The emitted module compiles with
+    these options, and every lowering of its kernels (`leantile kernels`, the search) passes them."""
+    out = {}
+    for k in plan.kernels:
+        shared = {b.name for b in k.buffers if b.scope == "shared"}
+        for s in k.statements():
+            if isinstance(s, Load) and s.dst in shared:
+                g = plan.global_buffer(s.src)
+                row = plan.axes[g.axes[-1]] * DTYPE_BYTES.get(g.dtype, 4) if g.axes else 4
+                if row % 4:
+                    out[k.name] = {"tirx.use_async_copy": False}
+                    break
     return out
 
 

@@ -548,24 +548,24 @@ def _args(s: Map | Iota) -> tuple[str, ...]:
     return s.args if isinstance(s, Map) else ()
 
 
-_TEMPS_IN_STREAM: dict = {}  # shared_temps_in_stream, by what its answer depends on
+_TEMPS: dict = {}  # shared_temps, by what its answer depends on
 
 
-def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, int], ...]:
-    """(axes, bytes per element, granule) of each shared-memory tile the emitter adds to kernel k
-    before its epilogue (a reduction's mirror beside a GEMM layout, a layout bridge, a serial
-    reduction's partials: `temps`, granule 0; emit.unaligned's windows, whose last axis is
-    widened to whole granules of that many elements: unaligned.window_width), which TileLang
-    keeps live beside the pipelined buffers; the epilogue's (store staging) reuse their memory.
-    plan_verify.shared_bytes counts them. A kernel
-    the emitter refuses, or one of a plan still being built (derive's fit test of one kernel,
-    before its globals exist), has none here: emitting it raises its own error, and the whole
-    plan is verified again."""
+def shared_temps(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, int, bool], ...]:
+    """(axes, bytes per element, granule, before the epilogue) of each shared-memory tile the
+    emitter adds to kernel k: a reduction's mirror beside a GEMM layout, a layout bridge, a
+    serial reduction's partials, a store's staging tile (`temps`, granule 0), emit.unaligned's
+    windows (whose last axis is widened to whole granules of that many elements:
+    unaligned.window_width). Those before the epilogue TileLang keeps live beside the pipelined
+    buffers; the epilogue's reuse the pipelined buffers' memory. plan_verify.shared_bytes counts
+    both phases. A kernel the emitter refuses, or one of a plan still being built (derive's fit
+    test of one kernel, before its globals exist), has none here: emitting it raises its own
+    error, and the whole plan is verified again."""
     # what the writer's choice of temps depends on: the statements and buffers, not the block
     # sizes (a search re-derives the same kernel at many; shared_bytes scales the axes itself)
     key = (k.name, k.prologue, k.body, k.epilogue, k.buffers, k.states, k.warp_policy, k.packed, k.overlap,
            k.swapped, k.stream.axis if k.stream else None, _graph_dtype(plan), window_facts(plan, k))
-    hit = _TEMPS_IN_STREAM.get(key)
+    hit = _TEMPS.get(key)
     if hit is None:
         names = {b.name for b in plan.globals}
         if any(s.src not in names if isinstance(s, Load) else s.dst not in names
@@ -577,13 +577,13 @@ def shared_temps_in_stream(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...]
         except EmitError:
             return ()
         cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
-        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), 0)
-                    for _, axes, scope, dt in w.temps[:cut] if scope.startswith("shared"))
-        hit += tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), v)
-                     for _, axes, dt, _, v, in_stream in w.windows if in_stream)
-        if len(_TEMPS_IN_STREAM) > 4096:
-            _TEMPS_IN_STREAM.clear()
-        _TEMPS_IN_STREAM[key] = hit
+        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), 0, n < cut)
+                    for n, (_, axes, scope, dt) in enumerate(w.temps) if scope.startswith("shared"))
+        hit += tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), v, in_stream)
+                     for _, axes, dt, _, v, in_stream in w.windows)
+        if len(_TEMPS) > 4096:
+            _TEMPS.clear()
+        _TEMPS[key] = hit
     return hit
 
 

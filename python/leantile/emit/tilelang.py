@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..files import under, write_atomic
 from ..plan import Plan
-from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags,  # noqa: F401
+from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags, pass_configs,  # noqa: F401
                      _graph_dtype, _size, tile_param_of)
 from .kernel import _KernelWriter
 
@@ -160,6 +160,9 @@ def emit_module(plan: Plan) -> str:
     L.append("# nvcc flags per kernel, beyond TileLang's own (plan_passes.flush_subnormals: -ftz=true makes exp2")
     L.append("# one MUFU.EX2, float32 subnormals flushed to zero)")
     L.append(f"NVCC_FLAGS = {nvcc_flags(plan)!r}")
+    L.append("# TileLang pass options per kernel, for every lowering of it (emit.common.pass_configs: cp.async off")
+    L.append("# where a copy into shared memory reads rows of an odd number of 16-bit elements)")
+    L.append(f"PASS_CONFIGS = {pass_configs(plan)!r}")
     L.append("")
     for src in kernel_src:
         L.append("")
@@ -204,7 +207,8 @@ def emit_module(plan: Plan) -> str:
     L.append("def compile_kernels(target='auto', **tile_params):")
     L.append('    """{kernel name: tilelang JITKernel}; needs nvcc (and a GPU for target \'auto\')."""')
     L.append("    kernels = build_kernel(pdl=has_pdl(target), **tile_params)")
-    L.append("    return {name: tilelang.compile(f, target=target, compile_flags=NVCC_FLAGS.get(name))")
+    L.append("    return {name: tilelang.compile(f, target=target, compile_flags=NVCC_FLAGS.get(name),")
+    L.append("                                   pass_configs=PASS_CONFIGS.get(name))")
     L.append("            for name, f in kernels.items()}")
     L.append("")
     L.append("")

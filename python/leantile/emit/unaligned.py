@@ -49,7 +49,7 @@ def one_block_stream(plan, k) -> bool:
 def window_facts(plan, k) -> tuple:
     """What UnalignedWriter.window_granule decides from beyond kernel k's statements and
     buffers: each global it copies (axes, dtype, whether a row is whole granules) and whether
-    its stream is one block. Part of the key under which emit.kernel.shared_temps_in_stream
+    its stream is one block. Part of the key under which emit.kernel.shared_temps
     remembers the kernel's temps: the same kernel over 50257 and over 50264 columns differs."""
     names = {s.src if isinstance(s, Load) else s.dst for s in k.statements() if isinstance(s, (Load, Store))}
     facts = []
@@ -112,8 +112,8 @@ class UnalignedWriter:
         return rows, cols, base, re, ce, width, r0, c0, self._window_temp(g, rows, cols, width, v), self._flat(g, v)
 
     def _window_temp(self, g: Buffer, rows: str, cols: str, width: str, v: int) -> str:
-        """A shared window (allocated by write(); before the epilogue, counted by
-        plan_verify.shared_bytes through shared_temps_in_stream)."""
+        """A shared window (allocated by write(); counted by plan_verify.shared_bytes through
+        shared_temps, in the phase that uses it: the stream's or the epilogue's)."""
         name = self.fresh(f"{g.name}_window")
         self.windows.append((name, (rows, cols), _global_dtype(self.plan, g), width, v, self.epilogue_temps is None))
         return name

@@ -163,8 +163,9 @@ def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir
             from ..lower import lower_to_cuda
             from ..runtime import emitted_module
 
-            for f in emitted_module(src).build_kernel().values():
-                lower_to_cuda(f, arch="sm_90")
+            mod = emitted_module(src)
+            for name, f in mod.build_kernel().items():
+                lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
         return {"ok": True, "path": str(path)}
     except Exception as e:
         msg = str(e).strip().splitlines()
