@@ -14,7 +14,7 @@ from leantile.cost import choose, output_tiles
 from leantile.derive import candidates, derive
 from leantile.derive.shape_tiles import (FLASH_OVERLAP_TILES, FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS,
                                          FLASH_WIDE_TILES, SMS)
-from leantile.plan_verify import verify
+from leantile.plan_verify import DTYPE_BYTES, verify
 from leantile.sources import load_source
 from leantile.tolerance import output_tolerances, rel_err
 from strategies import biased_attention
@@ -284,13 +284,18 @@ def test_one_wave_tiles_only_where_the_plain_grid_leaves_sms_idle(arch, m, n, d)
 def test_a_streamed_softmax_row_takes_64_row_tiles(rows, cols):
     """A softmax whose rows are streamed (a vocabulary) runs its statistics and normalising
     kernels on 64-row tiles (H200, 4096 x 65536: 0.4593 ms at 128 rows, 0.3890 at 64), at any
-    row count, and every such plan fits the target; where the interpreter is quick enough, the
-    plan is exact on row and column counts no tile divides."""
+    row count; rows no multiple of 16 bytes long on 4 x 1024 tiles of 128 threads (H100, 2048 x
+    50257: 0.3193 -> 0.2596 ms); every such plan fits the target; where the interpreter is quick
+    enough, the plan is exact on row and column counts no tile divides."""
     g = load_source("examples/architectures/softmax_row.py:build", {"rows": rows, "cols": cols})
     plan, _ = choose(g)
     streamed = [k for k in plan.kernels if k.stream and k.stream.axis == "cols"]
     assert streamed, [k.name for k in plan.kernels]  # the row does not fit on chip
-    assert plan.tiles["block_m"] == 64, plan.tiles
+    x = plan.global_buffer("X")
+    if cols * DTYPE_BYTES[x.dtype] % 16:
+        assert (plan.tiles["block_m"], plan.tiles["block_n"], plan.tiles["threads"]) == (4, 1024, 128), plan.tiles
+    else:
+        assert plan.tiles["block_m"] == 64, plan.tiles
     assert verify(plan, g) == []
     if rows * cols < 2_000_000:
         _check(g, plan, seed=rows)

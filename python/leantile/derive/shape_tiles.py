@@ -8,6 +8,7 @@ import math
 from .. import ir
 from ..cost import SMS  # the one SM count (the cost model's)
 from ..plan_passes import SWAP_DTYPES
+from ..plan_verify import DTYPE_BYTES
 from . import kernels as K
 from .context import Ctx
 from .sites import FlashSite, SoftmaxSite
@@ -112,6 +113,17 @@ GEMM_TILES = {"stages": 3}
 # 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
 # 16 x 128256 is level.
 SOFTMAX_ROW_TILES = {"block_m": 64}
+# The same, over rows no multiple of 16 bytes long (GPT-2's 50257-wide vocabulary): 4 x 1024
+# tiles on 128 threads. The normalising kernel copies such rows through emit.unaligned's windows,
+# which cost a fill, a barrier and up to two extra granules per tile row: wide tiles amortise
+# them. H200, same process, against the 64 x 128 default before (benchmarks/results/softmax-
+# unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
+# 0.2662), 16 x 50257 0.0091 -> 0.0073, 4096 x 32001 0.3744 -> 0.2881, 512 x 100001 0.1543 ->
+# 0.1154, 8192 x 50257 1.1071 -> 0.8795. On aligned rows these tiles were level (H100, tiles-probe-
+# softmax-h100-2026-11-27.json: 4096 x 65536 0.5475 -> 0.5458, 2048 x 128256 0.5365 -> 0.5399):
+# those keep the 64-row tiles. 2-row tiles split over the row ran faster still (2048 x 50257
+# 0.2223) but the split rule offers no split at 1024 CTAs, and unsplit they lose at 512 rows.
+UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 4, "block_n": 1024, "threads": 128}
 # The one GEMM of a graph with more than 64 rows whose 128 x 128 grid is under a wave (a prompt
 # or a batch of 65..~500 tokens): 64-row tiles on one warpgroup, 6 stages deep, as many CTAs as
 # fit one wave (wave_tiles): every SM streams the weight and no split over k is needed (its
@@ -138,7 +150,8 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     kernel cannot swap, what follows); a GEMM or attention whose rows (m, t_q) all fit 64
     64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
     attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
-    (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES), a large GEMM
+    (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES; 4 x 1024 where a row
+    is no multiple of 16 bytes: UNALIGNED_SOFTMAX_ROW_TILES), a large GEMM
     128 x 256 tiles (LARGE_GEMM_TILES), a lone GEMM under a wave of 128 x 128 tiles one wave
     of 64-row tiles (wave_tiles), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
     other GEMM 3 stages (GEMM_TILES)."""
@@ -160,8 +173,12 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     if flash and not any(isinstance(c, K.GemmChoice) for c in picked):
         return {**FLASH_TILES, **flash_tiles(cx, flash)}
     if not rows:  # no contraction at all (a plain matmul has no GemmChoice: look at the nodes)
-        softmax_rows = any(isinstance(c, K.OnlineChoice) and isinstance(c.site, SoftmaxSite) for c in picked)
-        return dict(SOFTMAX_ROW_TILES) if softmax_rows else {}
+        softmax_rows = [c.site for c in picked if isinstance(c, K.OnlineChoice) and isinstance(c.site, SoftmaxSite)]
+        if not softmax_rows:
+            return {}
+        unaligned = any(cx.axes[s.axis] * DTYPE_BYTES.get(cx.dtype_of(i), 4) % 16
+                        for s in softmax_rows for i in (s.src, s.div))
+        return dict(UNALIGNED_SOFTMAX_ROW_TILES if unaligned else SOFTMAX_ROW_TILES)
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
