@@ -18,6 +18,7 @@ On a machine without a GPU, `device="cpu"` runs the same plan with the interpret
 from __future__ import annotations
 
 import hashlib
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,7 @@ from . import interp, ir, reference
 from .derive import DerivationError, derive
 from .emit import emit_module, load_module
 
-from .tolerance import TOLERANCE, output_tolerances, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
+from .tolerance import CAP, NOISE, TOLERANCE, output_tolerances, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
 
 
 class CompileError(ValueError):
@@ -169,20 +170,49 @@ class Kernel:
         tolerance of the least precise value it is computed from, output_tolerances; the unfused
         graph in its own dtypes gives the rounding that is forgiven; `tolerance` overrides):
         {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
-        "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)}}."""
+        "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)},
+        "ill_conditioned": [failing outputs these inputs cannot judge (ill_conditioned)]}."""
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
         outs = self.run(inputs, fill=float("nan"))
+        ref, same = self._references(inputs)
+        errs = {o: rel_err(outs[o], ref[o], same[o]) for o in self.output_names}
+        least_precise = output_tolerances(self.graph)
+        tol = {o: least_precise[o] if tolerance is None else tolerance for o in self.output_names}
+        plain = {o: rel_err(outs[o], ref[o]) for o in self.output_names}
+        failed = [o for o in self.output_names if not errs[o] <= tol[o]]
+        return {"ok": not failed, "rel_err": errs, "tolerance": tol, "plain_rel_err": plain,
+                "ill_conditioned": self.ill_conditioned(inputs, failed, ref, same) if failed else []}
+
+    def _references(self, inputs: dict) -> tuple[dict, dict]:
+        """(the float32 reference, the unfused graph in its own dtypes) on these inputs."""
         with ieee_fp32_matmuls():  # float32 products, whatever the caller set
             ref = reference.evaluate(self.graph, inputs, compute_dtype=torch.float32)
             # the unfused graph in its own dtypes, its float32 contractions rounded as the
             # kernels' are: on the GPU T.gemm of float32 operands runs on TF32 tensor cores (as
             # torch.set_float32_matmul_precision("high")); the interpreter multiplies in float32
             same = reference.evaluate(self.graph, inputs, check=False, tf32=self.device.type == "cuda")
-        errs = {o: rel_err(outs[o], ref[o], same[o]) for o in self.output_names}
-        least_precise = output_tolerances(self.graph)
-        tol = {o: least_precise[o] if tolerance is None else tolerance for o in self.output_names}
-        plain = {o: rel_err(outs[o], ref[o]) for o in self.output_names}
-        return {"ok": all(errs[o] <= tol[o] for o in errs), "rel_err": errs, "tolerance": tol, "plain_rel_err": plain}
+        return ref, same
+
+    def ill_conditioned(self, inputs: dict, outputs=None, ref=None, same=None, seed: int = 0) -> list[str]:
+        """The outputs (of `outputs`, default all) that these inputs leave unjudgeable in the
+        graph's own dtypes: moving every input one unit in its last place (a random direction
+        each) moves the unfused graph's output by more than CAP / NOISE of the output's norm. Its
+        own rounding is then about as large, more than leantile.tolerance forgives (CAP of the
+        norm), so a right kernel may fail there: a bf16 1 x 1 GEMM output over 77 terms that cancel
+        to 0.006 of their size moves by 0.005 (measured: 0.26 rel err at such a draw, 0.0 at the
+        next). A failing output NOT in this list is a wrong kernel; one in it asks for other inputs."""
+        outputs = self.output_names if outputs is None else outputs
+        if ref is None or same is None:
+            ref, same = self._references(inputs)
+        gen = torch.Generator().manual_seed(seed)
+        moved = {}
+        for name, t in inputs.items():
+            way = torch.where(torch.rand(t.shape, generator=gen) < 0.5, math.inf, -math.inf).to(t.dtype)
+            moved[name] = torch.nextafter(t.cpu(), way).to(t.device)
+        with ieee_fp32_matmuls():
+            shifted = reference.evaluate(self.graph, moved, check=False, tf32=self.device.type == "cuda")
+        return [o for o in outputs
+                if (shifted[o].double() - same[o].double()).norm().item() > CAP / NOISE * ref[o].double().norm().item()]
 
     def benchmark(self, inputs: dict | None = None, seed: int = 0, rep: int = 100) -> float:
         """GPU time in ms (triton's do_bench_cudagraph median: launch overhead excluded)."""

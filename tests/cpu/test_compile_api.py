@@ -184,3 +184,17 @@ def test_random_inputs_keep_wide_contractions_finite_in_f16():
     assert torch.isfinite(out).all() and out.abs().max() < 100
     wide = k.random_inputs(0, scale=1.0)
     assert not torch.isfinite(reference.evaluate(k.graph, wide)[k.output_names[0]]).all()
+
+
+def test_verify_names_the_outputs_its_inputs_cannot_judge():
+    """A 1 x 1 GEMM output whose four f16 terms cancel to 0.0005 of their size moves by about its
+    own size when each input moves one ulp: ill-conditioned (the oracle could fail a right kernel
+    there); the same GEMM over terms that add up is not. verify always reports the key."""
+    k = leantile.compile("matmul", sizes={"m": 1, "d": 4, "n": 1}, device="cpu")
+    w = torch.ones(4, 1, dtype=torch.float16)
+    cancel = {"X": torch.tensor([[1.0, -1.0, 0.5, -0.4995]], dtype=torch.float16), "W": w}
+    add = {"X": torch.tensor([[1.0, 1.0, 0.5, 0.5]], dtype=torch.float16), "W": w}
+    assert k.ill_conditioned(cancel) == ["out"]
+    assert k.ill_conditioned(add) == []
+    v = k.verify(cancel)
+    assert v["ok"] and v["ill_conditioned"] == []  # computed for failing outputs only
