@@ -217,6 +217,19 @@ def overlap_attention_graphs():
     return _user_attention(ALL_CLASSES, overlap=True).map(lambda gc: (inputs_in(gc[0], "f16"), gc[1]))
 
 
+# user_gemm's renamed or clashing contraction axes: one size, whatever sizes a test draws
+TIED_AXES = ("k", "kk", "j")
+
+
+def resized(g: ir.Graph, size_of) -> ir.Graph:
+    """g with each axis at size_of(axis), asked in sorted axis order, except that its tied
+    contraction axes (TIED_AXES) all take the first one's size."""
+    sizes = {a: size_of(a) for a in sorted(g.axes)}
+    tied = [a for a in TIED_AXES if a in sizes]
+    sizes.update({a: sizes[tied[0]] for a in tied})
+    return g.model_copy(update={"axes": sizes})
+
+
 def inputs_in(g: ir.Graph, dtype: str, only: str | None = None) -> ir.Graph:
     """g with every input (every input of dtype `only`, where given) in `dtype`, validated again
     through ir.parse; casts keep their dtypes. `inputs_in(g, "f16", only="f32")` puts a generated

@@ -40,6 +40,12 @@ SMEM_PREFIX = "shared memory"
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4}
 
 
+def row_bytes(plan: Plan, b) -> int:
+    """Bytes of one row (the contiguous last axis) of global buffer b: what the widths of its
+    vector copies must divide (emit.unaligned's windows, emit.common.pass_configs)."""
+    return (plan.axes.get(b.axes[-1], 0) if b.axes else 1) * DTYPE_BYTES.get(b.dtype, 4)
+
+
 def extent(plan: Plan, k: Kernel, axis: str, tiles: dict | None = None) -> int:
     """The extent of `axis` in an on-chip buffer of kernel k at the plan's tiles, or at `tiles`
     where given (a block comes from its tile parameter: the search judges every point of its

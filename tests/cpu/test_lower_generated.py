@@ -15,11 +15,10 @@ pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skip
 
 from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
-from leantile.emit.common import pass_configs  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 from leantile.plan_verify import shared_bytes  # noqa: E402
 
-from strategies import inputs_in, inputs_mixed, random_graphs, structured_graphs, user_graphs  # noqa: E402
+from strategies import inputs_in, inputs_mixed, random_graphs, resized, structured_graphs, user_graphs  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
 _SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0}
@@ -31,12 +30,12 @@ GRAPHS = st.one_of(
 )
 
 
-def _lowers(name: str, func, plan) -> None:
-    """Lowers (with the pass options the emitted module compiles it with), and TileLang
+def _lowers(name: str, func, plan, mod) -> None:
+    """Lowers with the pass options the emitted module `mod` compiles it with, and TileLang
     allocates the shared memory plan_verify.shared_bytes counts (within the ~1 KiB of row-vector
     mirrors it leaves out): an undercount lets the verifier pass tiles that fail at launch, as
     the emitter's layout bridges once did (32 KiB each)."""
-    configs = pass_configs(plan).get(name)
+    configs = mod.PASS_CONFIGS.get(name)
     script = func.script() + repr(configs)
     _SEEN["kernels"] += 1
     if script in _LOWERED:
@@ -75,7 +74,7 @@ def test_every_candidate_of_generated_graphs_lowers(g):
         _SEEN["deferred"] += sum(getattr(s, "deferred", False) for k in plan.kernels for s in k.body)
         _SEEN["pdl"] += sum(k.wait_previous for k in plan.kernels)
         for name, f in kernels.items():
-            _lowers(name, f, plan)
+            _lowers(name, f, plan, mod)
 
 
 @settings(max_examples=12, deadline=None, derandomize=True,
@@ -88,8 +87,9 @@ def test_every_candidate_of_half_precision_generated_graphs_lowers(g, dtype):
     for c in candidates(g):
         plan = derive(g, c.name)
         _SEEN["swapped"] += sum(bool(k.swapped) for k in plan.kernels)
-        for name, f in load_module(emit_module(plan), f"gen16_{g.name}_{c.name}".replace("+", "_")).build_kernel().items():
-            _lowers(name, f, plan)
+        mod = load_module(emit_module(plan), f"gen16_{g.name}_{c.name}".replace("+", "_"))
+        for name, f in mod.build_kernel().items():
+            _lowers(name, f, plan, mod)
 
 
 @settings(max_examples=8, deadline=None, derandomize=True,
@@ -101,31 +101,27 @@ def test_every_candidate_of_mixed_dtype_generated_graphs_lowers(g, data):
     g = inputs_mixed(g.model_copy(update={"axes": {a: min(n, 3) for a, n in g.axes.items()}}), data.draw)
     for c in candidates(g):
         plan = derive(g, c.name)
-        for name, f in load_module(emit_module(plan), f"genmix_{g.name}_{c.name}".replace("+", "_")).build_kernel().items():
-            _lowers(name, f, plan)
+        mod = load_module(emit_module(plan), f"genmix_{g.name}_{c.name}".replace("+", "_"))
+        for name, f in mod.build_kernel().items():
+            _lowers(name, f, plan, mod)
 
 
 # 77: rows of an odd number of 16-bit elements, which no cp.async width (4, 8, 16 bytes) fits;
 # 1: a single-row GEMM. Together they made TileLang emit a 2-byte cp.async and fail its own
 # check (emit.common.pass_configs); the sizes 1..3 above never reached it
 ODD_SIZES = (1, 77)
-TIED = ("k", "kk", "j")  # user_gemm's renamed or clashing contraction axes: one size
 
 
 @settings(max_examples=6, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(user_graphs().map(lambda gc: gc[0]), st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))
 def test_every_candidate_of_generated_graphs_at_odd_sizes_lowers(g, dtype, pick):
-    sizes = {a: pick.choice(ODD_SIZES) for a in sorted(g.axes)}
-    tied = [a for a in TIED if a in sizes]
-    sizes.update({a: sizes[tied[0]] for a in tied})
-    g = inputs_in(g.model_copy(update={"axes": sizes}), dtype, only="f32")
+    g = inputs_in(resized(g, lambda a: pick.choice(ODD_SIZES)), dtype, only="f32")
     for c in candidates(g):
         plan = derive(g, c.name)
         mod = load_module(emit_module(plan), f"genodd_{g.name}_{c.name}".replace("+", "_"))
         for name, f in mod.build_kernel().items():
-            assert mod.PASS_CONFIGS.get(name) == pass_configs(plan).get(name)
-            _lowers(name, f, plan)
+            _lowers(name, f, plan, mod)
 
 
 @pytest.mark.parametrize("dtype, sizes", [("bf16", {"m": 1, "d": 77, "n": 1}), ("f16", {"m": 1, "d": 77, "n": 77})])
@@ -136,11 +132,12 @@ def test_single_row_gemm_over_odd_rows_lowers(dtype, sizes):
     g = inputs_in(matmul.build(**sizes), dtype)
     for c in candidates(g):
         plan = derive(g, c.name)
-        configs = pass_configs(plan)
+        mod = load_module(emit_module(plan), f"oddrow_{c.name}")
         gemms = [k.name for k in plan.kernels if any(s.op == "gemm" for s in k.statements())]
-        assert gemms and all(configs.get(n) == {"tirx.use_async_copy": False} for n in gemms), (c.name, configs)
-        for name, f in load_module(emit_module(plan), f"oddrow_{c.name}").build_kernel().items():
-            _lowers(name, f, plan)
+        assert gemms and all(mod.PASS_CONFIGS.get(n) == {"tirx.use_async_copy": False} for n in gemms), \
+            (c.name, mod.PASS_CONFIGS)
+        for name, f in mod.build_kernel().items():
+            _lowers(name, f, plan, mod)
 
 
 def test_generated_sweep_covered_enough():

@@ -19,7 +19,7 @@ from leantile.derive import candidates, derive
 
 from gpu_checks import verify_all
 import strategies
-from strategies import ALL_CLASSES, inputs_in, inputs_mixed, structured_graphs
+from strategies import ALL_CLASSES, inputs_in, inputs_mixed, resized, structured_graphs
 
 pytestmark = pytest.mark.gpu
 
@@ -47,13 +47,8 @@ ONLY = [f for f in os.environ.get("LEANTILE_GPU_FAMILIES", "").split(",") if f]
 def half_graphs(draw, family):
     g = draw(family)
     pick = draw(st.randoms(use_true_random=False))  # sizes spread over the table, not shrunk to its first
-    sizes = {a: pick.choice(ROWS if a in ROW_AXES else OTHER) for a in sorted(g.axes)}
-    # the contraction axes of user_gemm (k, kk, j: renamed or clashing) keep their equal sizes
-    for tied in (("k", "kk", "j"),):
-        present = [a for a in tied if a in sizes]
-        for a in present[1:]:
-            sizes[a] = sizes[present[0]]
-    return inputs_in(g.model_copy(update={"axes": sizes}), draw(st.sampled_from(["f16", "bf16"])), only="f32")
+    g = resized(g, lambda a: pick.choice(ROWS if a in ROW_AXES else OTHER))
+    return inputs_in(g, draw(st.sampled_from(["f16", "bf16"])), only="f32")
 
 
 @st.composite

@@ -8,7 +8,7 @@ import re
 
 from .. import ops
 from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Plan, Store
-from ..plan_verify import DTYPE_BYTES
+from ..plan_verify import row_bytes
 
 class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""
@@ -126,8 +126,7 @@ def pass_configs(plan: Plan) -> dict[str, dict[str, bool]]:
         for s in k.statements():
             if isinstance(s, Load) and s.dst in shared:
                 g = plan.global_buffer(s.src)
-                row = plan.axes[g.axes[-1]] * DTYPE_BYTES.get(g.dtype, 4) if g.axes else 4
-                if row % 4:
+                if g.axes and row_bytes(plan, g) % 4:
                     out[k.name] = {"tirx.use_async_copy": False}
                     break
     return out

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from ..plan import FIXED, Buffer, Load, Store
-from ..plan_verify import DTYPE_BYTES
+from ..plan_verify import DTYPE_BYTES, row_bytes
 from .common import _global_dtype, _size
 
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
@@ -55,7 +55,7 @@ def window_facts(plan, k) -> tuple:
     facts = []
     for b in plan.globals:
         if b.name in names and b.axes:
-            row = plan.axes.get(b.axes[-1], 0) * DTYPE_BYTES.get(b.dtype, 4)
+            row = row_bytes(plan, b)
             facts.append((b.name, b.axes, b.dtype, row % VECTOR_BYTES == 0))
     return tuple(facts), one_block_stream(plan, k)
 
@@ -86,7 +86,7 @@ class UnalignedWriter:
         nbytes = DTYPE_BYTES.get(g.dtype)
         if nbytes is None or nbytes > VECTOR_BYTES:
             return None
-        if self.plan.axes[g.axes[-1]] * nbytes % VECTOR_BYTES == 0:
+        if row_bytes(self.plan, g) % VECTOR_BYTES == 0:
             return None
         return VECTOR_BYTES // nbytes
 
