@@ -77,4 +77,5 @@ def main():
         json.dump(out, open(os.path.join(os.environ.get("OUT", "."), "persist.json"), "w"), indent=1)
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -281,6 +281,12 @@ class Kernel(_M):
     # `stages` + 1 buffers; two consumer warpgroups run the loop rotated (this block's Q K^T and the last
     # block's P V issued together, the softmax between them) and take turns at the tensor cores
     overlap: bool = False
+    # plan_passes.pingpong (tile parameter `pingpong`): a GEMM whose epilogue is elementwise runs
+    # persistent (one CTA per SM walking the output tiles) with a producer warpgroup loading A
+    # and B by TMA into a ring of `stages` buffers and two consumer warpgroups, each on a whole
+    # tile of its own, taking turns at the tensor cores: one's epilogue runs under the other's
+    # mainloop (CUTLASS's ping-pong schedule; emit.pingpong)
+    pingpong: bool = False
     # plan_passes.swap_operands (tile parameter `swap_ab`): the (row, column) axes of a GEMM
     # accumulator the kernel keeps transposed on chip, (column, row), and computes as
     # C^T = B^T A^T: a tile of few rows (a decode-time projection, m <= 16) takes the MMA's

@@ -4,7 +4,7 @@ the plan so the emitter only spells them and the search reads them from the plan
     run(plan) -> plan with every pass applied, in PASSES order
 
 Each pass is a function Plan -> Plan that changes no value a kernel computes: it sets
-code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap,
+code-generation fields (Kernel.warp_policy, Kernel.swizzle, Kernel.heavy_first, Kernel.overlap, Kernel.pingpong,
 Kernel.swapped, Kernel.launch_next, Kernel.wait_previous, Store.staged, Reduce.deferred,
 which interp ignores) or drops a statement whose effect is
 already there (a repeated load), so that interp runs exactly the statements the emitter
@@ -282,6 +282,79 @@ def overlap(plan: Plan) -> Plan:
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
 
 
+PINGPONG_BLOCK_M, PINGPONG_THREADS = 128, 256  # two consumer warpgroups, a 128-row tile each
+PINGPONG_MAX_TILE = 128 * 128  # a consumer's accumulator: 128 float32 registers per thread
+PINGPONG_DTYPES = ("f16", "bf16")
+
+
+class PingPongParts(NamedTuple):
+    load_a: Load
+    load_b: Load
+    gemm: Gemm
+    rows: str  # the accumulator's row axis (A's rows) and column axis: the tiled grid axes
+    cols: str
+
+
+def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
+    """The cut emit.pingpong needs, or None: a stream whose body is the two operand loads and
+    one tensor-core GEMM of 16-bit operands into a fragment tiled by the grid's two tiled axes
+    (block_m = 128 rows on 256 threads, a tile of at most 128 x 128), a prologue of fills, an
+    epilogue without GEMMs, reductions or pivots (elementwise: each consumer finishes its tile
+    alone), no split or skipped blocks, and every global it touches in rows of whole 16-byte
+    granules (the operands by TMA; no unaligned window in the epilogue)."""
+    from .plan_verify import row_bytes
+    st = k.stream
+    if (st is None or st.split or st.skip or k.overlap or k.swapped or k.packed or k.heavy_first
+            or k.warp_policy != "auto" or k.threads != PINGPONG_THREADS or len(k.body) != 3):
+        return None
+    load_a, load_b, gemm = k.body
+    if not (isinstance(load_a, Load) and isinstance(load_b, Load) and isinstance(gemm, Gemm) and gemm.mma
+            and {gemm.a, gemm.b} == {load_a.dst, load_b.dst} and gemm.a != gemm.b):
+        return None
+    if gemm.a != load_a.dst:
+        load_a, load_b = load_b, load_a
+    local = {b.name: b for b in k.buffers if b.scope != "global"}
+    acc = local.get(gemm.acc)
+    if (acc is None or acc.scope != "fragment" or len(acc.axes) != 2
+            or any(local[n].scope != "shared" or local[n].dtype not in PINGPONG_DTYPES for n in (gemm.a, gemm.b))):
+        return None
+    tiled = {t.axis: t for t in k.grid if t.block > 1}
+    rows, cols = acc.axes
+    if (set(tiled) != {rows, cols} or tiled[rows].block != PINGPONG_BLOCK_M or tiled[rows].divisor != 1
+            or tiled[rows].block * tiled[cols].block > PINGPONG_MAX_TILE):
+        return None
+    if not all(isinstance(s, Fill) for s in k.prologue):
+        return None
+    if any(isinstance(s, (Gemm, Reduce)) or s.op == "pivot" for s in k.epilogue):
+        return None
+    touched = {s.src for s in k.statements() if isinstance(s, Load)} | \
+              {s.dst for s in k.statements() if isinstance(s, Store)}
+    if any(row_bytes(plan, plan.global_buffer(n)) % 16 for n in touched):
+        return None
+    return PingPongParts(load_a, load_b, gemm, rows, cols)
+
+
+def pingpong(plan: Plan) -> Plan:
+    """Kernel.pingpong where the tile parameter `pingpong` is 1, the kernel has the cut
+    (pingpong_parts) and its shared memory fits; elsewhere the plain pipelined loop (the
+    parameter asks, the kernel decides). Measured on an H200: benchmarks/pingpong_gemm_probe.py,
+    benchmarks/pingpong_check.py."""
+    if not (plan.tiles or {}).get("pingpong"):
+        return plan
+    from .plan_verify import smem_problem
+    kernels, changed = list(plan.kernels), False
+    for j, k in enumerate(kernels):
+        if pingpong_parts(plan, k) is None:
+            continue
+        pp = k.model_copy(update={"pingpong": True})
+        # each consumer stages its own epilogue tiles beside the ring (plan_verify.shared_bytes):
+        # a kernel with several GEMM outputs may not fit where the plain loop, reusing the
+        # pipelined buffers for them, does; it stays plain
+        if smem_problem(plan, pp) is None:
+            kernels[j], changed = pp, True
+    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
 def _has_exp2(k: Kernel) -> bool:
     return any(isinstance(s, Map) and s.fn == "exp2" for s in k.statements())
 
@@ -301,7 +374,7 @@ def flush_subnormals(plan: Plan) -> Plan:
 
 
 PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
-                                              swap_operands, heavy_first, overlap, defer_reductions,
+                                              swap_operands, heavy_first, overlap, pingpong, defer_reductions,
                                               dependent_launch, flush_subnormals)
 
 

@@ -121,6 +121,8 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     epilogue = phase([t for t in temps if not t[3]])
     if k.overlap:
         return stream + epilogue
+    if k.pingpong:  # emit.pingpong: each consumer warpgroup its own tiles; the ring stays live
+        return 2 * fixed + rings + phase(temps)
     return max(stream, fixed + epilogue)
 
 

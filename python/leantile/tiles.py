@@ -27,17 +27,18 @@ class Tiles(BaseModel):
     threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
     swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
     overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.overlap
+    pingpong: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.pingpong
     swap_ab: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.swap_operands
     pdl: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.dependent_launch
     ftz: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.flush_subnormals
 
 
 NAMES = tuple(Tiles.model_fields)
-# tile parameters that choose a schedule, not a block size (plan_passes.overlap, swap_operands,
+# tile parameters that choose a schedule, not a block size (plan_passes.overlap, pingpong, swap_operands,
 # dependent_launch, flush_subnormals):
 # no kernel takes them as an argument, so a module's get_configs() leaves them out; a plan
 # re-derived at other blocks (leantile tune) keeps its own
-SCHEDULE = ("overlap", "swap_ab", "pdl", "ftz")
+SCHEDULE = ("overlap", "pingpong", "swap_ab", "pdl", "ftz")
 
 
 def schedule_of(tiles: dict) -> dict:

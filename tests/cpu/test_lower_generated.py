@@ -15,13 +15,15 @@ pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skip
 
 from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
+from leantile.ir import GraphError  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 from leantile.plan_verify import shared_bytes  # noqa: E402
 
 from strategies import inputs_in, inputs_mixed, random_graphs, resized, structured_graphs, user_graphs  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
-_SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0}
+_SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0,
+         "pingpong": 0}
 
 GRAPHS = st.one_of(
     user_graphs().map(lambda gc: gc[0]),
@@ -140,6 +142,32 @@ def test_single_row_gemm_over_odd_rows_lowers(dtype, sizes):
             _lowers(name, f, plan, mod)
 
 
+# the ping-pong schedule's sizes: 16-bit rows of whole 16-byte granules (TMA), tiles that do
+# not divide them (136 of 128) or one partial tile (8)
+PINGPONG_SIZES = (8, 136)
+PINGPONG_TILES = {"block_m": 128, "block_n": 128, "threads": 256, "pingpong": 1}
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(user_graphs().map(lambda gc: gc[0]), st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))
+def test_every_candidate_of_generated_graphs_on_the_pingpong_schedule_lowers(g, dtype, pick):
+    """Every candidate asked for the ping-pong schedule (plan_passes.pingpong): the kernels that
+    take it (a GEMM with an elementwise epilogue: norms into GEMMs, several outputs, casts,
+    reused weights) lower with the shared memory the verifier counts; the others stay plain."""
+    g = inputs_in(resized(g, lambda a: pick.choice(PINGPONG_SIZES)), dtype, only="f32")
+    for c in candidates(g):
+        try:
+            plan = derive(g, c.name, {**derive(g, c.name).tiles, **PINGPONG_TILES})
+        except GraphError as e:  # these tiles overfill shared memory for this candidate (attention
+            assert "shared memory" in str(e), e  # at a 136-wide head): refused, rightly
+            continue
+        _SEEN["pingpong"] += sum(k.pingpong for k in plan.kernels)
+        mod = load_module(emit_module(plan), f"genpp_{g.name}_{c.name}".replace("+", "_"))
+        for name, f in mod.build_kernel().items():
+            _lowers(name, f, plan, mod)
+
+
 def test_generated_sweep_covered_enough():
     """Runs after the sweep above (file order): >= 50 graphs went through, each candidate lowered."""
     if _SEEN["graphs"] == 0:
@@ -150,3 +178,4 @@ def test_generated_sweep_covered_enough():
     # reductions deferred past a stream (plan_passes.defer_reductions) and kernels launched
     # dependently (plan_passes.dependent_launch) were among them
     assert _SEEN["deferred"] >= 5 and _SEEN["pdl"] >= 20, _SEEN
+    assert _SEEN["pingpong"] >= 4, _SEEN  # GEMM kernels lowered on the ping-pong schedule

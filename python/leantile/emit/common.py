@@ -16,7 +16,7 @@ class EmitError(ValueError):
 
 TL_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
              "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
-TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "swap_ab", "pdl", "ftz")
+TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "pingpong", "swap_ab", "pdl", "ftz")
 # names the generated code uses itself; buffer names that collide are renamed
 RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "ks", "i", "j", "l", "i0", "i1", "i2", "i3",
             "main", "dtype", "accum_dtype", "threads", "stages", "block_m", "block_n",

@@ -10,13 +10,14 @@ from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pi
 from .. import ops
 from ..plan_verify import DTYPE_BYTES
 from .overlap import PRODUCER_THREADS, OverlapWriter
+from .pingpong import PingPongWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
 from .unaligned import UnalignedWriter, window_facts
 from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
 
-class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWriter):
+class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
@@ -67,13 +68,14 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWrite
         self.fam: dict[str, str] = {}  # layout family per fragment, see maps()
         self.masked: dict[tuple[str, str], str] = {}  # (buffer, axis) -> value a Mask left past the end
         self.mirrors: dict[str, str] = {}
-        self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         self.pre: list[str] = []  # Python lines of the factory, before the prim_func
         self.interior: tuple[str, str | None] | None = None  # names of the whole-kept key blocks' range
-        self.ring: set[str] = set()  # shared buffers with a leading ring dimension (Kernel.overlap)
-        self.ring_size = ""  # the factory's name for that dimension's extent (emit.overlap)
+        # shared buffers with a leading ring dimension, the factory's name for its extent (emit.overlap, pingpong)
+        self.ring, self.ring_size = set(), ""
         self.extra_allocs: list[str] = []  # mbarriers (Kernel.overlap)
         self.partials: dict[str, str] = {}  # deferred reduction's dst -> its tile of partials
+        # emit.pingpong: on-chip name -> consumer warpgroup 1's copy; the persistent launch's one index
+        self.twins, self.cta_var = {}, self.fresh("pp_cta")
 
     # -- helpers -------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -464,10 +466,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWrite
         if k.launch_next:  # at the start: after the stream it was slower on 7 of 9 plans (docs/tilelang-notes.md)
             self.emit("if pdl:", d)
             self.emit("T.pdl_trigger()  # the next kernel may launch now (it waits for this one to finish)", d + 1)
-        if k.swizzle:  # panels of neighbouring tiles share operands in L2 (plan_passes.swizzle)
+        if k.swizzle and not k.pingpong:  # panels of neighbouring tiles share operands in L2 (plan_passes.swizzle)
             self.params["swizzle"] = "swizzle"
             self.emit("T.use_swizzle(panel_size=max(swizzle, 1), enable=swizzle > 0)", d)
-        if flat:
+        if flat and not k.pingpong:
             rem = "bz"
             for n, g in enumerate(flat):
                 cnt = f"T.ceildiv({_size(g.axis)}, {self.extent(g.axis)})" if g.block > 1 else _size(g.axis)
@@ -483,8 +485,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWrite
             self.emit(f"{v} = T.ceildiv({_size(a)}, {self.extent(a)}) - 1 - {bound[a]}  "
                       f"# {a} tiles in reverse: the longest streams first, the short ones fill the last wave", d)
             self.grid_var[a] = v
-        # FlashAttention-3's schedule (Kernel.overlap, emit.overlap) or the plain one
-        (self.write_overlapped if k.overlap else self.write_plain)(d)
+        # FA3's schedule (Kernel.overlap, emit.overlap), the ping-pong GEMM (emit.pingpong) or the plain one
+        (self.write_overlapped if k.overlap else self.write_pingpong if k.pingpong else self.write_plain)(d)
 
         out: list[str] = []
         # a kernel whose blocks derive fixed from the shape (an on-chip row) fixes its threads too
@@ -513,8 +515,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWrite
         if not vars_:  # a single tile (the output is a scalar)
             counts, vars_ = ["1"], ["bx"]
         as_ = vars_[0] if len(vars_) == 1 else f"({', '.join(vars_)})"
-        if k.overlap:  # the producer warpgroup comes on top of the consumers' threads
+        if k.overlap or k.pingpong:  # the producer warpgroup comes on top of the consumers' threads
             threads = f"{threads} + {PRODUCER_THREADS}"
+        if k.pingpong:  # persistent: one index, the tiles are walked inside (emit.pingpong)
+            counts, as_, grid_desc = [self.pp_ctas], self.cta_var, f"{self.cta_var}: persistent CTA"
         out.append(f"        with T.Kernel({', '.join(counts)}, threads={threads}) as {as_}:  # {grid_desc}")
         for b in k.buffers:
             if b.scope == "global":
@@ -523,6 +527,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, UnalignedWrite
             alloc = "T.alloc_shared" if b.scope == "shared" else "T.alloc_fragment"
             node = f"  # node {b.node}" if b.node is not None else ""
             out.append(f"            {self.lname[b.name]} = {alloc}(({shape}), {self.dtype_expr(b)}){node}")
+            if self.lname[b.name] in self.twins:  # consumer warpgroup 1's own (emit.pingpong)
+                out.append(f"            {self.twins[self.lname[b.name]]} = {alloc}(({shape}), {self.dtype_expr(b)})")
         for name, axes, scope, dt in self.temps:
             shape = self.shape(axes)
             if scope == "shared_plain":  # the logical (row, column) order, also in a swapped kernel
@@ -557,13 +563,12 @@ def shared_temps(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, int
     serial reduction's partials, a store's staging tile (`temps`, granule 0), emit.unaligned's
     windows (whose last axis is widened to whole granules of that many elements:
     unaligned.window_width). Those before the epilogue TileLang keeps live beside the pipelined
-    buffers; the epilogue's reuse the pipelined buffers' memory. plan_verify.shared_bytes counts
-    both phases. A kernel the emitter refuses, or one of a plan still being built (derive's fit
-    test of one kernel, before its globals exist), has none here: emitting it raises its own
-    error, and the whole plan is verified again."""
+    buffers; the epilogue's reuse their memory. plan_verify.shared_bytes counts both phases. A
+    kernel the emitter refuses, or one of a plan still being built (derive's fit test of one
+    kernel, before its globals exist), has none here: emitting it raises its own error."""
     # what the writer's choice of temps depends on: the statements and buffers, not the block
     # sizes (a search re-derives the same kernel at many; shared_bytes scales the axes itself)
-    key = (k.name, k.prologue, k.body, k.epilogue, k.buffers, k.states, k.warp_policy, k.packed, k.overlap,
+    key = (k.name, k.prologue, k.body, k.epilogue, k.buffers, k.states, k.warp_policy, k.packed, k.overlap, k.pingpong,
            k.swapped, k.stream.axis if k.stream else None, _graph_dtype(plan), window_facts(plan, k))
     hit = _TEMPS.get(key)
     if hit is None:

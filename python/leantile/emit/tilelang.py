@@ -70,6 +70,9 @@ def _configs(plan: Plan, used: set[str], full_row: bool = False) -> list[dict]:
                 out.append(c)
     if any(k.overlap for k in plan.kernels):  # two consumer warpgroups of 64 rows (emit.overlap)
         out = [c for c in out if c.get("block_m", 128) == 128 and c.get("threads", 256) == 256]
+    if any(k.pingpong for k in plan.kernels):  # two consumer warpgroups of a 128 x 128 tile each (emit.pingpong)
+        out = [c for c in out if c.get("block_m", 128) == 128 and c.get("threads", 256) == 256
+               and c.get("block_n", 128) <= 128]
     return out[:14]
 
 

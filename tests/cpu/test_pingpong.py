@@ -1,0 +1,97 @@
+"""Issue 18: the ping-pong GEMM schedule (plan_passes.pingpong, emit.pingpong). Which kernels
+take it, that it changes no statement (interp runs what the emitter prints), the orderings
+its correctness rests on in the emitted script, and the tiles it refuses."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from leantile.architectures import layernorm_linear_gelu, matmul, swiglu
+from leantile.derive import candidates, derive
+from leantile.emit import emit_module, load_module
+from leantile.runtime import choose_plan
+from strategies import inputs_in
+
+ASK = {"block_m": 128, "block_n": 128, "stages": 4, "threads": 256, "pingpong": 1}
+
+
+def _gpt2(dtype="f16", m=2048, d=768, n=3072):
+    return inputs_in(layernorm_linear_gelu.build(m=m, d=d, n=n), dtype)
+
+
+def test_default_takes_it_at_short_contractions_with_two_tiles_per_sm():
+    plan, how = choose_plan(_gpt2(), tuned=False)
+    assert how == "default" and plan.tiles.get("pingpong") == 1
+    assert [k.pingpong for k in plan.kernels] == [False, True]  # the row kernel stays plain
+    for g in (_gpt2(d=4096, n=16384, m=4096),  # a long contraction
+              _gpt2(m=1024, d=1024, n=4096),  # 256 tiles: under two per SM
+              _gpt2("f32")):  # float32 operands
+        plan, _ = choose_plan(g, tuned=False)
+        assert not any(k.pingpong for k in plan.kernels), (g.axes, plan.tiles)
+
+
+@pytest.mark.parametrize("g, why", [
+    (inputs_in(swiglu.build(m=2048, n=3072, d=768), "f16"), "two accumulators"),
+    (inputs_in(matmul.build(m=2048, d=77, n=3072), "f16"), "rows of 154 bytes: no TMA"),
+])
+def test_asked_but_refused_where_the_kernel_has_no_cut(g, why):
+    plans = [derive(g, c.name, ASK) for c in candidates(g) if c.name in ("fused", "direct")]
+    assert plans, why
+    for plan in plans:
+        assert not any(k.pingpong for k in plan.kernels), why
+
+
+def test_schedule_changes_no_statement():
+    g = _gpt2("bf16", m=300, n=1000, d=776)
+    plain = derive(g, "prenorm", {**ASK, "pingpong": 0})
+    pp = derive(g, "prenorm", ASK)
+    assert any(k.pingpong for k in pp.kernels)
+    for a, b in zip(plain.kernels, pp.kernels):
+        assert a.model_copy(update={"pingpong": b.pingpong}) == b
+
+
+def _branches(src: str, kernel: str) -> dict[str, list[str]]:
+    body = src[src.index(f"def {kernel}("):]
+    lines = body.splitlines()
+    out, cur = {}, None
+    for ln in lines:
+        s = ln.strip()
+        if s.startswith(("elif tx >= threads // 2", "else:  # consumer warpgroup 0")):
+            cur = "wg1" if s.startswith("elif") else "wg0"
+            out[cur] = []
+        elif s.startswith("return "):
+            break
+        elif cur:
+            out[cur].append(s)
+    return out
+
+
+def test_emitted_consumers_take_their_turn_before_the_ring_and_count_through_a_local():
+    plan = derive(_gpt2(), "prenorm", ASK)
+    src = emit_module(plan)
+    name = next(k.name for k in plan.kernels if k.pingpong)
+    branches = _branches(src, name)
+    assert set(branches) == {"wg0", "wg1"}
+    for wg, lines in branches.items():
+        turn = next(i for i, s in enumerate(lines) if s.startswith("T.sync_threads(8 +"))
+        first_wait = next(i for i, s in enumerate(lines) if s.startswith("T.mbarrier_wait_parity(full["))
+        # the consumers share the ring: waiting on a full barrier before the turn could pass
+        # on the phase two blocks behind (parity tells two phases apart only)
+        assert turn < first_wait, (wg, lines[turn], lines[first_wait])
+        loop = next(s for s in lines if s.startswith("for pp_i"))
+        assert "pp_mine[0]" in loop, loop  # TileLang's simplifier dropped a bounded loop's guard
+    # each consumer has its own accumulator
+    accs = [re.search(r"\], (\w+)\)", next(s for s in branches[wg] if s.startswith("T.wgmma_gemm"))).group(1)
+            for wg in ("wg0", "wg1")]
+    assert accs[0] != accs[1], accs
+
+
+def test_factory_refuses_tiles_the_schedule_cannot_run_and_configs_offer_none():
+    plan = derive(_gpt2(), "prenorm", ASK)
+    mod = load_module(emit_module(plan), "pp_refuse")
+    name = next(k.name for k in plan.kernels if k.pingpong)
+    with pytest.raises(ValueError, match="ping-pong"):
+        getattr(mod, name)(block_m=128, block_n=256, block_k=64, stages=4, threads=256)
+    configs = mod.get_configs()
+    assert configs and all(c["block_m"] == 128 and c["threads"] == 256 and c["block_n"] <= 128 for c in configs)
