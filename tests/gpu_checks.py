@@ -10,13 +10,13 @@ from leantile.reference import TORCH_DTYPES
 DRAWS = 3  # input draws tried before a kernel whose every draw is ill-conditioned is reported
 
 
-def verify_all(jobs, seed: int = 5) -> list:
+def verify_all(jobs, seed: int = 5, tiles: dict | None = None) -> list:
     """[(graph name, candidate, what failed)] for the jobs, [(graph, candidate)], that fail to
-    compile or to verify; [] when every one is exact."""
+    compile or to verify (at `tiles` where given); [] when every one is exact."""
     def make(job):
         g, cand = job
         try:
-            return job, leantile.compile(g, candidate=cand)
+            return job, leantile.compile(g, candidate=cand, tiles=tiles)
         except Exception as e:  # a candidate that does not compile is a failure, named
             return job, e
     with ThreadPoolExecutor(16) as pool:

@@ -93,9 +93,12 @@ MEASURED_BEST = [
     # -> 0.0188 at 6 stages, 0.0182 at 4: split-probe-cproj-h100-2026-11-26-192.json); a wave or more of
     # output tiles keeps the shape's tiles: GPT-2's MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64
     # 0.042 on the H200), where 128 x 128 x 3 stages fill their 2.9 waves better (H100 0.0300 -> 0.0281 ms:
-    # results/tiles-probe-lnlg-h100-2026-11-26.json, shape_tiles._large_gemm)
+    # results/tiles-probe-lnlg-h100-2026-11-26.json, shape_tiles._large_gemm); there, over k = 768, the
+    # ping-pong schedule on 128 x 128 x 4 stages beat them (H200 0.0267 -> 0.0216 ms:
+    # results/tiles-probe-pingpong-default-h200-2026-11-27.json, shape_tiles.PINGPONG_TILES)
     ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 64, "block_n": 192}),
-    ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072}, {"block_m": 128, "block_n": 128, "stages": 3}),
+    ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072},
+     {"block_m": 128, "block_n": 128, "stages": 4, "pingpong": 1}),
 ]
 
 
