@@ -297,8 +297,8 @@ class PingPongParts(NamedTuple):
 
 def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
     """The cut emit.pingpong needs, or None: a stream whose body is the two operand loads and
-    one tensor-core GEMM of 16-bit operands into a fragment tiled by the grid's two tiled axes
-    (block_m = 128 rows on 256 threads, a tile of at most 128 x 128), a prologue of fills, an
+    one tensor-core GEMM of 16-bit operands into a fragment tiled by the grid's two axes, no
+    batch axis (block_m = 128 rows on 256 threads, a tile of at most 128 x 128), a prologue of fills, an
     epilogue without GEMMs, reductions or pivots (elementwise: each consumer finishes its tile
     alone), no split or skipped blocks, and every global it touches in rows of whole 16-byte
     granules (the operands by TMA; no unaligned window in the epilogue)."""
@@ -320,7 +320,9 @@ def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
         return None
     tiled = {t.axis: t for t in k.grid if t.block > 1}
     rows, cols = acc.axes
-    if (set(tiled) != {rows, cols} or tiled[rows].block != PINGPONG_BLOCK_M or tiled[rows].divisor != 1
+    # the grid is the two tiled axes only: a batched GEMM's walk over batch indices has run on
+    # no GPU yet, so it keeps the plain loop
+    if (len(k.grid) != 2 or set(tiled) != {rows, cols} or tiled[rows].block != PINGPONG_BLOCK_M or tiled[rows].divisor != 1
             or tiled[rows].block * tiled[cols].block > PINGPONG_MAX_TILE):
         return None
     if not all(isinstance(s, Fill) for s in k.prologue):

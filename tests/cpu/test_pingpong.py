@@ -108,3 +108,16 @@ def test_search_carries_it_on_the_default_point():
     assert wl.dtype == "f16"
     p = default_point(wl)
     assert p.candidate == "prenorm" and p.tile_dict.get("pingpong") == 1, p
+
+
+def test_a_batched_gemm_keeps_the_plain_loop():
+    """Batch axes in the grid: the tile walk covers no batch index (no GPU check has run one)."""
+    from leantile import ir
+    g = ir.Graph(name="bmm_gelu", axes={"b": 4, "m": 2048, "k": 768, "n": 3072}, nodes=(
+        ir.Input(id=0, op="input", axes=("b", "m", "k"), name="A", dtype="f16"),
+        ir.Input(id=1, op="input", axes=("b", "k", "n"), name="B", dtype="f16"),
+        ir.Matmul(id=2, op="matmul", axes=("b", "m", "n"), a=0, b=1, axis_a="k", axis_b="k"),
+        ir.Unary(id=3, op="gelu_tanh", axes=("b", "m", "n"), x=2)), outputs={"out": 3})
+    plans = [derive(g, c.name, ASK) for c in candidates(g)]
+    assert any(any(s.op == "gemm" for k in p.kernels for s in k.statements()) for p in plans)
+    assert not any(k.pingpong for p in plans for k in p.kernels)

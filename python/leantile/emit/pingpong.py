@@ -38,16 +38,14 @@ class PingPongWriter:
         a_ring, b_ring = parts.load_a.dst, parts.load_b.dst
         self.ring, self.ring_size = {a_ring, b_ring}, "stages"
         rows, cols = parts.rows, parts.cols
-        batch = [t.axis for t in k.grid if t.block == 1]
         ext_r, ext_c, ext_k = self.extent(rows), self.extent(cols), self.extent(st.axis)
         self.pre.append(f"if {ext_r} != 128 or threads != {PINGPONG_THREADS} or {ext_r} * {ext_c} > 128 * 128:")
         self.pre.append(f"    raise ValueError(f'the ping-pong schedule needs 128 rows, threads={PINGPONG_THREADS} "
                         f"and a tile of at most 128 x 128; got {{{ext_r}}} x {{{ext_c}}} on {{threads}} threads')")
-        n = {x: self.fresh(f"pp_{x}") for x in ("tm", "tn", "plane", "tiles", "ctas", "nk")}
+        n = {x: self.fresh(f"pp_{x}") for x in ("tm", "tn", "tiles", "ctas", "nk")}
         self.pre += [f"{n['tm']} = ({_size(rows)} + {ext_r} - 1) // {ext_r}  # {rows} tiles",
                      f"{n['tn']} = ({_size(cols)} + {ext_c} - 1) // {ext_c}  # {cols} tiles",
-                     f"{n['plane']} = {n['tm']} * {n['tn']}",
-                     f"{n['tiles']} = {' * '.join([n['plane'], *map(_size, batch)])}",
+                     f"{n['tiles']} = {n['tm']} * {n['tn']}",
                      f"{n['ctas']} = min({n['tiles']}, {SMS})  # persistent: one CTA per SM",
                      f"{n['nk']} = ({_size(st.axis)} + {ext_k} - 1) // {ext_k}  # {st.axis} blocks per tile"]
         self.pp_ctas = n["ctas"]  # the launch's CTA count (emit.kernel.write)
@@ -58,24 +56,19 @@ class PingPongWriter:
         self.extra_allocs += [f"{full} = T.alloc_barrier(arrive_count=[{PRODUCER_THREADS}] * stages)",
                               f"{free} = T.alloc_barrier(arrive_count=[threads // 2] * stages)",
                               f"{mine} = T.alloc_local((1,), 'int32')"]
-        for a in (rows, cols, *batch):
+        for a in (rows, cols):
             self.grid_var[a] = self.fresh(f"pp_{a}")
 
         def coords(tile: str, depth: int):
-            """The grid indices of output tile number `tile`: batch outermost, then groups of
-            GROUP row tiles, down the rows first."""
+            """The grid indices of output tile number `tile`: groups of GROUP row tiles, down
+            the rows first."""
             r, first, nrows = self.fresh("pp_r"), self.fresh("pp_first"), self.fresh("pp_rows")
             span = f"{GROUP} * {n['tn']}"
-            self.emit(f"{r} = ({tile}) % {n['plane']}", depth)
+            self.emit(f"{r} = {tile}", depth)
             self.emit(f"{first} = {r} // ({span}) * {GROUP}", depth)
             self.emit(f"{nrows} = T.min({n['tm']} - {first}, {GROUP})", depth)
             self.emit(f"{self.grid_var[rows]} = {first} + {r} % ({span}) % {nrows}", depth)
             self.emit(f"{self.grid_var[cols]} = {r} % ({span}) // {nrows}", depth)
-            rem = f"({tile}) // {n['plane']}"
-            for j, a in enumerate(reversed(batch)):
-                last = j == len(batch) - 1
-                self.emit(f"{self.grid_var[a]} = {rem}{'' if last else f' % {_size(a)}'}", depth)
-                rem = f"({rem} // {_size(a)})"
 
         self.emit(f"{tx} = T.get_thread_binding()", d)
         self.emit(f"{ntl} = ({n['tiles']} - {cta} + {n['ctas']} - 1) // {n['ctas']}  # this CTA's tiles", d)
