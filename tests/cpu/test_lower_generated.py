@@ -19,7 +19,9 @@ from leantile.ir import GraphError  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
 from leantile.plan_verify import shared_bytes  # noqa: E402
 
-from strategies import inputs_in, inputs_mixed, random_graphs, resized, structured_graphs, user_graphs  # noqa: E402
+import strategies  # noqa: E402
+from strategies import (ALL_CLASSES, inputs_in, inputs_mixed, random_graphs, resized, structured_graphs,  # noqa: E402
+                        user_graphs)
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
 _SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0,
@@ -150,7 +152,8 @@ PINGPONG_TILES = {"block_m": 128, "block_n": 128, "threads": 256, "pingpong": 1}
 
 @settings(max_examples=8, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-@given(user_graphs().map(lambda gc: gc[0]), st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))
+@given(st.one_of(strategies._user_gemm(ALL_CLASSES), strategies._user_norm_gemm(ALL_CLASSES)).map(lambda gc: gc[0]),
+       st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))
 def test_every_candidate_of_generated_graphs_on_the_pingpong_schedule_lowers(g, dtype, pick):
     """Every candidate asked for the ping-pong schedule (plan_passes.pingpong): the kernels that
     take it (a GEMM with an elementwise epilogue: norms into GEMMs, several outputs, casts,
