@@ -7,7 +7,7 @@ import math
 
 from .. import ir
 from ..cost import SMS  # the one SM count (the cost model's)
-from ..plan_passes import PINGPONG_DTYPES, SWAP_DTYPES
+from ..plan_passes import PINGPONG_BLOCK_M, PINGPONG_DTYPES, PINGPONG_THREADS, SWAP_DTYPES
 from ..plan_verify import DTYPE_BYTES
 from . import kernels as K
 from .context import Ctx
@@ -140,14 +140,14 @@ UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 4, "block_n": 1024, "threads": 128}
 # x 4096: 0.0213, 0.0230; c_proj 0.0247).
 WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
 WAVE_COLUMNS = (64, 128, 192)
-# The one GEMM of a graph, read by an epilogue, of 16-bit operands in TMA-able rows, over a short contraction (at
-# most PINGPONG_MAX_CONTRACTION) with at least two 128 x 128 tiles per SM: the ping-pong schedule
+# The one GEMM of a graph, read by an epilogue, of 16-bit operands in TMA-able rows, over a short
+# contraction (at most PINGPONG_MAX_CONTRACTION) with two 128 x 128 tiles per SM or more: the ping-pong schedule
 # (plan_passes.pingpong, emit.pingpong), whose epilogue runs under the other warpgroup's mainloop.
 # H200, same process (results/tiles-probe-pingpong-h200-2026-11-27.json): layernorm -> GEMM ->
 # gelu at GPT-2 2048 x 768 x 3072 bf16 0.0265 -> 0.0214 ms; longer contractions lose (rmsnorm ->
 # GEMM 2048 x 4096 x 6144 0.1728 -> 0.1836), as do grids under two tiles per SM (GPT-2's c_proj,
 # 96 tiles: 0.0197 -> 0.0252; 1024 x 1024 x 4096, 256 tiles: 0.0193 -> 0.0186, kept plain).
-PINGPONG_TILES = {"block_m": 128, "block_n": 128, "stages": 4, "threads": 256, "pingpong": 1}
+PINGPONG_TILES = {"block_m": PINGPONG_BLOCK_M, "block_n": 128, "stages": 4, "threads": PINGPONG_THREADS, "pingpong": 1}
 PINGPONG_MAX_CONTRACTION = 1024
 # A swapped GEMM (SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
 SWAP_NARROW_TILES = {"block_n": 64}
@@ -303,9 +303,9 @@ def gemm_cols(cx: Ctx, mm: ir.Matmul) -> int:
 
 def pingpong_fits(cx: Ctx, picked: list) -> bool:
     """Whether the graph's shape takes PINGPONG_TILES: one contraction that some op reads (an
-    epilogue to hide), no dual GEMM, split or attention, 16-bit operands whose rows are whole 16-byte granules (TMA), a contraction of at
-    most PINGPONG_MAX_CONTRACTION, and at least two 128 x 128 output tiles per SM. The plan pass
-    still decides per kernel (plan_passes.pingpong_parts)."""
+    epilogue to hide), no dual GEMM, split or attention, 16-bit operands whose rows are whole
+    16-byte granules (TMA), a contraction of at most PINGPONG_MAX_CONTRACTION, and at least two
+    128 x 128 output tiles per SM. The plan pass still decides per kernel (pingpong_parts)."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if len(matmuls) != 1 or any(getattr(c, "dual", False) or getattr(c, "split", False)
                                 or isinstance(c.site, FlashSite) for c in picked):
@@ -318,7 +318,7 @@ def pingpong_fits(cx: Ctx, picked: list) -> bool:
     if (not contracted or {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} - set(PINGPONG_DTYPES)
             or math.prod(cx.axes[x] for x in contracted) > PINGPONG_MAX_CONTRACTION):
         return False
-    if any(cx.axes[n.axes[-1]] * 2 % 16 for n in (a, b) if n.axes):
+    if any(cx.axes[n.axes[-1]] * DTYPE_BYTES[cx.dtype_of(n.id)] % 16 for n in (a, b) if n.axes):
         return False
     return _ctas(cx, mm, 128, 128) >= 2 * SMS
 

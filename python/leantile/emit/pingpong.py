@@ -20,10 +20,10 @@ at most one phase ahead. Measured: benchmarks/pingpong_gemm_probe.py.
 from __future__ import annotations
 
 from ..cost import SMS
-from ..plan_passes import PINGPONG_THREADS, pingpong_parts
+from ..plan_passes import PINGPONG_BLOCK_M, PINGPONG_MAX_TILE, PINGPONG_THREADS, pingpong_parts
 from .common import _size
+from .overlap import PRODUCER_THREADS
 
-PRODUCER_THREADS = 128
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg: 2 x 128 x 232 + 128 x 40 <= 64 Ki registers
 TURN = (8, 9)  # named barriers of the turns; TileLang's own partial syncs use ids below 8
 GROUP = 8  # output row tiles walked together
@@ -39,9 +39,9 @@ class PingPongWriter:
         self.ring, self.ring_size = {a_ring, b_ring}, "stages"
         rows, cols = parts.rows, parts.cols
         ext_r, ext_c, ext_k = self.extent(rows), self.extent(cols), self.extent(st.axis)
-        self.pre.append(f"if {ext_r} != 128 or threads != {PINGPONG_THREADS} or {ext_r} * {ext_c} > 128 * 128:")
-        self.pre.append(f"    raise ValueError(f'the ping-pong schedule needs 128 rows, threads={PINGPONG_THREADS} "
-                        f"and a tile of at most 128 x 128; got {{{ext_r}}} x {{{ext_c}}} on {{threads}} threads')")
+        self.pre.append(f"if {ext_r} != {PINGPONG_BLOCK_M} or threads != {PINGPONG_THREADS} or {ext_r} * {ext_c} > {PINGPONG_MAX_TILE}:")
+        self.pre.append(f"    raise ValueError(f'the ping-pong schedule needs {PINGPONG_BLOCK_M} rows, threads={PINGPONG_THREADS} "
+                        f"and a tile of at most {PINGPONG_MAX_TILE} elements; got {{{ext_r}}} x {{{ext_c}}} on {{threads}} threads')")
         n = {x: self.fresh(f"pp_{x}") for x in ("tm", "tn", "tiles", "ctas", "nk")}
         self.pre += [f"{n['tm']} = ({_size(rows)} + {ext_r} - 1) // {ext_r}  # {rows} tiles",
                      f"{n['tn']} = ({_size(cols)} + {ext_c} - 1) // {ext_c}  # {cols} tiles",
