@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from leantile.architectures import layernorm_linear_gelu, matmul, swiglu
+from leantile.architectures import layernorm_linear_gelu, matmul, rmsnorm, swiglu
 from leantile.derive import candidates, derive
 from leantile.emit import emit_module, load_module
 from leantile.runtime import choose_plan
@@ -20,12 +20,20 @@ def _gpt2(dtype="f16", m=2048, d=768, n=3072):
     return inputs_in(layernorm_linear_gelu.build(m=m, d=d, n=n), dtype)
 
 
-def test_default_takes_it_at_short_contractions_with_two_tiles_per_sm():
-    plan, how = choose_plan(_gpt2(), tuned=False)
-    assert how == "default" and plan.tiles.get("pingpong") == 1
-    assert [k.pingpong for k in plan.kernels] == [False, True]  # the row kernel stays plain
+def test_default_takes_it_at_short_contractions_where_it_was_measured_faster():
+    """shape_tiles.pingpong_fits, H200 (results/pingpong-2026-11-27.md): an epilogue reading
+    the GEMM at two tiles per SM or more; a norm's row scale where the plain tiles are 128 x 128."""
+    rms = lambda **s: inputs_in(rmsnorm.build(**s), "f16")  # noqa: E731
+    for g in (_gpt2(), _gpt2(m=8192),  # 384, 1536 tiles: 0.0265 -> 0.0214, 0.1060 -> 0.0866 ms
+              rms(m=1500, d=1024, n=1528), rms(m=2048, d=768, n=3072)):  # 0.0210 -> 0.0182, 0.0239 -> 0.0198
+        plan, how = choose_plan(g, tuned=False)
+        assert how == "default" and plan.tiles.get("pingpong") == 1, g.axes
+        assert [k.pingpong for k in plan.kernels] == [False, True]  # the row kernel stays plain
     for g in (_gpt2(d=4096, n=16384, m=4096),  # a long contraction
-              _gpt2(m=1024, d=1024, n=4096),  # 256 tiles: under two per SM
+              _gpt2(m=1024, d=1024, n=4096),  # 256 tiles: level with 128 x 256 (0.0191 vs 0.0195)
+              rms(m=4096, d=1024, n=4096),  # 128 x 256 fill the GPU: 0.0646 vs 0.0659
+              _gpt2(m=1000, d=776, n=1000),  # 64 tiles: under a wave (0.0114 vs 0.0126)
+              inputs_in(matmul.build(m=2048, d=768, n=3072), "f16"),  # a bare GEMM: no epilogue
               _gpt2("f32")):  # float32 operands
         plan, _ = choose_plan(g, tuned=False)
         assert not any(k.pingpong for k in plan.kernels), (g.axes, plan.tiles)
@@ -95,6 +103,28 @@ def test_factory_refuses_tiles_the_schedule_cannot_run_and_configs_offer_none():
         getattr(mod, name)(block_m=128, block_n=256, block_k=64, stages=4, threads=256)
     configs = mod.get_configs()
     assert configs and all(c["block_m"] == 128 and c["threads"] == 256 and c["block_n"] <= 128 for c in configs)
+
+
+def _ctas(func) -> int:
+    return int(re.search(r'thread_binding\((\d+), thread="blockIdx.x"\)', func.script()).group(1))
+
+
+def test_persistent_grid_is_the_gpus_sm_count():
+    """One CTA per SM of the GPU the kernel runs on: with a count fixed at 132 (H100 / H200 SXM) a
+    114-SM GPU (H100 PCIe) would run 18 CTAs in a second wave, the kernel nearly twice as long;
+    a GPU with more SMs would leave some idle. build_kernel asks the GPU (sm_count), 132 without one."""
+    plan = derive(_gpt2(), "prenorm", ASK)  # 16 x 24 = 384 output tiles
+    mod = load_module(emit_module(plan), "pp_sms")
+    name = next(k.name for k in plan.kernels if k.pingpong)
+    assert mod.SMS == 132 and mod.sm_count(default=77) in (77, _cuda_sms())
+    assert _ctas(mod.build_kernel(sms=114)[name]) == 114
+    assert _ctas(mod.build_kernel(sms=1000)[name]) == 384  # never more CTAs than tiles
+    assert _ctas(mod.build_kernel()[name]) == (_cuda_sms() or 132)
+
+
+def _cuda_sms() -> int | None:
+    import torch
+    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else None
 
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import leantile
-from leantile import suite
+from leantile import runtime, suite
 from leantile.derive import candidates, derive
 
 from gpu_checks import verify_all
@@ -45,6 +45,23 @@ def test_pingpong_gemms_are_exact(arch, sizes, dtype):
             v = k.verify(seed=seed)
             assert v["ok"], (c.name, seed, v["rel_err"], v["tolerance"])
     assert engaged, "the schedule engaged on no candidate"
+
+
+@pytest.mark.parametrize("arch,sizes,dtype,sms", [
+    ("matmul", {"m": 2000, "d": 1032, "n": 3080}, "f16", 7),  # 400 tiles: 57 or 58 per CTA
+    ("layernorm_linear_gelu", {"m": 1000, "d": 776, "n": 1000}, "bf16", 3),  # 64 tiles: 21 or 22 per CTA
+    ("matmul", {"m": 100, "d": 64, "n": 72}, "f16", 500),  # more SMs than tiles: one CTA
+])
+def test_pingpong_is_exact_on_any_sm_count(arch, sizes, dtype, sms):
+    """The persistent grid is the GPU's SM count (build_kernel's sms): the tile walk is right for
+    CTA counts other than this GPU's, long walks per CTA and more SMs than tiles included."""
+    g = suite.build(suite.Case("pingpong_sms", arch, sizes, dtype, "issue"))[0]
+    c = next(c for c in candidates(g) if c.name in ("prenorm", "direct"))
+    k = leantile.compile(g, candidate=c.name, tiles=ASK)
+    assert any(kk.pingpong for kk in k.plan.kernels)
+    k._c = runtime._Compiled(k._c.module, k._c.module.compile_kernels(target="cuda", sms=sms))
+    v = k.verify(seed=7)
+    assert v["ok"], (sms, v["rel_err"], v["tolerance"])
 
 
 # 16-bit rows of whole 16-byte granules (the operands go by TMA): partial tiles (136, 264 of

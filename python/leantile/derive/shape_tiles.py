@@ -140,13 +140,23 @@ UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 4, "block_n": 1024, "threads": 128}
 # x 4096: 0.0213, 0.0230; c_proj 0.0247).
 WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
 WAVE_COLUMNS = (64, 128, 192)
-# The one GEMM of a graph, read by an epilogue, of 16-bit operands in TMA-able rows, over a short
-# contraction (at most PINGPONG_MAX_CONTRACTION) with two 128 x 128 tiles per SM or more: the ping-pong schedule
-# (plan_passes.pingpong, emit.pingpong), whose epilogue runs under the other warpgroup's mainloop.
-# H200, same process (results/tiles-probe-pingpong-h200-2026-11-27.json): layernorm -> GEMM ->
-# gelu at GPT-2 2048 x 768 x 3072 bf16 0.0265 -> 0.0214 ms; longer contractions lose (rmsnorm ->
-# GEMM 2048 x 4096 x 6144 0.1728 -> 0.1836), as do grids under two tiles per SM (GPT-2's c_proj,
-# 96 tiles: 0.0197 -> 0.0252; 1024 x 1024 x 4096, 256 tiles: 0.0193 -> 0.0186, kept plain).
+# The one GEMM of a graph with an epilogue, of 16-bit operands in TMA-able rows, over a short
+# contraction (at most PINGPONG_MAX_CONTRACTION): the ping-pong schedule (plan_passes.pingpong,
+# emit.pingpong), whose epilogue runs under the other warpgroup's mainloop (pingpong_fits). H200,
+# same process (results/pingpong-2026-11-27.md, pingpong-policy-h200-2026-11-27.json):
+# - an op reads the GEMM (bias + gelu) and there are two 128 x 128 tiles per SM or more: before
+#   any other tiles. layernorm -> GEMM -> gelu at GPT-2 2048 x 768 x 3072 bf16 (384 tiles)
+#   0.0265 -> 0.0214 ms against 128 x 128 x 3 stages, at 8192 x 768 x 3072 0.1060 (128 x 256,
+#   the suite) -> 0.0866; at 1024 x 1024 x 4096 (256 tiles) level with 128 x 256 (0.0193 ->
+#   0.0186 once, 0.0190 -> 0.0196 and 0.0191 -> 0.0195 since): kept plain.
+# - an epilogue of a norm's row scale alone, or fewer tiles: only where the plain kernel takes
+#   128 x 128 tiles (no wide tiles, no one-wave tiles) and a wave of them. rmsnorm -> GEMM
+#   2048 x 768 x 3072 0.0239 -> 0.0198, 1500 x 1024 x 1528 (144 tiles) 0.0210 -> 0.0182; where
+#   the wide tiles fill the GPU they stay (rmsnorm 4096 x 1024 x 4096: 128 x 256 0.0646, ping-pong
+#   0.0659).
+# Longer contractions lose (rmsnorm -> GEMM 2048 x 4096 x 6144 0.1728 -> 0.1836), as do grids
+# under a wave (GPT-2's c_proj, 96 tiles: 0.0197 -> 0.0252; lnlg 1000 x 776 x 1000, 64 tiles:
+# 0.0114 -> 0.0126).
 PINGPONG_TILES = {"block_m": PINGPONG_BLOCK_M, "block_n": 128, "stages": 4, "threads": PINGPONG_THREADS, "pingpong": 1}
 PINGPONG_MAX_CONTRACTION = 1024
 # A swapped GEMM (SWAP_AB_TILES) on few column tiles and too short to split: see swap_columns.
@@ -188,13 +198,15 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
         unaligned = any(cx.axes[s.axis] * DTYPE_BYTES.get(cx.dtype_of(i), 4) % 16
                         for s in softmax_rows for i in (s.src, s.div))
         return dict(UNALIGNED_SOFTMAX_ROW_TILES if unaligned else SOFTMAX_ROW_TILES)
-    if pingpong_fits(cx, picked):
+    if pingpong_fits(cx, picked, 2 * SMS, read=True):
         return dict(PINGPONG_TILES)
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
     if wave := wave_tiles(cx):
         return wave
+    if pingpong_fits(cx, picked, SMS, read=False):  # where the plain kernel takes 128 x 128 tiles (below)
+        return dict(PINGPONG_TILES)
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
     # 256 x 524288 x 256 0.206 at 2, 0.183 at 3)
@@ -301,17 +313,20 @@ def gemm_cols(cx: Ctx, mm: ir.Matmul) -> int:
     return cx.axes[col] if col else 1
 
 
-def pingpong_fits(cx: Ctx, picked: list) -> bool:
-    """Whether the graph's shape takes PINGPONG_TILES: one contraction that some op reads (an
-    epilogue to hide), no dual GEMM, split or attention, 16-bit operands whose rows are whole
-    16-byte granules (TMA), a contraction of at most PINGPONG_MAX_CONTRACTION, and at least two
-    128 x 128 output tiles per SM. The plan pass still decides per kernel (pingpong_parts)."""
+def pingpong_fits(cx: Ctx, picked: list, min_tiles: int, read: bool) -> bool:
+    """Whether the graph's shape takes PINGPONG_TILES: one contraction with an epilogue to hide
+    (some op reads it; unless `read`, also a norm's row scale pulled out to it), no dual GEMM,
+    split or attention, 16-bit operands whose rows are whole 16-byte granules (TMA), a
+    contraction of at most PINGPONG_MAX_CONTRACTION, and at least min_tiles 128 x 128 output
+    tiles. The plan pass still decides per kernel (pingpong_parts)."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if len(matmuls) != 1 or any(getattr(c, "dual", False) or getattr(c, "split", False)
                                 or isinstance(c.site, FlashSite) for c in picked):
         return False
     mm = matmuls[0]
-    if not cx.g.users()[mm.id]:  # a bare GEMM (no epilogue to hide): cuBLAS-level already, kept
+    # a bare GEMM (no epilogue to hide) is at cuBLAS level already: kept
+    scaled = any(isinstance(c, K.GemmChoice) and c.scale for c in picked)  # scale_pullout
+    if not cx.g.users()[mm.id] and (read or not scaled):
         return False
     a, b = cx.node(mm.a), cx.node(mm.b)
     contracted = (set(a.axes) & set(b.axes)) - set(mm.axes)
@@ -320,7 +335,7 @@ def pingpong_fits(cx: Ctx, picked: list) -> bool:
         return False
     if any(cx.axes[n.axes[-1]] * DTYPE_BYTES[cx.dtype_of(n.id)] % 16 for n in (a, b) if n.axes):
         return False
-    return _ctas(cx, mm, 128, 128) >= 2 * SMS
+    return _ctas(cx, mm, 128, 128) >= min_tiles
 
 
 def _large_gemm(cx: Ctx) -> bool:

@@ -495,10 +495,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
                              (set() if fixed else {"threads"}),
                              key=lambda p: TUNABLE.index(p) if p in TUNABLE else 99)
         t = self.plan.tiles or {}
-        defaults = ", ".join(f"{p}={t.get(p, k.threads if p == 'threads' else 2)}" for p in used_params)
-        if k.wait_previous or k.launch_next:
-            defaults += (", " if defaults else "") + "pdl=True"
-        out.append(f"def {_ident(k.name)}({defaults + ', ' if defaults else ''}**_unused):")
+        # pdl: a dependent launch; sms: the GPU's SM count, one persistent CTA each (build_kernel asks the GPU)
+        defaults = [f"{p}={t.get(p, k.threads if p == 'threads' else 2)}" for p in used_params] + \
+            ["pdl=True"] * bool(k.wait_previous or k.launch_next) + ["sms=SMS"] * bool(k.pingpong)
+        out.append(f"def {_ident(k.name)}({''.join(d + ', ' for d in defaults)}**_unused):")
         out.append(f'    """{k.role}"""')
         for a in sorted(self.pads, key=list(self.plan.axes).index):
             out.append(f"    pad_{_ident(a)} = {_size(a)} % {self.extent(a)} != 0  # last {a} tile is partial")

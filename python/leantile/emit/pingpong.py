@@ -19,7 +19,6 @@ at most one phase ahead. Measured: benchmarks/pingpong_gemm_probe.py.
 """
 from __future__ import annotations
 
-from ..cost import SMS
 from ..plan_passes import PINGPONG_BLOCK_M, PINGPONG_MAX_TILE, PINGPONG_THREADS, pingpong_parts
 from .common import _size
 from .overlap import PRODUCER_THREADS
@@ -46,7 +45,7 @@ class PingPongWriter:
         self.pre += [f"{n['tm']} = ({_size(rows)} + {ext_r} - 1) // {ext_r}  # {rows} tiles",
                      f"{n['tn']} = ({_size(cols)} + {ext_c} - 1) // {ext_c}  # {cols} tiles",
                      f"{n['tiles']} = {n['tm']} * {n['tn']}",
-                     f"{n['ctas']} = min({n['tiles']}, {SMS})  # persistent: one CTA per SM",
+                     f"{n['ctas']} = min({n['tiles']}, sms)  # persistent: one CTA per SM of the GPU",
                      f"{n['nk']} = ({_size(st.axis)} + {ext_k} - 1) // {ext_k}  # {st.axis} blocks per tile"]
         self.pp_ctas = n["ctas"]  # the launch's CTA count (emit.kernel.write)
         cta, tx, ntl = self.cta_var, self.fresh("tx"), self.fresh("pp_ntl")

@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from ..files import under, write_atomic
+from ..cost import SMS
 from ..plan import Plan
 from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags, pass_configs,  # noqa: F401
                      _graph_dtype, _size, tile_param_of)
@@ -166,22 +167,38 @@ def emit_module(plan: Plan) -> str:
     L.append("# TileLang pass options per kernel, for every lowering of it (emit.common.pass_configs: cp.async off")
     L.append("# where a copy into shared memory reads rows of an odd number of 16-bit elements)")
     L.append(f"PASS_CONFIGS = {pass_configs(plan)!r}")
+    L.append(f"SMS = {SMS}  # SMs assumed where no GPU says (H100 / H200 SXM): see sm_count()")
     L.append("")
     for src in kernel_src:
         L.append("")
         L.extend(src)
         L.append("")
     L.append("")
-    L.append("def build_kernel(pdl=True, **tile_params):")
+    L.append("def sm_count(default=SMS):")
+    L.append('    """The current GPU\'s SM count (a persistent kernel launches one CTA per SM: on a GPU with fewer')
+    L.append('    SMs than it assumed, the last CTAs would run in a second wave); `default` without a GPU."""')
+    L.append("    try:")
+    L.append("        import torch")
+    L.append("        if torch.cuda.is_available():")
+    L.append("            return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count")
+    L.append("    except Exception:  # no torch or no driver: the default")
+    L.append("        pass")
+    L.append("    return default")
+    L.append("")
+    L.append("")
+    L.append("def build_kernel(pdl=True, sms=None, **tile_params):")
     L.append('    """{kernel name: T.prim_func} in launch order, for TILE_PARAMS overridden by tile_params; pdl:')
-    L.append('    programmatic dependent launch between the kernels (sm_90 and newer only)."""')
+    L.append('    programmatic dependent launch between the kernels (sm_90 and newer only); sms: the SM count the')
+    L.append('    persistent kernels launch one CTA each for (None: the current GPU\'s, SMS without one)."""')
     L.append("    unknown = set(tile_params) - set(TILE_PARAMS)")
     L.append("    if unknown:")
     L.append("        raise TypeError(f'unknown tile parameters {sorted(unknown)}; known: {sorted(TILE_PARAMS)}')")
     L.append("    p = {**TILE_PARAMS, **tile_params}")
+    if any(k.pingpong for k in plan.kernels):
+        L.append("    sms = sms or sm_count()")
     L.append("    return {")
     for k in plan.kernels:
-        L.append(f"        {k.name!r}: {_ident(k.name)}(pdl=pdl, **p),")
+        L.append(f"        {k.name!r}: {_ident(k.name)}(pdl=pdl, {'sms=sms, ' if k.pingpong else ''}**p),")
     L.append("    }")
     L.append("")
     L.append("")
@@ -207,9 +224,9 @@ def emit_module(plan: Plan) -> str:
     L.append("    return arch is not None and int(arch.group(1)) >= 90")
     L.append("")
     L.append("")
-    L.append("def compile_kernels(target='auto', **tile_params):")
-    L.append('    """{kernel name: tilelang JITKernel}; needs nvcc (and a GPU for target \'auto\')."""')
-    L.append("    kernels = build_kernel(pdl=has_pdl(target), **tile_params)")
+    L.append("def compile_kernels(target='auto', sms=None, **tile_params):")
+    L.append('    """{kernel name: tilelang JITKernel}; needs nvcc (and a GPU for target \'auto\'); sms: build_kernel\'s."""')
+    L.append("    kernels = build_kernel(pdl=has_pdl(target), sms=sms, **tile_params)")
     L.append("    return {name: tilelang.compile(f, target=target, compile_flags=NVCC_FLAGS.get(name),")
     L.append("                                   pass_configs=PASS_CONFIGS.get(name))")
     L.append("            for name, f in kernels.items()}")

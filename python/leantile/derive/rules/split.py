@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import math
 
+from ...cost import SMS
 from ..context import Ctx
 from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
 
-# Streaming multiprocessors of the target (H100 SXM and H200: 132). A grid of fewer CTAs than
-# this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over the
-# keys: both measured) or two (a softmax row's statistics).
-SMS = 132
+# SMS, streaming multiprocessors of the target (cost.SMS: H100 SXM and H200, 132). A grid of fewer
+# CTAs than this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over
+# the keys: both measured) or two (a softmax row's statistics).
 MAX_SPLITS = 64
 # a slice keeps at least this many stream blocks (fewer: the combine and the pipeline's fill
 # cost more than the parallelism gives)
