@@ -8,10 +8,12 @@
     (launch order, prim_func parameters, which globals each kernel reads and writes);
   - one factory per kernel, `def <kernel>(block_m=..., ..., threads=...)`, returning a
     `@T.prim_func` named after the kernel;
-  - `build_kernel(pdl=True, **tile_params)` -> {kernel name: prim_func} (pdl: the kernels'
-    dependent launch, Kernel.wait_previous / launch_next, spelled or not), `get_configs()` -> a
-    short list of tile-parameter dicts to tune over, and `has_pdl(target)` / `compile_kernels`
-    (dependent launch where the target is sm_90 or newer) / `allocate` / `run` helpers for a GPU.
+  - `build_kernel(pdl=True, sms=None, **tile_params)` -> {kernel name: prim_func} (pdl: the
+    kernels' dependent launch, Kernel.wait_previous / launch_next, spelled or not; sms: the SM
+    count a persistent kernel (Kernel.pingpong) launches one CTA each for, by default the GPU's,
+    `sm_count()`), `get_configs()` -> a short list of tile-parameter dicts to tune over, and
+    `has_pdl(target)` / `compile_kernels` (dependent launch where the target is sm_90 or newer) /
+    `allocate` / `run` helpers for a GPU.
 
 Statement translation follows leantile.interp exactly (the executable semantics):
 loads zero-fill past an axis end (TileLang's bounds-checked T.copy does that), reductions
