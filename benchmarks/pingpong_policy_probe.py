@@ -1,22 +1,25 @@
-"""Issue 18: which shapes should take the ping-pong schedule by default (shape_tiles.pingpong_fits)?
-Each row: one built-in at one shape under named (candidate, tiles) variants (the shipped default
-before and after a policy change, and the alternatives), every plan checked against the float32
-reference (Kernel.verify), all timed (Kernel.benchmark: do_bench_cudagraph) in one process, twice
-interleaved (best of the two rounds).
+"""Issue 18: a default-tiles policy change, measured: each row is one built-in at one shape and
+dtype under named (candidate, tiles) variants (the shipped default before and after the change,
+and the alternatives), every plan checked against the float32 reference (Kernel.verify), all
+timed (Kernel.benchmark: do_bench_cudagraph) in one process, twice interleaved (best kept).
+First asked for the ping-pong schedule (shape_tiles.pingpong_fits): CASES below.
 
     python benchmarks/pingpong_policy_probe.py   (on a GPU; writes $OUT/pingpong-policy.json)
+    POLICY_CASES='[["softmax_row", {"rows": 2048, "cols": 50257}, "f16",
+                    {"old": ["online_row_exp2", {"block_m": 4}]}], ...]' python benchmarks/pingpong_policy_probe.py
 """
 import json
 import os
 import sys
 
 sys.path.insert(0, "python")
+from leantile import suite  # noqa: E402
 from leantile.runtime import compile as compile_kernel  # noqa: E402
 
 PP = {"block_m": 128, "block_n": 128, "stages": 4, "threads": 256, "pingpong": 1}
 WIDE = {"block_m": 128, "block_n": 256, "stages": 4, "threads": 256}
 PLAIN3 = {"block_m": 128, "block_n": 128, "stages": 3, "threads": 256}
-CASES = [  # (built-in, sizes, {label: (candidate, tiles)})
+CASES = [  # (built-in, sizes, {label: (candidate, tiles)}), f16
     ("rmsnorm", {"m": 2048, "d": 768, "n": 3072},
      {"stats_separate_plain": ("stats_separate", PLAIN3), "stats_separate_pingpong": ("stats_separate", PP),
       "prenorm_plain": ("prenorm", PLAIN3)}),
@@ -33,12 +36,15 @@ CASES = [  # (built-in, sizes, {label: (candidate, tiles)})
 def main():
     out = os.environ.get("OUT", ".")
     rows = []
-    for name, sizes, variants in CASES:
-        row = {"graph": name, "sizes": sizes}
+    cases = json.loads(os.environ["POLICY_CASES"]) if os.environ.get("POLICY_CASES") else \
+        [(name, sizes, "f16", variants) for name, sizes, variants in CASES]
+    for name, sizes, dtype, variants in cases:
+        row = {"graph": name, "sizes": sizes, "dtype": dtype}
+        g = suite.build(suite.Case("policy", name, sizes, dtype, "issue"))[0]
         kernels = {}
         for label, (cand, tiles) in variants.items():
             try:
-                k = compile_kernel(name, sizes=sizes, candidate=cand, tiles=tiles)
+                k = compile_kernel(g, candidate=cand, tiles=tiles)
                 v = k.verify(seed=3)
                 kernels[label] = k
                 row[label] = {"ok": v["ok"], "rel_err": v["plain_rel_err"], "pingpong": [kk.pingpong for kk in k.plan.kernels],

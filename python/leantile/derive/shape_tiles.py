@@ -113,17 +113,21 @@ GEMM_TILES = {"stages": 3}
 # 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
 # 16 x 128256 is level.
 SOFTMAX_ROW_TILES = {"block_m": 64}
-# The same, over rows no multiple of 16 bytes long (GPT-2's 50257-wide vocabulary): 4 x 1024
-# tiles on 128 threads. The normalising kernel copies such rows through emit.unaligned's windows,
+# The same, over rows no multiple of 16 bytes long (GPT-2's 50257-wide vocabulary): 2 x 1024
+# tiles on 128 threads (4 x 1024 until 2026-11-27, below). The normalising kernel copies such rows through emit.unaligned's windows,
 # which cost a fill, a barrier and up to two extra granules per tile row: wide tiles amortise
 # them. H200, same process, against the 64 x 128 default before (benchmarks/results/softmax-
 # unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
 # 0.2662), 16 x 50257 0.0091 -> 0.0073, 4096 x 32001 0.3744 -> 0.2881, 512 x 100001 0.1543 ->
 # 0.1154, 8192 x 50257 1.1071 -> 0.8795. On aligned rows these tiles were level (H100, tiles-probe-
 # softmax-h100-2026-11-27.json: 4096 x 65536 0.5475 -> 0.5458, 2048 x 128256 0.5365 -> 0.5399):
-# those keep the 64-row tiles. 2-row tiles split over the row ran faster still (2048 x 50257
-# 0.2223) but the split rule offers no split at 1024 CTAs, and unsplit they lose at 512 rows.
-UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 4, "block_n": 1024, "threads": 128}
+# those keep the 64-row tiles. 2-row tiles: the cost model then picks the statistics split over
+# the row (16 slices) at 2048 rows, as at 16 and 512; the same H200 run had them faster on every
+# shape but one, level (4096 x 32001 0.2881 -> 0.2887), and a second run of the plans the default
+# now makes against the 4 x 1024 ones (softmax-unaligned-2-rows-h200-2026-11-27.json): 2048 x
+# 50257 0.2685 -> 0.2212 ms (bf16 0.2680 -> 0.2213; unsplit at 2 rows 0.2317), 8192 x 50257
+# 0.8777 -> 0.8573, 16 x 50257 0.0073 -> 0.0059.
+UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 2, "block_n": 1024, "threads": 128}
 # The one GEMM of a graph with more than 64 rows whose 128 x 128 grid is under a wave (a prompt
 # or a batch of 65..~500 tokens): 64-row tiles on one warpgroup, 6 stages deep, as many CTAs as
 # fit one wave (wave_tiles): every SM streams the weight and no split over k is needed (its
