@@ -114,9 +114,9 @@ GEMM_TILES = {"stages": 3}
 # 16 x 128256 is level.
 SOFTMAX_ROW_TILES = {"block_m": 64}
 # The same, over rows no multiple of 16 bytes long (GPT-2's 50257-wide vocabulary): 2 x 1024
-# tiles on 128 threads (4 x 1024 until 2026-11-27, below). The normalising kernel copies such rows through emit.unaligned's windows,
-# which cost a fill, a barrier and up to two extra granules per tile row: wide tiles amortise
-# them. H200, same process, against the 64 x 128 default before (benchmarks/results/softmax-
+# tiles on 128 threads (4 x 1024 until 2026-11-27, below). The normalising kernel copies such
+# rows through emit.unaligned's windows, which cost a fill, a barrier and up to two extra
+# granules per tile row: wide tiles amortise them. H200, same process, against the 64 x 128 default before (benchmarks/results/softmax-
 # unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
 # 0.2662), 16 x 50257 0.0091 -> 0.0073, 4096 x 32001 0.3744 -> 0.2881, 512 x 100001 0.1543 ->
 # 0.1154, 8192 x 50257 1.1071 -> 0.8795. On aligned rows these tiles were level (H100, tiles-probe-
