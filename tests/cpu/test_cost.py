@@ -80,10 +80,12 @@ MEASURED_BEST = [
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
     # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193 (H200:
     # benchmarks/results/issue16-m128-max4-probe-2026-11-25.json); unsplit at one wave of 64 x 64
-    # tiles, 6 stages, on an H100 0.0128 against 0.0188 split (split-probe-m128-h100-2026-11-26.json)
-    ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 64, "block_n": 64, "stages": 6}),
-    # rmsnorm -> 128 x 4096 x 6144: 64 x 128 x 6 stages 0.0236 ms, split at 128 x 128 0.0288 (H100)
-    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 128, "stages": 6}),
+    # tiles, 6 stages, on an H100 0.0128 against 0.0188 split (split-probe-m128-h100-2026-11-26.json);
+    # 128-deep k steps 4 stages deep 0.0129 -> 0.0111 on the H200 (tiles-probe-wave-deep-k-h200-2026-11-27.json)
+    ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 64, "block_n": 64, "block_k": 128, "stages": 4}),
+    # rmsnorm -> 128 x 4096 x 6144: 64 x 128 x 6 stages 0.0236 ms, split at 128 x 128 0.0288 (H100);
+    # 128-deep k steps 0.0210 -> 0.0197 (H200)
+    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 128, "block_k": 128, "stages": 4}),
     # where a split is offered, unsplit candidates keep their tiles: rmsnorm 1 x 4096 x 6144 ran
     # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md);
     # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)

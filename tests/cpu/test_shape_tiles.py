@@ -213,24 +213,30 @@ def test_a_medium_gemm_streams_three_stages_deep(arch, sizes):
     assert verify(plan, g) == []
 
 
-@pytest.mark.parametrize("arch,sizes,columns", [
-    ("matmul", {"m": 128, "d": 4096, "n": 4096}, 64),  # 128 CTAs (H100 0.0128 ms, split 0.0188)
-    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, 128),  # 64 x 64 would be 192 CTAs: 96
-    ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, 64),
-    ("layernorm_linear_gelu", {"m": 300, "d": 768, "n": 3072}, 128),  # 5 row tiles, the last partial
-    ("matmul", {"m": 65, "d": 1000, "n": 8000}, 128),
-    ("rmsnorm", {"m": 200, "d": 4096, "n": 6144}, 192),  # H100 0.0348 ms at 128 x 128 -> 0.0280
-    ("matmul", {"m": 2048, "d": 3072, "n": 768}, 192)])  # GPT-2 c_proj: 0.0222 -> 0.0188 (cuBLAS 0.0172)
-def test_a_lone_gemm_under_a_wave_takes_one_wave_of_64_row_tiles(arch, sizes, columns):
+@pytest.mark.parametrize("arch,sizes,columns,block_k,stages", [
+    # 128 CTAs (H100 0.0128 ms, split 0.0188); 128-deep k steps: H200 0.0129 -> 0.0111 (cuBLAS 0.0129)
+    ("matmul", {"m": 128, "d": 4096, "n": 4096}, 64, 128, 4),
+    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, 128, 128, 4),  # 64 x 64 would be 192 CTAs: 96
+    ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, 64, 128, 4),
+    ("layernorm_linear_gelu", {"m": 300, "d": 768, "n": 3072}, 128, 128, 4),  # 5 row tiles, the last partial
+    ("matmul", {"m": 65, "d": 1000, "n": 8000}, 128, 128, 4),
+    ("rmsnorm", {"m": 200, "d": 4096, "n": 6144}, 192, 128, 3),  # H100 0.0348 ms at 128 x 128 -> 0.0280
+    # GPT-2 c_proj: H100 0.0222 -> 0.0188 (cuBLAS 0.0172); 128-deep: H200 0.0196 -> 0.0181 (cuBLAS 0.0167)
+    ("matmul", {"m": 2048, "d": 3072, "n": 768}, 192, 128, 3),
+    ("matmul", {"m": 128, "d": 384, "n": 4096}, 64, 64, 6),  # a short contraction keeps 64-deep steps
+    ("layernorm_linear_gelu", {"m": 300, "d": 500, "n": 3072}, 128, 64, 6)])
+def test_a_lone_gemm_under_a_wave_takes_one_wave_of_64_row_tiles(arch, sizes, columns, block_k, stages):
     """A graph's one GEMM of more than 64 rows whose 128 x 128 grid leaves SMs idle takes 64-row
-    tiles on one warpgroup, 6 stages deep, unsplit, their grid more than half a wave and at most
-    one (shape_tiles.wave_tiles), whichever candidate the cost model picks."""
+    tiles on one warpgroup, unsplit, their grid more than half a wave and at most one
+    (shape_tiles.wave_tiles), whichever candidate the cost model picks: 64-deep k steps 6 stages
+    deep, or over a contraction of 512 or more 128-deep ones, as many stages as fit 192 KiB (at
+    most 4); every such plan fits the target."""
     g = architectures.build(arch, **sizes)
     plan, _ = choose(g)
     (gemm,) = [k for k in plan.kernels if any(s.op == "gemm" for s in k.body)]
     assert not gemm.stream.split, plan.candidate
-    assert (plan.tiles["block_m"], plan.tiles["threads"], plan.tiles["stages"], plan.tiles["block_n"]) == \
-        (64, 128, 6, columns), plan.tiles
+    assert (plan.tiles["block_m"], plan.tiles["threads"], plan.tiles["block_n"], plan.tiles["block_k"],
+            plan.tiles["stages"]) == (64, 128, columns, block_k, stages), plan.tiles
     assert SMS < 2 * output_tiles(plan, gemm) <= 2 * SMS
     assert verify(plan, g) == []
 
@@ -274,9 +280,13 @@ def test_one_wave_tiles_only_where_the_plain_grid_leaves_sms_idle(arch, m, n, d)
         plan = derive(g, name)
         gemm = next(k for k in plan.kernels if any(s.op == "gemm" for s in k.body))
         plain = -(-m // 128) * -(-n // 128)
-        if (plan.tiles["block_m"], plan.tiles["stages"]) == (64, 6):
+        if plan.tiles["block_m"] == 64:  # the one-wave tiles (m > 64: no small-m tiles here)
             assert arch != "swiglu" and plain < SMS, (name, plan.tiles)
             assert SMS < 2 * output_tiles(plan, gemm) <= 2 * SMS and not gemm.stream.split, (name, plan.tiles)
+            deep = d >= 512  # 128-deep k steps, stages to fit 192 KiB (at most 4)
+            want = (128, min(4, 192 * 1024 // (128 * (64 + plan.tiles["block_n"]) * 2))) if deep else (64, 6)
+            assert (plan.tiles["block_k"], plan.tiles["stages"]) == want, (name, plan.tiles)
+            assert verify(plan, g) == [], (name, plan.tiles)
         if plain >= SMS:
             assert plan.tiles["block_m"] == 128, (name, plan.tiles)
 
@@ -311,7 +321,7 @@ WAVE_SHAPES = [(136, 1500), (100, 2500), (200, 3000)]
 
 
 @settings(max_examples=6, deadline=None)
-@given(st.sampled_from(["norm_gemm", "gemm"]), st.sampled_from(WAVE_SHAPES), st.sampled_from([24, 40]),
+@given(st.sampled_from(["norm_gemm", "gemm"]), st.sampled_from(WAVE_SHAPES), st.sampled_from([24, 40, 600]),
        st.sampled_from(["f16", "bf16"]), st.data())
 def test_generated_gemms_at_one_wave_tiles_stay_exact(family, shape, k, dtype, data):
     """Users' GEMMs (strategies: a norm into one or two GEMMs, a reused weight, an intermediate as
@@ -336,7 +346,7 @@ def test_generated_gemms_at_one_wave_tiles_stay_exact(family, shape, k, dtype, d
     same = reference.evaluate(g, inputs)  # the unfused graph in its own dtypes
     for name in [c.name for c in candidates(g) if c.name != "unfused"]:
         plan = derive(g, name)
-        waved += (plan.tiles["block_m"], plan.tiles["stages"]) == (64, 6)
+        waved += plan.tiles["block_m"] == 64  # 128-deep k steps at k = 600 (the last one partial)
         out = interp.run(plan, inputs)
         for o in g.outputs:
             assert out[o].dtype == same[o].dtype, (name, o)  # the output's value dtype

@@ -144,6 +144,17 @@ UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 2, "block_n": 1024, "threads": 128}
 # x 4096: 0.0213, 0.0230; c_proj 0.0247).
 WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
 WAVE_COLUMNS = (64, 128, 192)
+# Over a contraction of WAVE_DEEP_K or more, those tiles take 128-deep k steps, as many stages as
+# fit WAVE_DEEP_BYTES of shared memory, at most 4: half the k steps, each wgmma chain twice as
+# long, for one warpgroup that waits on every step. H200, one process (benchmarks/results/
+# tiles-probe-wave-deep-k-h200-2026-11-27.json), 64-deep x 6 stages -> 128-deep: llama3-8b o_proj
+# 128 x 4096 x 4096 (64 x 64) 0.0129 -> 0.0111 ms at 4 stages (0.0109 at 6; cuBLAS 0.0129);
+# GPT-2 c_attn 128 x 768 x 2304 (64 x 64) 0.0040 -> 0.0037 (3 stages 0.0036); GPT-2 c_proj
+# 2048 x 3072 x 768 (64 x 192) 0.0196 -> 0.0181 at 3 stages (cuBLAS 0.0167); rmsnorm -> 128 x
+# 4096 x 6144 (64 x 128) 0.0210 -> 0.0197 at 4 (3 stages 0.0212); layernorm -> GEMM -> gelu
+# 128 x 768 x 3072 level (0.0058 -> 0.0057). Two stages lost everywhere (o_proj 0.0145).
+WAVE_DEEP_K = 512
+WAVE_DEEP_BYTES = 192 * 1024
 # The one GEMM of a graph with an epilogue, of 16-bit operands in TMA-able rows, over a short
 # contraction (at most PINGPONG_MAX_CONTRACTION): the ping-pong schedule (plan_passes.pingpong,
 # emit.pingpong), whose epilogue runs under the other warpgroup's mainloop (pingpong_fits). H200,
@@ -233,7 +244,7 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
 
 def wave_tiles(cx: Ctx) -> dict:
     """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half
-    a wave and at most one, for a graph of one contraction (no dual GEMM, no attention) of more
+    a wave and at most one (128-deep k steps over a long contraction: WAVE_DEEP_K), for a graph of one contraction (no dual GEMM, no attention) of more
     than 64 rows, 16-bit operands, whose 128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone,
     so the split rule (engine._gemm_options) and the plan's tiles agree."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
@@ -249,7 +260,12 @@ def wave_tiles(cx: Ctx) -> dict:
     # more than half a wave (fewer: a split over k fills the GPU better, split._splits), at most one
     fits = [c for c in WAVE_COLUMNS if SMS < 2 * _ctas(cx, mm, WAVE_TILES["block_m"], c) and
             _ctas(cx, mm, WAVE_TILES["block_m"], c) <= SMS]
-    return {**WAVE_TILES, "block_n": fits[0]} if fits else {}
+    if not fits:
+        return {}
+    if cx.axes[mm.axis_a] < WAVE_DEEP_K:
+        return {**WAVE_TILES, "block_n": fits[0]}
+    step = 128 * (WAVE_TILES["block_m"] + fits[0]) * 2  # bytes of one k step's A and B blocks
+    return {**WAVE_TILES, "block_n": fits[0], "block_k": 128, "stages": min(4, WAVE_DEEP_BYTES // step)}
 
 
 def _ctas(cx: Ctx, mm: ir.Matmul, block_m: int, block_n: int) -> int:
