@@ -57,19 +57,22 @@ WAVE = [
     ("rmsnorm", {"m": 200, "d": 1000, "n": 6000}, 192),
     ("layernorm_linear_gelu", {"m": 100, "d": 776, "n": 3000}, 64),
     ("matmul", {"m": 2000, "d": 760, "n": 760}, 192),  # a c_proj-like narrow output
+    ("matmul", {"m": 130, "d": 300, "n": 4000}, 128),  # a short contraction: 64-deep k steps
 ]
 
 
 @pytest.mark.parametrize("arch,sizes,columns", WAVE, ids=[f"{a}-{s}" for a, s, _ in WAVE])
 def test_one_wave_tiles_are_exact(arch, sizes, columns):
-    """Every fused candidate at the shape's one-wave tiles (64 rows, 128 threads, 6 stages), and
-    the shipped default, against the float32 reference with partial row, column and k tiles."""
+    """Every fused candidate at the shape's one-wave tiles (64 rows, 128 threads; 128-deep k steps
+    3 or 4 stages deep over a contraction of 512 or more, else 64-deep 6 stages deep), and the
+    shipped default, against the float32 reference with partial row, column and k tiles."""
     from gpu_checks import verify_all
     g = architectures.build(arch, **sizes)
     cands = [c.name for c in candidates(g) if c.name != "unfused"]
+    deep = (128, 3 if columns == 192 else 4) if sizes["d"] >= 512 else (64, 6)
     for c in cands:
         tiles = derive(g, c).tiles
-        assert (tiles["block_m"], tiles["block_n"], tiles["stages"]) == (64, columns, 6), (c, tiles)
+        assert (tiles["block_m"], tiles["block_n"], tiles["block_k"], tiles["stages"]) == (64, columns, *deep), (c, tiles)
     assert verify_all([(g, c) for c in cands]) == []
     k = leantile.compile(g, tuned=False)
     assert (k.plan.tiles["block_m"], k.plan.tiles["block_n"]) == (64, columns), k.plan.tiles
