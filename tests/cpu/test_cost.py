@@ -84,8 +84,8 @@ MEASURED_BEST = [
     # 128-deep k steps 4 stages deep 0.0129 -> 0.0111 on the H200 (tiles-probe-wave-deep-k-h200-2026-11-27.json)
     ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 64, "block_n": 64, "block_k": 128, "stages": 4}),
     # rmsnorm -> 128 x 4096 x 6144: 64 x 128 x 6 stages 0.0236 ms, split at 128 x 128 0.0288 (H100);
-    # 128-deep k steps 0.0210 -> 0.0197 (H200)
-    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 128, "block_k": 128, "stages": 4}),
+    # 128-deep k steps 0.0210 -> 0.0197 (H200); 64 x 96 (a full wave of 128 CTAs) 0.0201 -> 0.0192
+    ("rmsnorm", {"m": 128, "d": 4096, "n": 6144}, {"block_m": 64, "block_n": 96, "block_k": 128, "stages": 4}),
     # where a split is offered, unsplit candidates keep their tiles: rmsnorm 1 x 4096 x 6144 ran
     # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md);
     # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)

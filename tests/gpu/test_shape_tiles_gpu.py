@@ -53,11 +53,11 @@ def test_head_dimensions_off_the_mma_grid_run_exact(d_h):
 
 # one wave of 64-row tiles (shape_tiles.wave_tiles), every axis off the tiles: (arch, sizes, columns)
 WAVE = [
-    ("matmul", {"m": 129, "d": 520, "n": 4000}, 128),  # 3 row tiles, the last of one row
+    ("matmul", {"m": 129, "d": 520, "n": 4000}, 96),  # 3 row tiles, the last of one row; 126 CTAs
     ("rmsnorm", {"m": 200, "d": 1000, "n": 6000}, 192),
     ("layernorm_linear_gelu", {"m": 100, "d": 776, "n": 3000}, 64),
     ("matmul", {"m": 2000, "d": 760, "n": 760}, 192),  # a c_proj-like narrow output
-    ("matmul", {"m": 130, "d": 300, "n": 4000}, 128),  # a short contraction: 64-deep k steps
+    ("matmul", {"m": 130, "d": 300, "n": 4000}, 96),  # a short contraction: 64-deep k steps
 ]
 
 

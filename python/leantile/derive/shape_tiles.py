@@ -143,7 +143,10 @@ UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 2, "block_n": 1024, "threads": 128}
 # 2026-11-26-192.json). 128-row tiles of 64 or 96 columns lost wherever they were tried (128 x 4096
 # x 4096: 0.0213, 0.0230; c_proj 0.0247).
 WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
-WAVE_COLUMNS = (64, 128, 192)
+# 96 columns: rmsnorm -> 128 x 4096 x 6144 on 128 CTAs of 64 x 96 (a wave) rather than 96 of 64 x
+# 128, 0.0201 -> 0.0192 ms (H200, 128-deep k steps, 4 stages; 64 x 64, 192 CTAs: 0.0262;
+# benchmarks/results/tiles-probe-wave-96-columns-h200-2026-11-27.json)
+WAVE_COLUMNS = (64, 96, 128, 192)
 # Over a contraction of WAVE_DEEP_K or more, those tiles take 128-deep k steps, as many stages as
 # fit WAVE_DEEP_BYTES of shared memory, at most 4: half the k steps, each wgmma chain twice as
 # long, for one warpgroup that waits on every step. H200, one process (benchmarks/results/
