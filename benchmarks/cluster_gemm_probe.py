@@ -28,7 +28,7 @@ import tilelang
 import tilelang.language as T
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pingpong_gemm_probe import GELU_K, pingpong_gemm  # noqa: E402
+from pingpong_gemm_probe import GELU_K, gemm_operands, lower_variants, pingpong_gemm  # noqa: E402
 
 
 def cluster_gemm(M, N, K, bm=128, bn=128, bk=64, stages=4, dtype="float16", sms=132, group=8,
@@ -161,13 +161,7 @@ VARIANTS = {"a_all": dict(share="a"), "b_all": dict(share="b"), "a_warp": dict(s
 
 
 def lower_all():
-    sys.path.insert(0, "python")
-    from leantile.lower import lower_to_cuda
-    for name, kw in VARIANTS.items():
-        src = lower_to_cuda(cluster_gemm(1024, 4096, 1024, **kw), "sm_90", {})
-        path = f"/tmp/cluster_{name}.cu"
-        open(path, "w").write(src)
-        print(name, "lowered", len(src), "chars ->", path)
+    lower_variants(cluster_gemm, VARIANTS, (1024, 4096, 1024), "cluster")
 
 
 def main():
@@ -179,13 +173,7 @@ def main():
     shapes = [SHAPES[int(i)] for i in os.environ["CG_SHAPES"].split(",")] if os.environ.get("CG_SHAPES") else SHAPES
     variants = {n: VARIANTS[n] for n in os.environ["CG_VARIANTS"].split(",")} if os.environ.get("CG_VARIANTS") else VARIANTS
     for M, N, K, dt in shapes:
-        tdt = getattr(torch, dt)
-        torch.manual_seed(0)
-        A = torch.randn(M, K, device="cuda", dtype=tdt) / 8
-        B = torch.randn(K, N, device="cuda", dtype=tdt) / 8
-        bias = torch.randn(N, device="cuda", dtype=tdt)
-        C = torch.empty(M, N, device="cuda", dtype=tdt)
-        ref = torch.nn.functional.gelu(A.float() @ B.float() + bias.float(), approximate="tanh")
+        A, B, bias, C, ref = gemm_operands(M, N, K, dt)
         kernels = {"pingpong": tilelang.compile(pingpong_gemm(M, N, K, dtype=dt, sms=sms, staged_store=True), target="cuda")}
         for name, kw in variants.items():
             try:

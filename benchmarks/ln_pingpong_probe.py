@@ -183,13 +183,9 @@ UNMEASURED = {"ln_pp_s4_unroll": dict(stages=4, unroll=True),
 
 
 def lower_all():
-    sys.path.insert(0, "python")
-    from leantile.lower import lower_to_cuda
-    for name, kw in VARIANTS.items():
-        src = lower_to_cuda(ln_pingpong(1024, 4096, 1024, **kw), "sm_90", {})
-        path = f"/tmp/ln_pingpong_{name}.cu"
-        open(path, "w").write(src)
-        print(name, "lowered", len(src), "chars ->", path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from pingpong_gemm_probe import lower_variants
+    lower_variants(ln_pingpong, VARIANTS, (1024, 4096, 1024), "ln_pingpong")
 
 
 def main():

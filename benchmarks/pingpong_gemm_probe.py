@@ -123,14 +123,34 @@ VARIANTS = {"pp_s4": dict(stages=4), "pp_s4_staged": dict(stages=4, staged_store
             "pp_s5": dict(stages=5), "pp_s4_bk32": dict(stages=8, bk=32)}
 
 
-def lower_all():
+def lower_variants(make, variants: dict, shape: tuple, tag: str):
+    """A probe's --lower: every variant's kernel (make(M, N, K, **kw)) lowered to CUDA for sm_90,
+    written to /tmp/{tag}_{variant}.cu (CPU; checks that TileLang accepts the kernel)."""
     sys.path.insert(0, "python")
     from leantile.lower import lower_to_cuda
-    for name, kw in VARIANTS.items():
-        src = lower_to_cuda(pingpong_gemm(2048, 3072, 768, **kw), "sm_90", {})
-        path = f"/tmp/pingpong_{name}.cu"
+    for name, kw in variants.items():
+        src = lower_to_cuda(make(*shape, **kw), "sm_90", {})
+        path = f"/tmp/{tag}_{name}.cu"
         open(path, "w").write(src)
         print(name, "lowered", len(src), "chars ->", path)
+
+
+def gemm_operands(M, N, K, dt):
+    """Seeded A (M, K), B (K, N), bias (N) and an output C on the GPU, and the float32
+    gelu_tanh(A B + bias) they should give."""
+    import torch
+    tdt = getattr(torch, dt)
+    torch.manual_seed(0)
+    A = torch.randn(M, K, device="cuda", dtype=tdt) / 8
+    B = torch.randn(K, N, device="cuda", dtype=tdt) / 8
+    bias = torch.randn(N, device="cuda", dtype=tdt)
+    C = torch.empty(M, N, device="cuda", dtype=tdt)
+    ref = torch.nn.functional.gelu(A.float() @ B.float() + bias.float(), approximate="tanh")
+    return A, B, bias, C, ref
+
+
+def lower_all():
+    lower_variants(pingpong_gemm, VARIANTS, (2048, 3072, 768), "pingpong")
 
 
 def main():
@@ -144,13 +164,7 @@ def main():
     shapes = [SHAPES[int(i)] for i in os.environ["PP_SHAPES"].split(",")] if os.environ.get("PP_SHAPES") else SHAPES
     variants = {n: VARIANTS[n] for n in os.environ["PP_VARIANTS"].split(",")} if os.environ.get("PP_VARIANTS") else VARIANTS
     for M, N, K, dt in shapes:
-        tdt = getattr(torch, dt)
-        torch.manual_seed(0)
-        A = torch.randn(M, K, device="cuda", dtype=tdt) / 8
-        B = torch.randn(K, N, device="cuda", dtype=tdt) / 8
-        bias = torch.randn(N, device="cuda", dtype=tdt)
-        C = torch.empty(M, N, device="cuda", dtype=tdt)
-        ref = torch.nn.functional.gelu(A.float() @ B.float() + bias.float(), approximate="tanh")
+        A, B, bias, C, ref = gemm_operands(M, N, K, dt)
         row = {"shape": [M, N, K, dt], "gpu": torch.cuda.get_device_name(),
                "cublas_alone": tt.do_bench_cudagraph(lambda: A @ B, rep=100),
                "addmm_gelu": tt.do_bench_cudagraph(
