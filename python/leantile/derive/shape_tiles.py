@@ -247,9 +247,10 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
 
 def wave_tiles(cx: Ctx) -> dict:
     """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half
-    a wave and at most one (128-deep k steps over a long contraction: WAVE_DEEP_K), for a graph of one contraction (no dual GEMM, no attention) of more
-    than 64 rows, 16-bit operands, whose 128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone,
-    so the split rule (engine._gemm_options) and the plan's tiles agree."""
+    a wave and at most one (128-deep k steps over a long contraction: WAVE_DEEP_K), for a graph of
+    one contraction (no dual GEMM, no attention) of more than 64 rows, 16-bit operands, whose
+    128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone, so the split rule
+    (engine._gemm_options) and the plan's tiles agree."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if len(matmuls) != 1 or gemm_rows(cx, matmuls[0]) <= 64:
         return {}
@@ -267,7 +268,7 @@ def wave_tiles(cx: Ctx) -> dict:
         return {}
     if cx.axes[mm.axis_a] < WAVE_DEEP_K:
         return {**WAVE_TILES, "block_n": fits[0]}
-    step = 128 * (WAVE_TILES["block_m"] + fits[0]) * 2  # bytes of one k step's A and B blocks
+    step = 128 * (WAVE_TILES["block_m"] + fits[0]) * 2  # bytes of a k step's A and B blocks (16-bit)
     return {**WAVE_TILES, "block_n": fits[0], "block_k": 128, "stages": min(4, WAVE_DEEP_BYTES // step)}
 
 
