@@ -116,8 +116,8 @@ SOFTMAX_ROW_TILES = {"block_m": 64}
 # The same, over rows no multiple of 16 bytes long (GPT-2's 50257-wide vocabulary): 2 x 1024
 # tiles on 128 threads (4 x 1024 until 2026-11-27, below). The normalising kernel copies such
 # rows through emit.unaligned's windows, which cost a fill, a barrier and up to two extra
-# granules per tile row: wide tiles amortise them. H200, same process, against the 64 x 128 default before (benchmarks/results/softmax-
-# unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
+# granules per tile row: wide tiles amortise them. H200, same process, against the 64 x 128
+# default before (benchmarks/results/softmax-unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
 # 0.2662), 16 x 50257 0.0091 -> 0.0073, 4096 x 32001 0.3744 -> 0.2881, 512 x 100001 0.1543 ->
 # 0.1154, 8192 x 50257 1.1071 -> 0.8795. On aligned rows these tiles were level (H100, tiles-probe-
 # softmax-h100-2026-11-27.json: 4096 x 65536 0.5475 -> 0.5458, 2048 x 128256 0.5365 -> 0.5399):
@@ -129,7 +129,8 @@ SOFTMAX_ROW_TILES = {"block_m": 64}
 # 0.8777 -> 0.8573, 16 x 50257 0.0073 -> 0.0059.
 UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 2, "block_n": 1024, "threads": 128}
 # The one GEMM of a graph with more than 64 rows whose 128 x 128 grid is under a wave (a prompt
-# or a batch of 65..~500 tokens): 64-row tiles on one warpgroup, 6 stages deep, as many CTAs as
+# or a batch of 65..~500 tokens): 64-row tiles on one warpgroup, 6 stages deep (128-deep k
+# steps over a long contraction: WAVE_DEEP_K, below), as many CTAs as
 # fit one wave (wave_tiles): every SM streams the weight and no split over k is needed (its
 # partial sums cost as much as the weight's bytes at these shapes). H100, same process
 # (benchmarks/results/split-probe-m128-h100-2026-11-26*.json): 128 x 4096 x 4096 split in 4 at
@@ -157,6 +158,7 @@ WAVE_COLUMNS = (64, 96, 128, 192)
 # 4096 x 6144 (64 x 128) 0.0210 -> 0.0197 at 4 (3 stages 0.0212); layernorm -> GEMM -> gelu
 # 128 x 768 x 3072 level (0.0058 -> 0.0057). Two stages lost everywhere (o_proj 0.0145).
 WAVE_DEEP_K = 512
+WAVE_DEEP_BLOCK_K = 128
 WAVE_DEEP_BYTES = 192 * 1024
 # The one GEMM of a graph with an epilogue, of 16-bit operands in TMA-able rows, over a short
 # contraction (at most PINGPONG_MAX_CONTRACTION): the ping-pong schedule (plan_passes.pingpong,
@@ -187,7 +189,7 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     kernel cannot swap, what follows); a GEMM or attention whose rows (m, t_q) all fit 64
     64-row tiles on one warpgroup (SMALL_M_TILES; a GEMM also 256 columns and 3 stages),
     attention 1 stage (FLASH_TILES) and, by its shape, wider key tiles or smaller query tiles
-    (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES; 4 x 1024 where a row
+    (flash_tiles), a streamed softmax row 64-row tiles (SOFTMAX_ROW_TILES; 2 x 1024 where a row
     is no multiple of 16 bytes: UNALIGNED_SOFTMAX_ROW_TILES), a large GEMM
     128 x 256 tiles (LARGE_GEMM_TILES), a lone GEMM under a wave of 128 x 128 tiles one wave
     of 64-row tiles (wave_tiles), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
@@ -268,8 +270,9 @@ def wave_tiles(cx: Ctx) -> dict:
         return {}
     if cx.axes[mm.axis_a] < WAVE_DEEP_K:
         return {**WAVE_TILES, "block_n": fits[0]}
-    step = 128 * (WAVE_TILES["block_m"] + fits[0]) * 2  # bytes of a k step's A and B blocks (16-bit)
-    return {**WAVE_TILES, "block_n": fits[0], "block_k": 128, "stages": min(4, WAVE_DEEP_BYTES // step)}
+    step = WAVE_DEEP_BLOCK_K * (WAVE_TILES["block_m"] + fits[0]) * 2  # a k step's A and B blocks, 16-bit
+    return {**WAVE_TILES, "block_n": fits[0], "block_k": WAVE_DEEP_BLOCK_K,
+            "stages": min(4, WAVE_DEEP_BYTES // step)}
 
 
 def _ctas(cx: Ctx, mm: ir.Matmul, block_m: int, block_n: int) -> int:
