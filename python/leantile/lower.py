@@ -44,6 +44,8 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
     # read Target.current(), so the target must also be entered as a context,
     # and opt_level=3 matches what tilelang.compile uses.
     target = Target({"kind": "cuda", "arch": arch})
+    from .codegen_repair import install, stale_ssa_uses
+    install()  # the source checked here is the source the GPU path compiles (repaired)
     try:
         with tvm.transform.PassContext(opt_level=3, config=pass_configs or {}), target:
             artifact = tilelang.lower(func, target=target)
@@ -53,6 +55,9 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
     if info is not None:
         found = re.search(r'"dyn_shared_memory_buf": (\d+)', str(artifact.device_mod))
         info["shared_bytes"] = int(found.group(1)) if found else 0
+    stale = stale_ssa_uses(artifact.kernel_source)
+    if stale:  # the repair missed a case: a kernel that would compute a wrong value
+        raise LoweringError("internal error: stale cached vector load after codegen_repair: " + "; ".join(map(str, stale[:3])))
     return artifact.kernel_source
 
 
