@@ -142,13 +142,25 @@ structure Citation where
   scale-first form `Σ_k (r · x_k) · w_k`.
 * `online_softmax` cites `online_softmax_ratio` (the kernel's output o / l is the
   softmax-weighted sum of the values); `online_softmax_fold` gives the final state (l, o).
+* `split_kv` cites `split_kv_eval` (the merge of raw (m, l, o) states); the kernels store
+  (o / l, lse) and weigh by exp(lse − max lse): `split_kv_lse_combine` states that form, empty
+  slices (lse = −∞) included.
+* `skip_masked_tiles` cites `fold_skip_masked` (keys with keep flags);
+  `fold_skip_masked_graph` states it over the scores of the graph's masked semantics
+  (`Graph.evalNodesM`, where `"-inf"` is −∞ and `exp(−∞) = 0`).
 
 Not exported (the JSON layout is shared with Python); `stepCitation` looks an entry up. -/
 def stepCitations : List Citation :=
   [ { rule := "scale_pullout", claim := "matmul(mul(r, x), w): sum_k (r * x_k) * w_k = r * sum_k x_k * w_k",
       thm := "LeanTile.scale_pullout" }
   , { rule := "online_softmax", claim := "the final state: l = sum exp(s - m), o = sum exp(s - m) v",
-      thm := "LeanTile.online_softmax_fold" } ]
+      thm := "LeanTile.online_softmax_fold" }
+  , { rule := "split_kv",
+      claim := "the kernels' combine: sum_s exp(lse_s - max lse) (o / l)_s / sum_s exp(lse_s - max lse), an empty slice at lse = -inf",
+      thm := "LeanTile.split_kv_lse_combine" }
+  , { rule := "skip_masked_tiles",
+      claim := "over the graph's masked semantics: o / l = sum_j expM(s_j) v_j / sum_j expM(s_j), exp(-inf) = 0",
+      thm := "LeanTile.fold_skip_masked_graph" } ]
 
 /-- The companion theorems cited for `rule` (empty when the main theorem is the whole story). -/
 def stepCitation (rule : String) : List String :=

@@ -13,6 +13,7 @@ import LeanTile.Rules.FuseReduction
 import LeanTile.Rules.GainFold
 import LeanTile.Rules.SplitK
 import LeanTile.Rules.SplitKV
+import LeanTile.Rules.Masked
 import LeanTile.Rules.MaskSkip
 import LeanTile.Rules.PackRows
 
@@ -32,9 +33,10 @@ import LeanTile.Rules.PackRows
 | dual_gemm | `LeanTile.dual_gemm_shared_lhs` | Rules/DualGemm.lean |
 | fuse_reduction | `LeanTile.fuse_reduction_eval` (and `fuse_reduction_eval_max`, `fuse_reduction_shared_pass`, `fuse_reduction_epilogue`) | Rules/FuseReduction.lean |
 | split_k | `LeanTile.split_k_eval` (from `LeanTile.sum_split_range`) | Rules/SplitK.lean |
-| split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`) | Rules/SplitKV.lean |
+| split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`; the kernels' (o / l, lse) form with empty slices: `LeanTile.split_kv_lse_combine`, `LeanTile.combine_empty_slice`, `LeanTile.lse_combine_eq_merge`) | Rules/SplitKV.lean |
 | split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
-| skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`, `LeanTile.run_unmasked_interior`) | Rules/MaskSkip.lean |
+| skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`, `LeanTile.run_unmasked_interior`; over the graph's masked semantics: `LeanTile.graph_masked_block_nil`, `LeanTile.fold_skip_masked_graph`) | Rules/MaskSkip.lean |
+| (masked semantics) | `LeanTile.evalM_eq_eval` (no `"-inf"`: the masked semantics is the real one), `LeanTile.masked_score_node` (`select(keep, s, -inf) / scale` is −∞ where keep = 0) | Rules/Masked.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |

@@ -2,10 +2,13 @@
 
 Each cited theorem is reported as
 
-* ``checked``   -- Lean elaborated it; ``axioms`` lists what `#print axioms` printed
-                   (``sorryAx`` is never among them: that is reported as failed);
+* ``checked``   -- Lean elaborated it and `#print axioms` lists only the standard axioms
+                   ``propext``, ``Classical.choice``, ``Quot.sound`` (``ALLOWED_AXIOMS``);
+                   ``axioms`` holds what it printed;
 * ``failed``    -- with the message: a build error in its file, an unknown name, a
-                   dependency on ``sorryAx``, or no answer from Lean;
+                   dependency on any other axiom (``sorryAx``: a ``sorry`` is left; a user
+                   ``axiom``; ``Lean.ofReduceBool`` from ``native_decide``; ...), named in the
+                   message, or no answer from Lean;
 * ``unchecked`` -- there is no Lean toolchain here (``lake`` is not on PATH), so
                    nothing was checked. Never reported as proven.
 
@@ -38,6 +41,17 @@ EXTRA_THEOREMS: dict[str, str] = {
     "bias_fold": "LeanTile.bias_fold",
     "softmax_state_merge": "LeanTile.softmax_state_merge",  # split_kv: a merge is the concatenation's state
     "softmax_state_merge_assoc": "LeanTile.softmax_state_merge_assoc",
+    # split_kv in the kernels' form: (o / l, lse), weights exp(lse - max lse), empty slices at -inf
+    "split_kv_lse_combine": "LeanTile.split_kv_lse_combine",
+    "split_kv_lse_eval": "LeanTile.split_kv_lse_eval",
+    "combine_empty_slice": "LeanTile.combine_empty_slice",
+    "lse_combine_eq_merge": "LeanTile.lse_combine_eq_merge",
+    "merge_lse": "LeanTile.merge_lse",
+    # masks over the graph's masked semantics (Graph.evalM: "-inf" is -inf, exp(-inf) = 0)
+    "graph_masked_block_nil": "LeanTile.graph_masked_block_nil",
+    "fold_skip_masked_graph": "LeanTile.fold_skip_masked_graph",
+    "masked_score_node": "LeanTile.masked_score_node",
+    "evalM_eq_eval": "LeanTile.evalM_eq_eval",  # no "-inf": the masked semantics is Graph.eval
 }
 
 RULES_DIR = "lean/LeanTile/Rules"
@@ -54,7 +68,22 @@ EXTRA_FILES: dict[str, str] = {
     "LeanTile.bias_fold": "GainFold.lean",
     "LeanTile.softmax_state_merge": "SplitKV.lean",
     "LeanTile.softmax_state_merge_assoc": "SplitKV.lean",
+    "LeanTile.split_kv_lse_combine": "SplitKV.lean",
+    "LeanTile.split_kv_lse_eval": "SplitKV.lean",
+    "LeanTile.combine_empty_slice": "SplitKV.lean",
+    "LeanTile.lse_combine_eq_merge": "SplitKV.lean",
+    "LeanTile.merge_lse": "SplitKV.lean",
+    "LeanTile.graph_masked_block_nil": "MaskSkip.lean",
+    "LeanTile.fold_skip_masked_graph": "MaskSkip.lean",
+    "LeanTile.masked_score_node": "Masked.lean",
+    "LeanTile.evalM_eq_eval": "Masked.lean",
 }
+
+# The axioms a checked theorem may rest on: Lean's three standard ones (what Mathlib's
+# classical mathematics uses). Anything else `#print axioms` lists fails the theorem:
+# `sorryAx` (a `sorry`), a user `axiom`, `Lean.ofReduceBool` / `Lean.trustCompiler`
+# (`native_decide`: trusts the compiler), ...
+ALLOWED_AXIOMS: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
 
 SCRATCH = ".lake/leantile-check/AxiomCheck.lean"
 NO_LAKE = "no Lean toolchain: `lake` is not on PATH, nothing was checked"
@@ -127,19 +156,49 @@ def parse_axioms_output(text: str) -> dict[str, list[str]]:
     return out
 
 
+def disallowed_axioms(axioms) -> list[str]:
+    """The axioms outside ALLOWED_AXIOMS, in the order printed (`sorryAx`, user axioms, ...)."""
+    return [a for a in axioms if a not in ALLOWED_AXIOMS]
+
+
+def axioms_message(axioms) -> str:
+    """Why a theorem resting on `axioms` fails, naming every axiom outside ALLOWED_AXIOMS
+    ("" when there is none)."""
+    bad = disallowed_axioms(axioms)
+    if not bad:
+        return ""
+    notes = []
+    if "sorryAx" in bad:
+        notes.append("sorryAx: a `sorry` is left")
+    others = [a for a in bad if a != "sorryAx"]
+    if others:
+        notes.append(f"{', '.join(others)}: not among {', '.join(ALLOWED_AXIOMS)}")
+    return f"depends on axiom{'s' if len(bad) > 1 else ''} {', '.join(bad)} ({'; '.join(notes)})"
+
+
 def _verdict(label: str, thm: str, axioms: list[str] | None, file_errors: list[str],
-             name_error: str | None) -> TheoremStatus:
-    f = theorem_files().get(thm)
+             name_error: str | None, file: str | None = None) -> TheoremStatus:
+    f = file if file is not None else theorem_files().get(thm)
     if name_error:
         return TheoremStatus(label, thm, "failed", message=name_error, file=f)
     if axioms is None:
         msg = file_errors[0] if file_errors else "Lean printed no axioms for it (not found or timed out)"
         return TheoremStatus(label, thm, "failed", message=msg, file=f)
-    if "sorryAx" in axioms:
-        return TheoremStatus(label, thm, "failed", axioms, "depends on sorryAx (a `sorry` is left)", f)
+    bad = axioms_message(axioms)
+    if bad:
+        return TheoremStatus(label, thm, "failed", axioms, bad, f)
     if file_errors:
         return TheoremStatus(label, thm, "failed", axioms, f"errors in {f}: {file_errors[0]}", f)
     return TheoremStatus(label, thm, "checked", axioms, "", f)
+
+
+def verdicts_from_axioms_output(text: str, theorems: dict[str, str]) -> list[TheoremStatus]:
+    """Label -> theorem judged from recorded `#print axioms` output alone (pure Python, no Lean):
+    checked when its axioms are among ALLOWED_AXIOMS, failed naming any other axiom, failed
+    when the output says nothing about it."""
+    axioms = parse_axioms_output(text)
+    return [_verdict(label, thm, axioms.get(thm), [], None, file=theorem_files().get(thm))
+            for label, thm in theorems.items()]
 
 
 def _unchecked(items: dict[str, str], why: str) -> list[TheoremStatus]:

@@ -203,3 +203,40 @@ def test_companion_citations_are_stated_in_rule_files():
     rules = "\n".join(_strip_comments(p.read_text()) for p in (LEAN / "LeanTile" / "Rules").glob("*.lean"))
     for short in cited:
         assert re.search(rf"^theorem {re.escape(short)}\b", rules, flags=re.M), short
+
+
+def test_masked_semantics_reads_the_python_mask_constant():
+    """Semantics.lean's masked semantics turns exactly the constant the Python IR allows as the
+    mask value (ir.NEG_INF) into `masked`, and `exp` of it is 0."""
+    text = _strip_comments((LEAN / "LeanTile" / "Semantics.lean").read_text())
+    assert re.search(r"^inductive MVal where", text, flags=re.M)
+    assert re.search(r"^\s*\| masked\s*$", text, flags=re.M)
+    body = text.split("def constM", 1)[1].split("\ndef ", 1)[0]
+    assert f'if v = "{ir.NEG_INF}" then .masked' in body
+    limit = text.split("def UnOp.maskedLimit", 1)[1].split("\ndef ", 1)[0]
+    assert "| .exp => .val 0" in limit and "| .exp2 => .val 0" in limit
+    ev = text.split("def evalOpM", 1)[1].split("\ndef ", 1)[0]
+    assert "| .const v => fun _ => constM env v" in ev
+    assert re.search(r"^def Graph\.evalM\b", text, flags=re.M)
+
+
+def test_mask_and_split_theorems_are_stated_over_the_masked_semantics():
+    """The graph-level mask theorem reads its scores from `Graph.evalNodesM`, and the split-KV
+    combine weighs slices by exp(lse - M) in the masked semantics (an empty slice's lse is
+    `masked`); both are companions of the rules' cited theorems."""
+    rules = LEAN / "LeanTile" / "Rules"
+    mask = _strip_comments((rules / "MaskSkip.lean").read_text())
+    assert "getValM (g.evalNodesM env) s (Function.update ι a j)" in mask
+    assert re.search(r"^theorem fold_skip_masked_graph\b", mask, flags=re.M)
+    assert re.search(r"^theorem graph_masked_block_nil\b", mask, flags=re.M)
+    split = _strip_comments((rules / "SplitKV.lean").read_text())
+    assert "def lseWeight (M : ℝ) (lse : MVal) : ℝ := (BinOp.evalM .sub lse (.val M)).expM" in split
+    assert re.search(r"^theorem split_kv_lse_combine\b", split, flags=re.M)
+    assert re.search(r"^theorem combine_empty_slice\b", split, flags=re.M)
+    deriv = (LEAN / "LeanTile" / "Derivation.lean").read_text()
+    block = deriv.split("def stepCitations", 1)[1].split("\ndef ", 1)[0]
+    cited = dict(re.findall(r'rule := "(\w+)",.*?thm := "LeanTile\.(\w+)"', block, flags=re.S))
+    assert cited.get("split_kv") == "split_kv_lse_combine"
+    assert cited.get("skip_masked_tiles") == "fold_skip_masked_graph"
+    for short in ("split_kv_lse_combine", "fold_skip_masked_graph", "evalM_eq_eval", "masked_score_node"):
+        assert f"LeanTile.{short}" in LT.theorems_to_check().values(), short

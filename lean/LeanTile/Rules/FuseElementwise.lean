@@ -159,28 +159,39 @@ theorem foldl_evalStep_get (env : Env) (L : List Node) :
     rw [List.foldl_cons]
     cases j with
     | zero =>
-      have hm : m = n := by simpa using hj
-      have hargs' : ∀ a ∈ m.op.args, a < acc.length + 0 := by
-        rw [hm]
-        exact hargs
-      rw [← hm]
+      -- node 0 of `m :: L` is `m`: read it off `hj` (the core lemma is `rfl` in current Lean;
+      -- the later branches only in case its name or form drifts)
+      have hmn : m = n := by
+        first
+          | (rw [List.getElem?_cons_zero] at hj; exact Option.some.inj hj)
+          | exact Option.some.inj hj
+          | simpa using hj
+      subst n
+      -- its arguments sit below `acc.length` (`acc.length + 0`, by `Nat.add_zero`)
+      have hlt : ∀ a ∈ m.op.args, a < acc.length := by
+        intro a ha
+        have h0 : a < acc.length + 0 := hargs a ha
+        rw [Nat.add_zero] at h0
+        exact h0
       obtain ⟨rest, hrest⟩ := foldl_evalStep_prefix env L (evalStep env acc m)
       rw [hrest]
-      show getVal (evalStep env acc m ++ rest) acc.length = evalOp env (evalStep env acc m ++ rest) m.op
-      rw [show getVal (evalStep env acc m ++ rest) acc.length = evalOp env acc m.op from
-        getVal_append_singleton acc rest (evalOp env acc m.op)]
+      show getVal ((acc ++ [evalOp env acc m.op]) ++ rest) acc.length =
+        evalOp env ((acc ++ [evalOp env acc m.op]) ++ rest) m.op
+      rw [getVal_append_singleton acc rest (evalOp env acc m.op)]
       apply evalOp_congr
       intro a ha
-      have hlt : a < acc.length := by simpa using hargs' a ha
-      show getVal acc a = getVal ((acc ++ [evalOp env acc m.op]) ++ rest) a
-      rw [List.append_assoc, getVal_append_left acc _ a hlt]
+      rw [List.append_assoc, getVal_append_left acc _ a (hlt a ha)]
     | succ j =>
-      have hj' : L[j]? = some n := by simpa using hj
+      have hj' : L[j]? = some n := by
+        first
+          | (rw [List.getElem?_cons_succ] at hj; exact hj)
+          | exact hj
+          | simpa using hj
       have hidx : (evalStep env acc m).length + j = acc.length + (j + 1) := by
         first
+          | (show (acc ++ [evalOp env acc m.op]).length + j = acc.length + (j + 1)
+             rw [List.length_append, List.length_singleton, Nat.add_assoc, Nat.add_comm 1 j])
           | (simp only [evalStep, List.length_append, List.length_singleton]; omega)
-          | (simp [evalStep]; omega)
-          | simp [evalStep]
       have key := ih (evalStep env acc m) j n hj' (by
         intro a ha
         rw [hidx]
@@ -194,10 +205,9 @@ theorem evalNodes_consistent (g : Graph) (env : Env) (hg : g.Acyclic) :
   intro i n hn
   have key := foldl_evalStep_get env g.nodes [] i n hn (by
     intro a ha
-    have hlt := hg i n hn a ha
-    simpa using hlt)
-  have h0 : ([] : List Tensor).length + i = i := by simp
-  rw [h0] at key
+    rw [List.length_nil, Nat.zero_add]
+    exact hg i n hn a ha)
+  rw [List.length_nil, Nat.zero_add] at key
   exact key
 
 -- Regions ------------------------------------------------------------------------------

@@ -71,6 +71,30 @@ def initState (m₀ : ℝ) : SoftmaxState D where
   l := 0
   o := fun _ => 0
 
+/-- Two states with the same fields are equal (stated here so that proofs of state equalities
+need neither `congr` nor the shape of a generated extensionality lemma). -/
+theorem SoftmaxState.ext_fields {a b : SoftmaxState D} (hm : a.m = b.m) (hl : a.l = b.l)
+    (ho : a.o = b.o) : a = b := by
+  obtain ⟨m₁, l₁, o₁⟩ := a
+  obtain ⟨m₂, l₂, o₂⟩ := b
+  change m₁ = m₂ at hm
+  change l₁ = l₂ at hl
+  change o₁ = o₂ at ho
+  subst hm
+  subst hl
+  subst ho
+  rfl
+
+theorem tileMax_nil (m : ℝ) : tileMax m ([] : Tile D) = m := rfl
+
+theorem expSum_nil (m : ℝ) : expSum m ([] : List (Key D)) = 0 := rfl
+
+theorem expW_nil (m : ℝ) (d : D) : expW m ([] : List (Key D)) d = 0 := rfl
+
+/-- `exp(x - y) · exp(y - z) = exp(x - z)`. -/
+theorem exp_sub_mul_exp_sub (x y z : ℝ) : Real.exp (x - y) * Real.exp (y - z) = Real.exp (x - z) := by
+  rw [← Real.exp_add, show x - y + (y - z) = x - z by ring]
+
 theorem step_m (st : SoftmaxState D) (t : Tile D) : (step st t).m = tileMax st.m t := rfl
 
 theorem step_l (st : SoftmaxState D) (t : Tile D) :
@@ -109,10 +133,8 @@ theorem expSum_rescale (m m' : ℝ) (ks : List (Key D)) :
   induction ks with
   | nil => simp only [expSum, zero_mul]
   | cons p ks ih =>
-    have e : Real.exp (p.1 - m) * Real.exp (m - m') = Real.exp (p.1 - m') := by
-      rw [← Real.exp_add]
-      congr 1
-      ring
+    have e : Real.exp (p.1 - m) * Real.exp (m - m') = Real.exp (p.1 - m') :=
+      exp_sub_mul_exp_sub p.1 m m'
     simp only [expSum]
     rw [add_mul, ih, e]
 
@@ -122,10 +144,8 @@ theorem expW_rescale (m m' : ℝ) (ks : List (Key D)) (d : D) :
   | nil => simp only [expW, zero_mul]
   | cons p ks ih =>
     have e : Real.exp (p.1 - m) * p.2 d * Real.exp (m - m') = Real.exp (p.1 - m') * p.2 d := by
-      have h : Real.exp (p.1 - m') = Real.exp (p.1 - m) * Real.exp (m - m') := by
-        rw [← Real.exp_add]
-        congr 1
-        ring
+      have h : Real.exp (p.1 - m') = Real.exp (p.1 - m) * Real.exp (m - m') :=
+        (exp_sub_mul_exp_sub p.1 m m').symm
       rw [h]
       ring
     simp only [expW]
@@ -164,6 +184,30 @@ theorem initState_represents (m₀ : ℝ) : Represents (initState (D := D) m₀)
   · rfl
   · intro d
     rfl
+
+/-- A slice folded from the empty state represents its keys. -/
+theorem run_represents (m₀ : ℝ) (ts : List (Tile D)) : Represents (run (initState m₀) ts) ts.flatten := by
+  have h0 := online_softmax_invariant ts (initState m₀) [] (initState_represents m₀)
+  rw [List.nil_append] at h0
+  exact h0
+
+theorem expSum_nonneg (m : ℝ) (ks : List (Key D)) : 0 ≤ expSum m ks := by
+  induction ks with
+  | nil => exact le_of_eq (expSum_nil m).symm
+  | cons p ks ih => exact add_nonneg (Real.exp_pos (p.1 - m)).le ih
+
+/-- A key list with a key has a positive `Σ exp(s - m)`. -/
+theorem expSum_cons_pos (m : ℝ) (p : Key D) (ks : List (Key D)) : 0 < expSum m (p :: ks) :=
+  add_pos_of_pos_of_nonneg (Real.exp_pos (p.1 - m)) (expSum_nonneg m ks)
+
+/-- A state whose `l` is not positive represents no key. -/
+theorem represents_nil_of_not_pos (st : SoftmaxState D) (ks : List (Key D)) (h : Represents st ks)
+    (hl : ¬ 0 < st.l) : ks = [] := by
+  cases ks with
+  | nil => rfl
+  | cons p ks =>
+    obtain ⟨hl', _⟩ := h
+    exact hl (by rw [hl']; exact expSum_cons_pos st.m p ks)
 
 theorem expSum_eq_sum (m : ℝ) (ks : List (Key D)) :
     expSum m ks = (ks.map (fun p => Real.exp (p.1 - m))).sum := by
