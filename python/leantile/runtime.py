@@ -4,6 +4,7 @@ launch, verify, time. `leantile.compile` is this module's `compile`.
     k = leantile.compile("attention")            # built-in, exports/*.json, module.py:fn, Graph, DagM
     O = k(Q, K, V)                               # or k(Q=Q, K=K, V=V); a dict for several outputs
     k.verify(); k.benchmark(); k.plan; k.source
+    k = leantile.compile(g, check=True)          # the first call of each input shape is verified
 
 The plan: an explicit candidate and tiles when given; else the tuned entry for this graph's
 shape, dtype and GPU (leantile.tuned: the user's `leantile search` results, then the shipped
@@ -99,11 +100,13 @@ def _compiled(source: str, device: torch.device) -> _Compiled:
 class Kernel:
     """A derived plan, compiled for one device, called like a function."""
 
-    def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device):
+    def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device, check: bool = False):
         device = torch.device(device)
         if device.type == "cuda" and device.index is None:  # "cuda" is the current GPU: tensors say cuda:N
             device = torch.device("cuda", torch.cuda.current_device())
         self.graph, self.plan, self.how, self.device = graph, plan, how, device
+        self.check = check  # compile(check=True): run() verifies the first call of each input shape
+        self._checked: set[tuple] = set()  # the input shapes whose first call was judged right
         self.source = emit_module(plan)
         self._c = _compiled(self.source, device)
         m = self._c.module
@@ -146,7 +149,18 @@ class Kernel:
 
     def run(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
         """Launch every kernel on checked inputs; new outputs and intermediates (torch.empty, or
-        filled with `fill`: NaN shows an element no kernel writes). {output name: tensor}."""
+        filled with `fill`: NaN shows an element no kernel writes). {output name: tensor}.
+        With compile(check=True), the first run of each input shape is verified (`checked`)."""
+        if self.check:
+            shapes = tuple((n, tuple(t.shape)) for n, t in sorted(inputs.items()))
+            if shapes not in self._checked:
+                outs = self._launch(inputs, float("nan"))  # NaN-poisoned, as verify runs it
+                if self.checked(inputs, outs):
+                    self._checked.add(shapes)
+                return outs
+        return self._launch(inputs, fill)
+
+    def _launch(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
         if self.device.type != "cuda":  # the interpreter runs the same plan (its buffers start as NaN)
             outs = interp.run(self.plan, inputs)
             return {o: t.to(self.output_specs[o][1]) for o, t in outs.items()}
@@ -173,8 +187,13 @@ class Kernel:
         "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)},
         "ill_conditioned": [failing outputs these inputs cannot judge (ill_conditioned)]}."""
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
-        outs = self.run(inputs, fill=float("nan"))
-        ref, same = self._references(inputs)
+        return self.judge(inputs, self._launch(inputs, fill=float("nan")), tolerance)
+
+    def judge(self, inputs: dict, outs: dict, tolerance: float | None = None, refs: tuple | None = None) -> dict:
+        """This kernel's outputs `outs` on `inputs` judged as verify judges them (verify's dict).
+        refs: (reference, the unfused graph in its own dtypes), as `references` gives them, where
+        the caller has them already (a float64 reference shared by every plan of a graph)."""
+        ref, same = refs if refs is not None else self.references(inputs)
         errs = {o: rel_err(outs[o], ref[o], same[o]) for o in self.output_names}
         least_precise = output_tolerances(self.graph)
         tol = {o: least_precise[o] if tolerance is None else tolerance for o in self.output_names}
@@ -183,10 +202,28 @@ class Kernel:
         return {"ok": not failed, "rel_err": errs, "tolerance": tol, "plain_rel_err": plain,
                 "ill_conditioned": self.ill_conditioned(inputs, failed, ref, same) if failed else []}
 
-    def _references(self, inputs: dict) -> tuple[dict, dict]:
-        """(the float32 reference, the unfused graph in its own dtypes) on these inputs."""
+    def checked(self, inputs: dict, outs: dict) -> bool:
+        """compile(check=True)'s check of one call: raise one GraphError naming every output of
+        `outs` that verify's judgement finds wrong on the caller's own `inputs` (its error, its
+        tolerance, the candidate). True where every output is judged right; False where some
+        failing output is one these inputs cannot judge (ill_conditioned): it is let through,
+        and the shape stays unchecked (its next call is judged again)."""
+        v = self.judge(inputs, outs)
+        wrong = [o for o in self.output_names if not v["rel_err"][o] <= v["tolerance"][o]
+                 and o not in v["ill_conditioned"]]
+        if wrong:
+            raise ir.GraphError([
+                f"leantile.compile(check=True): graph {self.graph.name!r}, candidate {self.plan.candidate!r} "
+                f"({self.how}, tiles {dict(self.plan.tiles or {})}) on {self.device}: output {o!r} is wrong on these "
+                f"inputs: rel err {v['rel_err'][o]:.3g} > tolerance {v['tolerance'][o]:.3g} against the float32 reference"
+                for o in wrong])
+        return v["ok"]
+
+    def references(self, inputs: dict, dtype: torch.dtype = torch.float32) -> tuple[dict, dict]:
+        """(the reference computed in `dtype`: float32, or float64 for an oracle; the unfused
+        graph in its own dtypes) on these inputs."""
         with ieee_fp32_matmuls():  # float32 products, whatever the caller set
-            ref = reference.evaluate(self.graph, inputs, compute_dtype=torch.float32)
+            ref = reference.evaluate(self.graph, inputs, compute_dtype=dtype)
             # the unfused graph in its own dtypes, its float32 contractions rounded as the
             # kernels' are: on the GPU T.gemm of float32 operands runs on TF32 tensor cores (as
             # torch.set_float32_matmul_precision("high")); the interpreter multiplies in float32
@@ -203,7 +240,7 @@ class Kernel:
         next). A failing output NOT in this list is a wrong kernel; one in it asks for other inputs."""
         outputs = self.output_names if outputs is None else outputs
         if ref is None or same is None:
-            ref, same = self._references(inputs)
+            ref, same = self.references(inputs)
         gen = torch.Generator().manual_seed(seed)
         moved = {}
         for name, t in inputs.items():
@@ -220,8 +257,8 @@ class Kernel:
             raise CompileError("benchmark: needs a CUDA GPU (this kernel runs on the interpreter)")
         import triton.testing as tt
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
-        self.run(inputs)
-        return tt.do_bench_cudagraph(lambda: self.run(inputs), rep=rep, return_mode="median")
+        self._launch(inputs)  # the launches alone (a check=True kernel's check is no part of its time)
+        return tt.do_bench_cudagraph(lambda: self._launch(inputs), rep=rep, return_mode="median")
 
 
 @contextmanager
@@ -238,10 +275,18 @@ def ieee_fp32_matmuls():
 
 
 def compile(source, *, candidate: str | None = None, tiles: dict | None = None, device=None,
-            sizes: dict | None = None, tuned: bool = True) -> Kernel:
+            sizes: dict | None = None, tuned: bool = True, check: bool = False) -> Kernel:
     """A Kernel for `source` (a Graph, a leantile.dag.DagM, a built-in name, an exports/*.json
     path or module.py:function, at `sizes` where given). device: a CUDA device (default: the
-    current one), or "cpu" to run the plan with the interpreter."""
+    current one), or "cpu" to run the plan with the interpreter.
+
+    check=True: the first call of each input shape (through the kernel, `run`, or
+    leantile.torch.op) runs NaN-poisoned and is judged as `verify` judges, on the caller's own
+    inputs (references computed beside it: about the time and memory of the unfused graph, twice);
+    a wrong output raises one GraphError naming it, its rel err and tolerance, and the candidate.
+    Later calls of that shape run unchecked (an output those inputs could not judge,
+    ill_conditioned, leaves the shape to be checked at its next call). The check synchronises
+    the device: make the first call outside CUDA graph capture."""
     g = _graph(source, sizes)
     if device is None:
         if not torch.cuda.is_available():
@@ -257,4 +302,4 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
         device = torch.device("cuda", torch.cuda.current_device())
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     plan, how = choose_plan(g, candidate, tiles, gpu, tuned)
-    return Kernel(g, plan, how, device)
+    return Kernel(g, plan, how, device, check=check)

@@ -198,3 +198,78 @@ def test_verify_names_the_outputs_its_inputs_cannot_judge():
     assert k.ill_conditioned(add) == []
     v = k.verify(cancel)
     assert v["ok"] and v["ill_conditioned"] == []  # computed for failing outputs only
+
+
+# -- compile(check=True): the first call of each input shape judged as verify judges it
+def _two_outputs():
+    g = DagM("check_two", {"m": 4, "t": 9})
+    x = g.input("X", ["m", "t"], "f32")
+    g.output("p", g.softmax(x, "t"))
+    g.output("s", g.red("sum", g.exp(x), "t"))
+    return g
+
+
+def _perturbed(k, output, by=1.05):
+    """k whose kernels write `output` off by a factor (a wrong plan, as the GPU's miscompile was):
+    the launch itself is patched, under run, where check=True judges it."""
+    launch = k._launch
+
+    def wrong(inputs, fill=None):
+        outs = launch(inputs, fill)
+        return {**outs, output: outs[output] * by}
+    k._launch = wrong
+    return k
+
+
+def test_check_passes_a_right_kernel_and_checks_each_shape_once():
+    k = leantile.compile(_two_outputs(), device="cpu", check=True)
+    assert k.check and not leantile.compile(_two_outputs(), device="cpu").check
+    calls = []
+    judge = k.judge
+    k.judge = lambda *a, **kw: calls.append(1) or judge(*a, **kw)
+    t = _inputs(k, 4)
+    out = k(t["X"])
+    assert set(out) == {"p", "s"} and len(calls) == 1
+    k(t["X"])
+    k.run(k.bind((t["X"],), {}))
+    assert len(calls) == 1  # later calls of the same shape run unchecked
+    ref = reference.evaluate(k.graph, t, compute_dtype=torch.float64)
+    assert all(rel_err(out[o], ref[o]) <= TOLERANCE[torch.float32] for o in out)
+
+
+def test_check_raises_one_graph_error_naming_the_wrong_output():
+    k = _perturbed(leantile.compile(_two_outputs(), device="cpu", check=True), "s")
+    t = _inputs(k, 4)
+    with pytest.raises(leantile.GraphError) as e:
+        k(t["X"])
+    msg = str(e.value)
+    assert len(e.value.problems) == 1 and "output 's'" in msg and "output 'p'" not in msg, msg
+    assert "check=True" in msg and f"candidate {k.plan.candidate!r}" in msg and "tolerance 0.0001" in msg, msg
+    assert "rel err 0.05" in msg, msg  # the error judged: 5% off
+    with pytest.raises(leantile.GraphError, match="output 's'"):
+        k(t["X"])  # a failed shape is never marked checked: it raises again
+    # without check the same wrong kernel returns its wrong number silently; verify finds it
+    quiet = _perturbed(leantile.compile(_two_outputs(), device="cpu"), "s")
+    assert set(quiet(t["X"])) == {"p", "s"}
+    v = quiet.verify(t)
+    assert not v["ok"] and v["rel_err"]["s"] > v["tolerance"]["s"] and v["rel_err"]["p"] <= v["tolerance"]["p"]
+
+
+def test_check_names_every_wrong_output_of_a_call_and_runs_through_the_torch_op():
+    k = _perturbed(_perturbed(leantile.compile(_two_outputs(), device="cpu", check=True), "s"), "p", by=0.5)
+    t = _inputs(k, 5)
+    with pytest.raises(leantile.GraphError) as e:
+        lt.op(k)(t["X"])  # the custom op calls run: checked too
+    assert [p.split("output ")[1][:3] for p in e.value.problems] == ["'p'", "'s'"]
+
+
+def test_check_lets_through_what_the_inputs_cannot_judge():
+    """The 1 x 1 GEMM over four terms that cancel (ill-conditioned on these inputs): a kernel
+    off by a few ulps there is not called wrong; the shape is judged again at the next call."""
+    k = leantile.compile("matmul", sizes={"m": 1, "d": 4, "n": 1}, device="cpu", check=True)
+    k = _perturbed(k, "out", by=1.5)
+    w = torch.ones(4, 1, dtype=torch.float16)
+    cancel = torch.tensor([[1.0, -1.0, 0.5, -0.4995]], dtype=torch.float16)
+    assert k(cancel, w).shape == (1, 1)  # unjudgeable: let through
+    with pytest.raises(leantile.GraphError, match="output 'out'"):
+        k(torch.tensor([[1.0, 1.0, 0.5, 0.5]], dtype=torch.float16), w)  # the same shape, judged now

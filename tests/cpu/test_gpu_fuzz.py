@@ -1,0 +1,65 @@
+"""benchmarks/gpu_fuzz.py on the CPU: its sizes cross the lengths issue 46 asks for and respect
+the caps, its graph sequence is the same for the same seed, and its dry run (the interpreter,
+tiny sizes, the GPU worker process and the results file) works end to end."""
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from leantile import ir
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_fuzz  # noqa: E402
+
+
+def test_long_lengths_cross_where_plans_change_shape():
+    ls = set(gpu_fuzz.long_lengths())
+    assert {1, 2, 2 ** 16, 2 ** 17, 2 ** 16 + 1, 2 ** 17 - 1, 65521, 31, 32, 33} <= ls
+    assert {31 * 1024 - 1, 32 * 1024, 33 * 1024 + 1, 2 * 64 + 1} <= ls
+    assert max(ls) == 2 ** 17 + 1
+
+
+def test_resize_respects_the_caps_and_ties_contraction_axes():
+    from soundness_graphs import CLASSES
+    prof = gpu_fuzz.Profile("cuda", 2 ** 20, 2.0 ** 30)
+    big = 0
+    for k, make in CLASSES.items():
+        for i in range(20):
+            g = gpu_fuzz.resize(make(), random.Random(f"{k}:{i}"), prof)
+            assert g is not None
+            for n in g.nodes:
+                assert math.prod(g.axes[a] for a in n.axes) <= prof.max_elements
+                if isinstance(n, ir.Matmul):
+                    assert g.axes[n.axis_a] == g.axes[n.axis_b]
+                    assert 2 * math.prod(g.axes[a] for a in n.axes) * g.axes[n.axis_a] <= prof.max_flops
+            big = max(big, *g.axes.values())
+    assert big >= 2 ** 16  # some graph keeps a long axis past 65536
+
+
+def test_the_graph_sequence_is_the_same_for_a_seed():
+    prof = gpu_fuzz.Profile("cpu", 2 ** 11, 2.0 ** 16)
+    fams = gpu_fuzz.families()
+
+    def first(seed, n=20):
+        out = []
+        for fam, g, dtype, extra in gpu_fuzz.graph_stream(seed, fams, ["f16", "f32", "mixed"], prof):
+            out.append((fam, gpu_fuzz.graph_key(g), dtype))
+            if len(out) == n:
+                return out
+    a = first(3)
+    assert a == first(3) and a != first(4)
+    assert len({f for f, _, _ in a}) >= 10  # the families interleave
+
+
+def test_dry_run_writes_the_results_file(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_fuzz.py"), "--device", "cpu", "--max-graphs", "3",
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (path,) = tmp_path.glob("gpu-fuzz-cpu-*.json")
+    d = json.loads(path.read_text())
+    assert {"gpu", "graphs", "plans", "mismatch", "crash", "largest_axis", "failures"} <= set(d)
+    assert d["graphs"] == 3 and d["plans"] >= 3 and d["mismatch"] == d["crash"] == 0
+    assert "total" in r.stdout

@@ -1,0 +1,87 @@
+"""Small plans of every emitter path, each named by the path it takes and with a check that its
+plan still takes it: the cases tests/gpu/test_sanitizer_gpu.py runs under compute-sanitizer;
+tests/cpu/test_emitter_paths.py checks on the CPU that every case still takes its path."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from leantile import architectures, ir
+from leantile.derive.shape_tiles import PINGPONG_TILES
+from leantile.plan import Gemm
+from leantile.plan_verify import row_bytes
+from leantile.sources import load_source
+
+from loss_graphs import cross_entropy
+
+ROOT = Path(__file__).resolve().parents[1]
+SOFTMAX = "examples/architectures/softmax_row.py:build"
+
+
+@dataclass(frozen=True)
+class Case:
+    path: str  # the emitter path, as the test ids name it
+    graph: Callable[[], ir.Graph]
+    takes: Callable  # plan -> bool: the plan takes the path
+    candidate: str | None = None  # None: the default plan (the cost model's pick)
+    tiles: dict | None = None
+
+    def plan(self):
+        """The plan leantile.compile(graph, candidate=, tiles=, tuned=False) runs."""
+        from leantile.runtime import choose_plan
+        return choose_plan(self.graph(), self.candidate, self.tiles, tuned=False)[0]
+
+
+def _softmax(rows, cols):
+    return lambda: load_source(str(ROOT / SOFTMAX), {"rows": rows, "cols": cols})
+
+
+def _arch(name, **sizes):
+    return lambda: architectures.build(name, **sizes)
+
+
+def _mma(k) -> bool:
+    return any(isinstance(s, Gemm) and s.mma for s in k.statements())
+
+
+def _any(pred):
+    return lambda plan: any(pred(k) for k in plan.kernels)
+
+
+PATHS = [
+    Case("row on chip", _softmax(64, 1000), _any(lambda k: k.name.startswith("row") and k.stream is None)),
+    Case("row streamed", _softmax(64, 4000), _any(lambda k: k.stream and k.stream.axis == "cols" and not k.stream.split),
+         candidate="online_row_exp2"),
+    Case("row split", _softmax(2, 20000), _any(lambda k: k.stream and k.stream.split and not _mma(k))),
+    Case("unaligned rows", _softmax(3, 1001), lambda p: any(row_bytes(p, b) % 16 for b in p.globals)),
+    Case("long axis into a 0-d output", lambda: cross_entropy(16500, 3),
+         _any(lambda k: not k.grid and k.stream is not None)),
+    Case("unfused maps and reductions", _softmax(16, 300),
+         lambda p: {k.name.split("_")[0] for k in p.kernels} >= {"map", "reduce"}, candidate="unfused"),
+    Case("gemm plain", _arch("matmul", m=256, d=512, n=256),
+         _any(lambda k: _mma(k) and not (k.pingpong or k.swapped or (k.stream and k.stream.split)))),
+    Case("gemm ping-pong", _arch("matmul", m=256, d=512, n=256), _any(lambda k: k.pingpong),
+         candidate="direct", tiles=PINGPONG_TILES),
+    Case("gemm swapped split-k", _arch("matmul", m=8, d=4096, n=256),
+         _any(lambda k: k.swapped and k.stream and k.stream.split)),
+    Case("gemm unaligned", _arch("matmul", m=40, d=137, n=201), lambda p: any(row_bytes(p, b) % 16 for b in p.globals)),
+    Case("norm row stats + gemm", _arch("rmsnorm", m=64, d=512, n=256), _any(lambda k: k.name.startswith("row_stats")),
+         candidate="stats_separate"),
+    Case("norm colsum + gemm", _arch("layernorm_linear_gelu", m=64, d=256, n=256), _any(lambda k: k.name.startswith("colsum")),
+         candidate="stats_fused+colsum_precomputed"),
+    Case("prenorm row + gemm", _arch("layernorm_linear_gelu", m=64, d=256, n=256),
+         lambda p: [k.name.split("_")[0] for k in p.kernels] == ["row", "gemm"], candidate="prenorm"),
+    Case("dual gemm", _arch("swiglu", m=64, d=256, n=256), _any(lambda k: sum(isinstance(s, Gemm) for s in k.statements()) == 2)),
+    Case("attention flash", _arch("attention", h=2, t_q=64, t_kv=300, d_h=64),
+         _any(lambda k: k.name.startswith("flash") and not k.overlap and not k.stream.split)),
+    Case("attention overlap", _arch("attention", h=1, t_q=128, t_kv=640, d_h=64), _any(lambda k: k.overlap),
+         candidate="online_exp2", tiles={"overlap": 1, "block_m": 128, "threads": 256}),
+    Case("attention causal skip overlap", _arch("causal_attention", h=2, t_q=256, t_kv=1300, d_h=64),
+         _any(lambda k: k.overlap and k.stream.skip), candidate="online_exp2"),
+    Case("split-kv decode", _arch("attention", h=8, t_q=1, t_kv=8192, d_h=64),
+         _any(lambda k: k.name.startswith("flash") and k.stream.split)),
+    Case("gqa decode heads as rows", _arch("gqa_attention", h_kv=2, g=4, t_q=1, t_kv=2048, d_h=64),
+         _any(lambda k: k.name.startswith("flash") and any(t.axis == "g" and t.block > 1 for t in k.grid)),
+         candidate="online_exp2"),
+]
