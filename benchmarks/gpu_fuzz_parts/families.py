@@ -1,0 +1,165 @@
+"""The graph families (tests/strategies.py's generators, tests/soundness_graphs.py's CLASSES,
+tests/loss_graphs.py's losses, long reductions into 0-d outputs) and `graph_stream`, the
+seeded sequence of their graphs at the campaign's dtypes and sizes."""
+from __future__ import annotations
+
+import hashlib
+import random
+
+from .sizes import Profile, resize
+
+
+def _reduction_graph(rng: random.Random, dtype: str):
+    """A long axis reduced into a 0-d or short output (the class of issue 46's miscompile): a row
+    statistic (sum, max, mean of squares, log-sum-exp) then a reduction over the rows."""
+    from leantile.dag import DagM
+
+    g = DagM("reduce_to_scalar", {"r": 3, "c": 5})
+    x = g.input("X", ["r", "c"], dtype)
+    inner = rng.choice(["sum", "max", "sumsq", "lse", "none"])
+    if inner == "sum":
+        row = g.red("sum", x, "c")
+    elif inner == "max":
+        row = g.red("max", x, "c")
+    elif inner == "sumsq":
+        row = g.mean_along(g.square(x), "c")
+    elif inner == "lse":
+        m = g.red("max", x, "c")
+        row = g.add(m, g.log(g.red("sum", g.exp(g.sub(x, m)), "c")))
+    else:
+        row = g.red("sum", g.abs(x), "c")
+    outer = rng.choice(["sum", "max", "mean"])
+    out = g.mean_along(row, "r") if outer == "mean" else g.red(outer, row, "r")
+    g.output("out", out)
+    if rng.random() < 0.3:
+        g.output("rows", row)  # the per-row value too: several outputs, one 0-d
+    return g.graph()
+
+
+def families() -> dict:
+    """{name: draw(seed, round, rng, count) -> [(graph, extra)]}, each family that imports here
+    (a family whose generator is missing is left out, named)."""
+    import strategies as S
+
+    def hyp(strategy, post=lambda x: (x, {})):
+        def draw(seed, rnd, rng, count):
+            return [post(x) for x in _examples(strategy, seed * 7919 + rnd, count)]
+        return draw
+
+    def first(gc):
+        return gc[0], {}
+
+    makers = {
+        "random": lambda: hyp(S.random_graphs()),
+        "structured": lambda: hyp(S.structured_graphs()),
+        "user_attention": lambda: hyp(S._user_attention(S.ALL_CLASSES), first),
+        "user_softmax": lambda: hyp(S._user_softmax(S.ALL_CLASSES), first),
+        "user_norm_gemm": lambda: hyp(S._user_norm_gemm(S.ALL_CLASSES), first),
+        "user_gemm": lambda: hyp(S._user_gemm(S.ALL_CLASSES), first),
+        "masked_attention": lambda: hyp(S.masked_attention_graphs(), first),
+        "masked_softmax": lambda: hyp(S.masked_softmax_graphs(), lambda gp: (gp[0], {"prefix": True})),
+        "shape_tiled_attention": lambda: hyp(S.shape_tiled_attention_graphs(), first),
+        "overlap_attention": lambda: hyp(S.overlap_attention_graphs(), first),
+        "classes": lambda: _fixed_classes(),
+        "losses": lambda: _fixed_losses(),
+        "reductions": lambda: (lambda seed, rnd, rng, count: [(_reduction_graph(rng, "f32"), {}) for _ in range(count)]),
+        "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
+    }
+    out = {}
+    for name, make in makers.items():
+        try:
+            out[name] = make()
+        except Exception as e:  # a generator renamed or removed by another change: named, not fatal
+            print(f"family {name}: left out ({type(e).__name__}: {e})", flush=True)
+    return out
+
+
+def _fixed_classes():
+    from soundness_graphs import CLASSES
+
+    def draw(seed, rnd, rng, count):
+        return [(CLASSES[rng.choice(sorted(CLASSES))](), {}) for _ in range(count)]
+    return draw
+
+
+def _fixed_losses():
+    import loss_graphs
+
+    def draw(seed, rnd, rng, count):
+        out = []
+        for _ in range(count):
+            name = rng.choice(sorted(loss_graphs.LOSSES))
+            out.append((loss_graphs.LOSSES[name](3, 5), {"loss": name}))
+        return out
+    return draw
+
+
+def _examples(strategy, seed: int, count: int) -> list:
+    """`count` examples of a hypothesis strategy, the same for the same seed (hypothesis' own
+    generation under @seed, no database, no shrinking)."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    out = []
+
+    @hseed(seed)
+    @settings(database=None, max_examples=count, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def collect(x):
+        out.append(x)
+    collect()
+    return out
+
+
+def with_dtype(g, dtype: str, rng: random.Random):
+    """g on `dtype` inputs (inputs_in), or each input in a drawn dtype ("mixed", inputs_mixed);
+    g unchanged where validation refuses that (a cast feeding a GEMM)."""
+    from leantile import ir
+    from strategies import inputs_in, inputs_mixed
+
+    try:
+        if dtype == "mixed":
+            return inputs_mixed(g, lambda _strategy: rng.choice(["f32", "f16", "bf16"]))
+        return inputs_in(g, dtype)
+    except ir.GraphError:
+        return g
+
+
+def graph_key(g) -> str:
+    return hashlib.sha256(g.to_json().encode()).hexdigest()[:20]
+
+
+def graph_stream(seed: int, fams: dict, dtypes: list, prof: Profile, per_round: int = 10):
+    """(family, graph, dtype, extra) forever, the same sequence for the same seed and code:
+    each round draws `per_round` examples of every family, then yields them one family after
+    another (in an order drawn per round), example by example."""
+    names = sorted(fams)
+    rnd = 0
+    while names:
+        batches = {}
+        for name in list(names):
+            rng = random.Random(f"{seed}:{name}:{rnd}")
+            try:
+                batches[name] = list(fams[name](seed, rnd, rng, per_round))
+            except Exception as e:
+                print(f"family {name}: drawing failed, left out ({type(e).__name__}: {str(e)[:200]})", flush=True)
+                names.remove(name)
+        order = sorted(batches)
+        random.Random(f"{seed}:order:{rnd}").shuffle(order)
+        for i in range(per_round):
+            for name in order:
+                if i >= len(batches[name]):
+                    continue
+                g, extra = batches[name][i]
+                r = random.Random(f"{seed}:{name}:{rnd}:{i}")
+                dtype = r.choice(dtypes)
+                if "loss" in extra:  # the losses take their dtype as they are built (class ids stay f32)
+                    import loss_graphs
+                    g = loss_graphs.LOSSES[extra["loss"]](3, 5, dtype="f16" if dtype == "mixed" else dtype)
+                else:
+                    g = with_dtype(g, dtype, r)
+                sized = resize(g, r, prof)
+                if sized is not None:
+                    yield name, sized, dtype, extra
+        rnd += 1

@@ -1,0 +1,66 @@
+"""The plans of a graph (every candidate and the default, each distinct emitted module once),
+derived in the driver, and `precompile`, the compile pool's job (nvcc into TileLang's disk cache)."""
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+
+
+def plans_of(g, max_candidates: int = 0, skip_unfused: bool = False) -> tuple[list, list, list]:
+    """(plans, refusals, crashes) of g: plans [{candidate (None: the default), default, key
+    (the emitted source's digest), source}], each distinct source once; refusals and crashes
+    [{candidate, stage, error}] of derive and emit."""
+    from leantile import ir
+    from leantile.cost import choose
+    from leantile.derive import DerivationError, candidates, derive
+    from leantile.emit import emit_module
+
+    plans, refused, crashed, seen = [], [], [], {}
+    try:
+        cands = [c.name for c in candidates(g)]
+    except Exception as e:
+        return [], [], [{"candidate": None, "stage": "candidates", "error": error_text(e)}]
+    if skip_unfused and len(cands) > 1:  # the fallback (many small kernels: half the nvcc time) left out
+        cands = [c for c in cands if c != "unfused"]
+    if max_candidates and len(cands) > max_candidates:
+        cands = cands[:max_candidates - 1] + [cands[-1]]  # the first ones and the unfused fallback
+    for name in [*cands, None]:
+        stage = "derive"
+        try:
+            plan = choose(g)[0] if name is None else derive(g, name)
+            stage = "emit"
+            src = emit_module(plan)
+        except (DerivationError, ir.GraphError) as e:
+            refused.append({"candidate": name, "stage": stage, "error": error_text(e)})
+            continue
+        except Exception as e:
+            crashed.append({"candidate": name, "stage": stage, "error": error_text(e), "trace": traceback.format_exc()[-2000:]})
+            continue
+        key = hashlib.sha256(src.encode()).hexdigest()[:16]
+        if key in seen:  # the default is one of the candidates (or two candidates spell one module)
+            if name is None:
+                seen[key]["default"] = True
+            continue
+        seen[key] = {"candidate": name, "default": name is None, "key": key, "source": src,
+                     "plan_candidate": plan.candidate}
+        plans.append(seen[key])
+    return plans, refused, crashed
+
+
+def error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:1500]}"
+
+
+def precompile(source: str) -> tuple[str | None, float]:
+    """In a pool process: the emitted module compiled into TileLang's disk cache (the GPU
+    worker's compile is then a cache hit). (None or why it failed, seconds)."""
+    t0 = time.time()
+    try:
+        from leantile.runtime import emitted_module
+
+        emitted_module(source).compile_kernels(target="cuda")
+        return None, time.time() - t0
+    except Exception as e:
+        return error_text(e), time.time() - t0
+

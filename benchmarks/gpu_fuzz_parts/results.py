@@ -1,0 +1,95 @@
+"""The results file (counts per family, one record per failure, the graphs run; rewritten
+atomically after every graph and resumable) and the per-family table printed at the end."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+
+def slug(gpu: str) -> str:
+    m = re.search(r"\b([a-z]\d{2,4}[a-z]?)\b", gpu.lower())
+    return m.group(1) if m else re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") or "gpu"
+
+
+class Results:
+    def __init__(self, path: Path, meta: dict, old: dict | None):
+        self.path, self.meta = path, meta
+        keep = old or {}
+        self.counts = dict(keep.get("counts_by_family", {}))
+        self.failures = list(keep.get("failures", []))
+        self.runs = list(keep.get("graphs_run", []))
+        self.done = set(keep.get("done", []))
+        self.largest = int(keep.get("largest_axis", 0))
+        self.sessions = list(keep.get("sessions", []))
+        self.refusals = list(keep.get("refusals", []))[:200]
+
+    def family(self, name):
+        return self.counts.setdefault(name, {"graphs": 0, "plans": 0, "ok": 0, "mismatch": 0, "crash": 0,
+                                             "unjudged": 0, "skipped": 0, "refused": 0, "largest_axis": 0,
+                                             "graphs_axis_ge_65536": 0, "large_draws": 0})
+
+    def add_graph(self, job, statuses: dict, info: dict):
+        fam = self.family(job["family"])
+        g_axes = job["sizes"]
+        big = max(g_axes.values()) if g_axes else 0
+        fam["graphs"] += 1
+        fam["largest_axis"] = max(fam["largest_axis"], big)
+        fam["graphs_axis_ge_65536"] += big >= 65536
+        fam["refused"] += len(job["refused"])
+        fam["crash"] += len(job["crashed"])
+        fam["plans"] += len(job["crashed"])
+        fam["large_draws"] += info.get("draws", {}).get("large") == "judged"
+        for st in statuses.values():
+            fam["plans"] += st in ("ok", "mismatch", "crash", "unjudged")
+            fam[st] = fam.get(st, 0) + 1
+        self.largest = max(self.largest, big)
+        self.done.add(job["key"])
+        self.runs.append({"key": job["key"], "family": job["family"], "name": job["name"], "dtype": job["dtype"],
+                          "sizes": g_axes, "plans": {str(k): v for k, v in statuses.items()},
+                          "refused": [r["candidate"] for r in job["refused"]],
+                          "draws": info.get("draws", {}), "error": info.get("error")})
+        for r in job["refused"][:2]:
+            if len(self.refusals) < 200:
+                self.refusals.append({"family": job["family"], "name": job["name"], "sizes": g_axes, **r})
+
+    def failure(self, job, plan: dict, f: dict):
+        self.failures.append({"family": job["family"], "graph_name": job["name"], "dtype": job["dtype"],
+                              "sizes": job["sizes"], "candidate": plan.get("candidate"),
+                              "default": plan.get("default"), "plan_candidate": plan.get("plan_candidate"),
+                              "tiles": plan.get("tiles"), **f, "graph": json.loads(job["graph"])})
+
+    def totals(self) -> dict:
+        t = {k: 0 for k in ("graphs", "plans", "ok", "mismatch", "crash", "unjudged", "skipped", "refused", "large_draws",
+                            "graphs_axis_ge_65536")}
+        for c in self.counts.values():
+            for k in t:
+                t[k] += c.get(k, 0)
+        return t
+
+    def write(self, elapsed: float, final: bool = False):
+        from leantile.files import write_atomic
+
+        t = self.totals()
+        doc = {**self.meta, "graphs": t["graphs"], "plans": t["plans"], "mismatch": t["mismatch"], "crash": t["crash"],
+               "largest_axis": self.largest, "ok": t["ok"], "unjudged": t["unjudged"], "skipped": t["skipped"],
+               "refused": t["refused"], "large_draws": t["large_draws"], "graphs_axis_ge_65536": t["graphs_axis_ge_65536"],
+               "elapsed_s": round(elapsed, 1), "complete": final,
+               "sessions": self.sessions + [{"date": self.meta["date"], "seed": self.meta["seed"], "elapsed_s": round(elapsed, 1)}],
+               "counts_by_family": self.counts, "failures": self.failures, "refusals": self.refusals,
+               "graphs_run": self.runs, "done": sorted(self.done)}
+        write_atomic(self.path, json.dumps(doc, indent=1, default=str) + "\n")
+
+
+def table(counts: dict) -> str:
+    cols = ("graphs", "plans", "ok", "mismatch", "crash", "unjudged", "skipped", "refused", "large_draws", "largest_axis")
+    rows = [["family", *cols]]
+    tot = {c: 0 for c in cols}
+    for name in sorted(counts):
+        c = counts[name]
+        rows.append([name, *(str(c.get(k, 0)) for k in cols)])
+        for k in cols:
+            tot[k] = max(tot[k], c.get(k, 0)) if k == "largest_axis" else tot[k] + c.get(k, 0)
+    rows.append(["total", *(str(tot[k]) for k in cols)])
+    w = [max(len(r[i]) for r in rows) for i in range(len(cols) + 1)]
+    return "\n".join("  ".join(x.rjust(w[i]) if i else x.ljust(w[i]) for i, x in enumerate(r)) for r in rows)
