@@ -178,15 +178,18 @@ class Kernel:
         scale = reference.natural_scale(self.graph) if scale is None else scale
         return reference.random_inputs(self.graph, seed=seed, device=self.device, scale=scale)
 
-    def verify(self, inputs: dict | None = None, seed: int = 0, tolerance: float | None = None) -> dict:
+    def verify(self, inputs: dict | None = None, seed: int = 0, tolerance: float | None = None,
+               scale: float | None = None) -> dict:
         """Every output against the float32 reference on the same inputs (fresh random ones by
-        default), outputs NaN-poisoned first, judged by leantile.tolerance (each output at the
+        default, of standard deviation `scale`: random_inputs' natural one unless given; scale=8
+        probes large magnitudes, |x| past 20, where an f16 exp(x) overflows), outputs NaN-poisoned
+        first, judged by leantile.tolerance (each output at the
         tolerance of the least precise value it is computed from, output_tolerances; the unfused
         graph in its own dtypes gives the rounding that is forgiven; `tolerance` overrides):
         {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
         "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)},
         "ill_conditioned": [failing outputs these inputs cannot judge (ill_conditioned)]}."""
-        inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
+        inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed, scale)
         return self.judge(inputs, self._launch(inputs, fill=float("nan")), tolerance)
 
     def judge(self, inputs: dict, outs: dict, tolerance: float | None = None, refs: tuple | None = None) -> dict:

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from leantile import architectures, interp, reference
-from leantile.dag import build_graph_with_output
+from leantile.dag import DagM, build_graph_with_output
 from leantile.derive import candidates, derive
 from leantile.plan import Buffer, Pivot, Store
 from leantile.plan_verify import verify
-from plan_checks import rel_err
+from plan_checks import rel_err, tolerance
 
 TILES = (None, {"block_m": 8, "block_n": 16, "block_k": 24, "block_r": 8})
 # the fused candidates may lose what the mean pullout X W - mu colsum(W) cancels (about 4x
@@ -59,10 +59,12 @@ def test_layernorm_candidates_stay_within_10x_of_torch(mu, dtype):
 
 def _variance_graph(d: int, centre: str | None):
     """sum_d (X - mu)^2 (mu the row mean, or a constant) scaling a GEMM: the expanded
-    variance alone, with no eps or rsqrt around it."""
+    variance alone, with no eps or rsqrt around it. 16-bit operands: on float32 ones centred on
+    their row mean, mean_pullout is refused (its TF32 GEMM would truncate X, not X - mu); the
+    interpreter runs every buffer in the dtype each check asks for."""
     def body(g):
-        x = g.input("X", ["m", "d"], dtype="f32")
-        w = g.input("W", ["d", "n"], dtype="f32")
+        x = g.input("X", ["m", "d"], dtype="f16")
+        w = g.input("W", ["d", "n"], dtype="f16")
         mu = g.mean_along(x, "d") if centre is None else g.const(centre)
         var = g.red("sum", g.square(g.sub(x, mu)), "d")
         return g.matmul(g.mul(g.sub(x, mu), var), w, "d", "d")
@@ -147,3 +149,59 @@ def test_interp_sums_a_half_precision_tile_in_the_accumulator_dtype():
     assert got.dtype == torch.float16
     exact = w.double().mean(0)
     assert ((got.double() - exact).abs() / exact).max() < 2 ** -11, "summed in float16 it overflows to inf"
+
+
+def test_mean_pullout_refuses_a_float32_lhs_that_tf32_would_truncate():
+    """Issue 46: the GPU multiplies float32 operands as TF32 (10 mantissa bits). Pulled out,
+    the GEMM multiplies X (about mu), not X - mu (about its std): at a row mean of 3000 the
+    truncation is as large as the centred value itself, so the rule refuses a float32 X centred
+    on its row mean (a LayerNorm's), and keeps 16-bit X and a centre the user gives."""
+    from leantile.derive import refusals
+    from leantile.reference import to_tf32
+    from strategies import inputs_in
+    g = inputs_in(architectures.build("layernorm_linear_gelu", m=5, d=100, n=7), "f32")
+    assert not any(st.rule == "mean_pullout" for c in candidates(g) for st in c.steps)
+    assert any("mean_pullout" in r and "TF32" in r for r in refusals(g))
+    assert any(st.rule == "mean_pullout" for c in candidates(inputs_in(g, "f16")) for st in c.steps)
+    given = DagM("given_centre", {"m": 4, "d": 9, "n": 3})
+    x, w, r = (given.input(n, a, "f32") for n, a in (("X", ["m", "d"]), ("W", ["d", "n"]), ("r", ["m"])))
+    given.output("out", given.matmul(given.sub(x, r), w, "d", "d"))
+    assert any(st.rule == "mean_pullout" for c in candidates(given.graph()) for st in c.steps)
+    # the reason in numbers: products as the tensor cores take them, sums exact
+    gen = torch.Generator().manual_seed(46)
+    x = (torch.randn(37, 300, generator=gen, dtype=torch.float64) + 3000.0).float()
+    w = (torch.randn(300, 70, generator=gen, dtype=torch.float64) * 300 ** -0.5).float()
+    mu = x.double().mean(1, keepdim=True)
+    exact = (x.double() - mu) @ w.double()
+    pulled = to_tf32(x).double() @ to_tf32(w).double() - mu * w.double().sum(0)
+    centred = to_tf32((x.double() - mu).float()).double() @ to_tf32(w).double()
+    assert rel_err(pulled, exact) > 0.1 and rel_err(centred, exact) < 2e-3
+
+
+@pytest.mark.parametrize("sizes", [{"m": 37, "d": 300, "n": 70}, {"m": 1, "d": 129, "n": 3}])
+def test_16_bit_pullout_at_mean_3000_stays_within_its_bound(sizes):
+    """f16 rows of mean 3000, std 1, in the plans' own dtypes (float32 accumulators): the mean
+    pullout candidates add at most rules.pullout.pullout_error to the error of the candidates
+    that centre first, and every candidate passes verify at f16's tolerance."""
+    from leantile import runtime
+    from leantile.derive.rules.pullout import pullout_error
+    g = architectures.build("layernorm_linear_gelu", **sizes)
+    out = next(iter(g.outputs))
+    for seed in (0, 1):
+        inputs = _inputs(g, 3000.0, torch.float16, seed)
+        std = (inputs["X"].double() - inputs["X"].double().mean(1, keepdim=True)).std().item()
+        assert 0.5 < std < 2.0 and inputs["X"].dtype == torch.float16
+        ref = reference.evaluate(g, {k: v.double() for k, v in inputs.items()}, compute_dtype=torch.float64,
+                                 check=False)[out]
+        errs, pulled = {}, set()
+        for c in candidates(g):
+            k = runtime.compile(g, candidate=c.name, device="cpu")
+            errs[c.name] = rel_err(k(**inputs).double(), ref)
+            assert k.verify(inputs)["ok"], c.name
+            if any(st.rule == "mean_pullout" for st in c.steps):
+                pulled.add(c.name)
+        assert pulled and "unfused" not in pulled, sorted(errs)
+        centred = max(e for n, e in errs.items() if n not in pulled)
+        bound = centred + pullout_error(sizes["d"], 3000.0 / std)
+        assert all(errs[n] <= bound for n in pulled), (errs, bound)
+        assert max(errs.values()) < tolerance(torch.float16) / 10

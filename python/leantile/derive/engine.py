@@ -487,18 +487,19 @@ WIDE_WHY = "float32: a row statistic (a reduction, or computed from one over its
     "rounded to the input dtype it would cost the normalised values that read it their low digits"
 
 
+RANGE_WHY = "float32: an f16 value the graph does not round to f16 (no cast, no GEMM operand); " \
+    "stored in f16 it would be inf past 65504 where its value and the output are finite (exp(x), x > 11.1)"
+
+
 def _intermediate(cx: Ctx, i: int) -> Buffer:
-    """The global buffer of node i. A graph output is written in its value's dtype (the IR's
-    one rule, ir.value_dtype: a cast to f32 is an f32 output, whatever the inputs); intermediates
-    that cross kernels are stored in their value's dtype too (half the traffic of float32 for an
-    f16 graph), except a reduction's result, kept in float32 with the reason recorded
-    (`leantile derive` prints it)."""
-    n = cx.node(i)
-    if i in cx.outputs.values():
-        return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=cx.dtype_of(i), node=i)
-    if cx.is_statistic(i):
-        return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype="acc", node=i, why=WIDE_WHY)
-    return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=cx.dtype_of(i), node=i)
+    """The global buffer of node i, in Ctx.stored_dtype: a graph output in its value's dtype (the
+    IR's one rule, ir.value_dtype: a cast to f32 is an f32 output, whatever the inputs), an
+    intermediate that crosses kernels in its value's dtype too (half the traffic of float32 for
+    an f16 graph), except a statistic and an f16 value the graph does not round, kept in float32
+    with the reason recorded (`leantile derive` prints it)."""
+    n, dt = cx.node(i), cx.stored_dtype(i)
+    why = None if dt == cx.dtype_of(i) else WIDE_WHY if cx.is_statistic(i) else RANGE_WHY
+    return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=dt, node=i, why=why)
 
 
 def _static_order(deps: dict[str, list[str]]) -> list[str]:

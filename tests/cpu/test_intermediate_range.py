@@ -1,0 +1,187 @@
+"""Stored intermediates never overflow where the graph's value and the output are representable
+(issue 46).
+
+The class of bug: an intermediate that crosses kernels was stored in its value's dtype, f16 for
+an f16 graph, so the `unfused` candidate of softplus, log(1 + exp(x)), stored exp(x) as inf for
+x > 11.1 where the float32 value (what verify judges against) is finite, and the output (about x)
+is too; the fused candidate kept exp(x) in float32 registers and was right. Now an f16
+intermediate is stored in float32 unless the graph itself rounds it to f16 in every candidate (a
+cast, a GEMM's operand: tensor cores take 16-bit operands). verify's default inputs (standard
+deviation natural_scale, |x| < 4) never reached that range: `verify(scale=...)` draws larger ones,
+and the property below does, over generated graphs."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import assume, given, settings, strategies as st
+
+from leantile import ir, reference, runtime
+from leantile.dag import DagM
+from leantile.derive import candidates, derive
+from leantile.reference import TORCH_DTYPES
+from leantile.tolerance import output_tolerances, tolerance
+from strategies import inputs_in, random_graphs
+
+F16_MAX = torch.finfo(torch.float16).max
+
+
+def _softplus(m: int, d: int) -> ir.Graph:
+    g = DagM("softplus", {"m": m, "d": d})
+    x = g.input("X", ["m", "d"], "f16")
+    g.output("y", g.log(g.add(g.const("1.0"), g.exp(x))))
+    return g.graph()
+
+
+def _scaled_scores(m: int, k: int, n: int) -> ir.Graph:
+    """A GEMM whose output exceeds f16 (sum of k products of about 400), scaled back into range
+    by another kernel where it is not fused."""
+    g = DagM("scaled_scores", {"m": m, "k": k, "n": n})
+    x, w = g.input("X", ["m", "k"], "f16"), g.input("W", ["k", "n"], "f16")
+    g.output("y", g.mul(g.matmul(x, w, "k", "k"), g.const("0.0009765625")))
+    return g.graph()
+
+
+def _plan_dtypes(plan) -> dict[str, str]:
+    return {b.name: b.dtype for b in plan.globals}
+
+
+@pytest.mark.parametrize("m,d", [(1, 130), (67, 5), (3, 1)])
+def test_softplus_is_finite_where_exp_overflows_f16_in_every_candidate(m, d):
+    g = _softplus(m, d)
+    gen = torch.Generator().manual_seed(m * d)
+    x = torch.rand(m, d, generator=gen, dtype=torch.float64) * 9.0 + 11.2  # exp(x) > 65504 everywhere
+    inputs = {"X": x.half()}
+    exact = torch.log1p(torch.exp(inputs["X"].double()))
+    assert bool((torch.exp(inputs["X"].float()) > F16_MAX).all()) and bool((exact < F16_MAX).all())
+    names = [c.name for c in candidates(g)]
+    assert "unfused" in names, names
+    for name in names:
+        k = runtime.compile(g, candidate=name, device="cpu")
+        out = k(inputs["X"])
+        assert out.dtype == torch.float16 and bool(torch.isfinite(out).all()), name
+        assert runtime.rel_err(out, exact) <= tolerance(torch.float16), name
+        v = k.verify(inputs)
+        assert v["ok"], (name, v)
+
+
+def test_the_unfused_plan_stores_exp_wide_and_says_why():
+    plan = derive(_softplus(5, 7), "unfused")
+    dt = _plan_dtypes(plan)
+    assert dt["X"] == "f16" and dt[plan.outputs["y"]] == "f16"  # inputs and outputs as declared
+    wide = [b for b in plan.globals if b.name not in ("X", plan.outputs["y"])]
+    assert wide and all(b.dtype == "acc" and b.why for b in wide), wide
+
+
+def test_a_gemm_output_scaled_into_range_by_another_kernel():
+    g = _scaled_scores(m=33, k=200, n=17)
+    gen = torch.Generator().manual_seed(46)
+    inputs = {n: (torch.rand(g.shape(i), generator=gen, dtype=torch.float64) * 2 + 19).half()
+              for n, i in (("X", 0), ("W", 1))}
+    s = inputs["X"].float() @ inputs["W"].float()
+    assert bool((s > F16_MAX).all()) and bool((s / 1024 < F16_MAX).all())
+    for c in candidates(g):
+        v = runtime.compile(g, candidate=c.name, device="cpu").verify(inputs)
+        assert v["ok"], (c.name, v)
+
+
+def test_the_graph_rounds_a_gemm_operand_and_a_cast_so_they_stay_16_bit():
+    """Where every candidate rounds to f16 anyway (a GEMM reads 16-bit operands, a cast is the
+    user's rounding), the intermediate keeps its dtype: float32 there would double its traffic
+    (and turn the GEMM into a TF32 one) for nothing."""
+    g = DagM("mlp", {"m": 9, "d": 24, "f": 40})
+    x, w1, w2 = (g.input(n, a, "f16") for n, a in (("X", ["m", "d"]), ("W1", ["d", "f"]), ("W2", ["f", "d"])))
+    h = g.silu(g.matmul(x, w1, "d", "d"))
+    c = g.cast(g.exp(g.neg(x)), "f16")
+    g.output("y", g.matmul(h, w2, "f", "f"))
+    g.output("z", g.add(c, x))
+    g = g.graph()
+    plan = derive(g, "unfused")
+    dt = {b.node: b.dtype for b in plan.globals if b.node is not None}
+    assert dt[h] == "f16" and dt[c] == "f16"
+    assert dt[g.nodes[h].x] == "acc" and dt[g.nodes[c].x] == "acc"  # the matmul before silu, exp(-x)
+
+
+def test_verify_scale_draws_large_magnitudes():
+    g = _softplus(37, 130)
+    k = runtime.compile(g, candidate="unfused", device="cpu")
+    small, large = k.random_inputs(seed=1), k.random_inputs(seed=1, scale=8.0)
+    assert float(small["X"].abs().max()) < 11.1 < float(large["X"].abs().max())  # the default never overflows exp
+    assert k.verify(seed=1, scale=8.0)["ok"]
+
+
+def _fits(g: ir.Graph, inputs: dict) -> bool:
+    """The graph's value (float32, as verify judges) is finite at every node, and representable
+    where the graph itself rounds it in every candidate: its outputs, its casts, the operands
+    of its GEMMs. Elsewhere only an intermediate's storage could overflow."""
+    every = {f"v{n.id}": n.id for n in g.nodes if not isinstance(n, (ir.Const, ir.SizeConst))}
+    vals = reference.evaluate(g.model_copy(update={"outputs": every}), inputs,
+                              compute_dtype=torch.float32, check=False)
+    dtypes = ir.value_dtypes(g)
+    rounded = (set(g.outputs.values()) | {n.id for n in g.nodes if isinstance(n, ir.Cast)}
+               | {a for n in g.nodes if isinstance(n, ir.Matmul) for a in (n.a, n.b)})
+    for name, i in every.items():
+        v = vals[name]
+        if not bool(torch.isfinite(v).all()):
+            return False
+        if i in rounded and v.numel() and float(v.abs().max()) > torch.finfo(TORCH_DTYPES[dtypes[i]]).max:
+            return False
+    return True
+
+
+GROW = ("exp", "pow4", "scaled", "gemm")  # past f16's 65504 at |x| > 11.1, 16, 16, ~10 (k = 9)
+SHRINK = ("log1p_exp_neg", "log_abs", "rms_norm", "layer_norm", "softmax", "scale_down", "recip")
+
+
+@st.composite
+def ranged_graphs(draw):
+    """A generated graph (strategies.random_graphs, f16 inputs) extended by what users build
+    around a value too large for f16: it grows past 65504 from an input or from the generated
+    graph's output (exp, x^4, a scale, a GEMM of scaled rows), then shrinks back into range
+    (log(1 + exp(-|.|)), log |.|, a norm, softmax, a scale, 1 / (1 + |.|)). The grown value is
+    an intermediate; the generated output stays one, or becomes an intermediate too."""
+    g = draw(random_graphs(max_ops=4))
+    d = DagM("ranged", g.axes)
+    d.nodes, d.outputs = list(g.nodes), dict(g.outputs)
+    x, w = 0, 1  # random_graphs' inputs X [i, k] and W [k, j]
+    a = draw(st.sampled_from([x, g.outputs["out"]]))
+    if draw(st.booleans()) and a != x:
+        del d.outputs["out"]
+        d.outputs.pop("aux", None)
+    grow = draw(st.sampled_from(GROW))
+    if grow == "exp":
+        big = d.exp(a)
+    elif grow == "pow4":
+        big = d.square(d.square(a))
+    elif grow == "scaled":
+        big = d.mul(a, d.const("4096.0"))
+    else:
+        big = d.matmul(d.mul(x, d.const("64.0")), w, "k", "k")
+    shrink = draw(st.sampled_from(SHRINK))
+    axes = d.nodes[big].axes
+    if shrink in ("rms_norm", "layer_norm", "softmax") and axes:
+        y = getattr(d, shrink)(big, draw(st.sampled_from(axes)))
+    elif shrink == "log1p_exp_neg":
+        y = d.log(d.add(d.const("1.0"), d.exp(d.neg(d.abs(big)))))  # log(1 + exp(-|v|)): in (0, log 2]
+        y = d.add(y, d.mul(big, d.const("0.0001")))
+    elif shrink == "scale_down":
+        y = d.mul(big, d.const("0.000244140625"))
+    elif shrink == "recip":
+        y = d.recip(d.add(d.abs(big), d.const("1.0")))
+    else:
+        y = d.log(d.add(d.abs(big), d.const("0.5")))
+    d.output("y", y)
+    return inputs_in(d.graph(), "f16")
+
+
+@settings(max_examples=60, deadline=None)
+@given(ranged_graphs(), st.integers(0, 99), st.sampled_from([4.0, 8.0]))
+def test_generated_f16_graphs_at_large_magnitudes_pass_verify(g, seed, scale):
+    """Inputs of standard deviation 4 or 8 (|x| up to ~25): where the graph's value fits (_fits),
+    every candidate passes verify at its outputs' tolerances, however its kernels split it."""
+    k0 = runtime.compile(g, candidate=candidates(g)[0].name, device="cpu")
+    assume(_fits(g, k0.random_inputs(seed=seed, scale=scale)))
+    for c in candidates(g):
+        k = runtime.compile(g, candidate=c.name, device="cpu")
+        v = k.verify(seed=seed, scale=scale)
+        assert v["tolerance"] == output_tolerances(g)
+        assert v["ok"], (c.name, v)
