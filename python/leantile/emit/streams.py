@@ -4,9 +4,43 @@ the stream's blocks (T.Pipelined: TileLang's own producer), the key blocks a mas
 statements, and the masks of a partial last block (partial_guard)."""
 from __future__ import annotations
 
-from ..plan import Iota, Map, running_maxes
-from .common import EmitError, _size
+from ..plan import Iota, Load, Map, Plan, running_maxes
+from ..plan_verify import DTYPE_BYTES, extent, row_bytes
+from .common import EmitError, _size, pass_configs
 from .unaligned import one_block_stream
+
+# the most stages TileLang's cp.async software pipeline lowers over a run-time trip count
+CP_ASYNC_DYNAMIC_STAGES = 2
+
+
+def cp_async_pipeline(plan: Plan, k) -> bool:
+    """Whether TileLang 0.1.15 may pipeline k's stream with its cp.async software pipeline (not TMA
+    and warp specialisation): no tile the stream loads into shared memory surely goes through TMA
+    (`_surely_tma`), or warp specialisation is off for the kernel; and cp.async is on. Over a trip
+    count known only at run time (a split-K slice, a key-block range) that pipeline drains in a
+    loop of `num_stages - 1` iterations waiting on `cp_async_wait<num_stages - 2 - i>`, a count
+    its codegen needs as a constant: with 3 stages or more lowering fails ("Downcast from tirx.Sub
+    to ir.IntImm failed": f32 split-K GEMMs over k = 1025, issue 46). With 2 the drain is one
+    wait<0>. (A constant trip count unrolls the drain: any stage count lowers.)"""
+    if k.stream is None or getattr(k, "overlap", None) or getattr(k, "pingpong", None):
+        return False
+    cfg = pass_configs(plan).get(k.name, {})
+    if cfg.get("tirx.use_async_copy") is False:
+        return False
+    local = {b.name: b for b in k.buffers if b.scope == "shared"}
+    loads = [(plan.global_buffer(s.src), local[s.dst]) for s in k.body if isinstance(s, Load) and s.dst in local]
+    loads = [(g, b) for g, b in loads if g.axes]
+    if not loads:
+        return False
+    return bool(cfg.get("tl.disable_warp_specialized")) or not any(_surely_tma(plan, k, g, b) for g, b in loads)
+
+
+def _surely_tma(plan: Plan, k, g, b) -> bool:
+    """A load of global g into shared tile b that TileLang makes a TMA copy: g's rows are whole
+    16-byte granules and b's last axis is g's contiguous one, at least 16 bytes of it a row (a tile
+    that takes one element of g's last axis, e.g. a (k, j) tile of a (k, j, m) tensor, is not)."""
+    return (row_bytes(plan, g) % 16 == 0 and bool(b.axes) and b.axes[-1] == g.axes[-1]
+            and extent(plan, k, b.axes[-1]) * DTYPE_BYTES.get(g.dtype, 4) >= 16)
 
 
 class StreamWriter:
@@ -82,6 +116,8 @@ class StreamWriter:
         if k.stream:
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
+            if (st.skip or st.split) and cp_async_pipeline(self.plan, k):  # a run-time trip count
+                stages = f"min({stages}, {CP_ASYNC_DYNAMIC_STAGES})"
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
             nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
             if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)

@@ -1,0 +1,37 @@
+"""Issue 46: TileLang lowering failures the GPU differential campaign found at particular sizes
+(benchmarks/results/gpu-fuzz-h100x4-2026-11-27-first.json, stage "compile"), shrunk and lowered
+here on the CPU.
+
+"Downcast from tirx.Sub to ir.IntImm failed": a split-K GEMM slice whose loads all go through
+cp.async (f32 rows of an odd length: no TMA) pipelines over a run-time trip count; TileLang's
+drain loop then waits on a non-constant cp.async group count with 3 stages or more
+(emit.streams.cp_async_pipeline caps such a loop at 2)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+
+from leantile.cost import choose  # noqa: E402
+from leantile.emit import emit_module, load_module  # noqa: E402
+from leantile.ir import parse  # noqa: E402
+from leantile.lower import lower_to_cuda  # noqa: E402
+
+
+def _user_gemm(m: int, k: int, j: int) -> str:
+    return ('{"axes": {"j": %d, "k": %d, "kk": 63, "m": %d}, "derivation": [], "name": "user_gemm", "nodes": ['
+            '{"axes": ["m", "k"], "dtype": "f32", "id": 0, "name": "X", "op": "input"}, '
+            '{"axes": ["k", "j"], "dtype": "f32", "id": 1, "name": "W", "op": "input"}, '
+            '{"a": 0, "axes": ["m", "j"], "axis_a": "k", "axis_b": "k", "b": 1, "id": 2, "op": "matmul"}], '
+            '"outputs": {"out": 2}, "schema": "leantile/v1"}') % (j, k, m)
+
+
+@pytest.mark.parametrize("m,k,j", [(1, 1025, 1)])
+def test_split_k_over_unaligned_rows_lowers(m, k, j):
+    plan = choose(parse(_user_gemm(m, k, j)))[0]
+    assert plan.candidate == "split_k", plan.candidate  # the shape this test is about
+    mod = load_module(emit_module(plan), f"sizes_user_gemm_{m}_{k}_{j}")
+    kernels = mod.build_kernel(pdl=True)
+    for name in ("gemm_2",):
+        cu = lower_to_cuda(kernels[name], pass_configs=mod.PASS_CONFIGS.get(name))
+        assert "cp_async_wait" in cu  # the cp.async pipeline, drained by constant waits
