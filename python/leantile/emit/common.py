@@ -7,7 +7,7 @@ import keyword
 import re
 
 from .. import ops
-from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Plan, Store
+from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store
 from ..plan_verify import row_bytes
 
 class EmitError(ValueError):
@@ -118,8 +118,10 @@ def pass_configs(plan: Plan) -> dict[str, dict[str, bool]]:
     to plain loads for such a copy but at times emits a 2-byte cp.async and then fails its own
     check (IsValidCPAsyncTransferBytes: a GEMM of one row over an odd contraction, whose other
     operand's rows are no multiple of 16 bytes either). Those copies load element by element in
-    any case; the kernel's aligned copies still go through TMA. The emitted module compiles with
-    these options, and every lowering of its kernels (`leantile kernels`, the search) passes them."""
+    any case; the kernel's aligned copies still go through TMA. Also warp specialisation off where
+    a tile so loaded is read twice in a stream (`shared_reread_without_tma`). The emitted module
+    compiles with these options, and every lowering of its kernels (`leantile kernels`, the search)
+    passes them."""
     out = {}
     for k in plan.kernels:
         shared = {b.name for b in k.buffers if b.scope == "shared"}
@@ -129,7 +131,39 @@ def pass_configs(plan: Plan) -> dict[str, dict[str, bool]]:
                 if g.axes and row_bytes(plan, g) % 4:
                     out[k.name] = {"tirx.use_async_copy": False}
                     break
+        if shared_reread_without_tma(plan, k):
+            out[k.name] = {**out.get(k.name, {}), "tl.disable_warp_specialized": True}
     return out
+
+
+def _reads(s) -> tuple[str, ...]:
+    """The on-chip buffers a plan statement reads."""
+    if isinstance(s, Gemm):
+        return (s.a, s.b)
+    if isinstance(s, Map):
+        return s.args
+    if isinstance(s, (Reduce, Pivot, Store)):
+        return (s.src,)
+    return ()
+
+
+def shared_reread_without_tma(plan: Plan, k: Kernel) -> bool:
+    """Whether k's stream fills a shared tile without TMA (its global rows are no multiple of 16
+    bytes: f32 rows of a length no multiple of 4, 16-bit rows no multiple of 8) and more than one
+    statement of the stream's body reads that tile. TileLang 0.1.15's automatic warp specialisation
+    then frees the tile's stage for the producer's plain stores after the FIRST statement that reads
+    it (the TMA case waits for the last): in a dual GEMM, `X W` done, the producer overwrites X's
+    stage while `X U` (and a fused norm's sum of squares) still reads it. Found at d = 65537 f32 and
+    d = 4223 f16 on the H100 (rel err 0.5-1.3 on the second GEMM; the first one right). Such a kernel
+    is lowered without warp specialisation (`tl.disable_warp_specialized`: TileLang's cp.async
+    software pipeline, which waits for a stage's every reader); the hand-written producers
+    (overlap, ping-pong) are not TileLang's and keep theirs."""
+    if k.stream is None or k.overlap or k.pingpong:
+        return False
+    shared = {b.name for b in k.buffers if b.scope == "shared"}
+    plain = {s.dst for s in k.body if isinstance(s, Load) and s.dst in shared
+             and plan.global_buffer(s.src).axes and row_bytes(plan, plan.global_buffer(s.src)) % 16}
+    return any(sum(b in _reads(s) for s in k.body) > 1 for b in plain)
 
 
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
