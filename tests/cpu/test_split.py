@@ -218,3 +218,39 @@ def test_split_k_fills_one_wave_and_offers_two_where_the_rows_are_many():
     assert "split_k_x2" not in [c.name for c in candidates(skinny)]
     assert _slices(derive(skinny, "split_k")) == [4]
     assert [c.name for c in candidates(architectures.build("matmul", m=16, d=4096, n=14336))] == ["direct"]
+
+
+@pytest.mark.parametrize("d_h", [31, 40, 48, 64, 128])
+def test_split_kv_combines_only_what_tilelang_can_lay_out(d_h):
+    """The split-KV combine reduces a (d_h, split) float32 fragment over the split: TileLang 0.1.15
+    finds no layout for it where its values outnumber the threads and are no multiple of them (the
+    GPU campaign: "no available layout found" at 48 x 4 and 31 x 16 on 128 threads). Every split
+    plan derive still gives has a combine TileLang can lay out; the others are refused at their
+    tiles, never a crash, and the default plan is still chosen."""
+    from leantile.cost import choose
+    from leantile.ir import GraphError
+    from leantile.plan import FIXED
+    g = dag.build_graph_with_output(
+        "decode", {"h": 4, "t_q": 1, "t_kv": 16384, "d_h": d_h},
+        lambda g: g.matmul(g.softmax(g.matmul(g.input("Q", ["h", "t_q", "d_h"]), g.input("K", ["h", "t_kv", "d_h"]),
+                                              "d_h", "d_h"), "t_kv"),
+                           g.input("V", ["h", "t_kv", "d_h"]), "t_kv", "t_kv"))
+    derived = 0
+    for c in candidates(g):
+        if "split" not in c.name:
+            continue
+        for tiles in (None, {"threads": 128}, {"threads": 256}):
+            try:
+                plan = derive(g, c.name, tiles)
+            except GraphError:
+                continue
+            merge = next((k for k in plan.kernels if k.name.startswith("split_merge")), None)
+            if merge is None:  # a split of another kind (split_row)
+                continue
+            derived += 1
+            threads = merge.threads if any(t.param == FIXED for t in merge.grid) else plan.tiles.get("threads", merge.threads)
+            n = d_h * next(plan.axes[a] for a in plan.axes if a.startswith("split_"))
+            assert n <= threads or n % threads == 0, (c.name, tiles, n, threads)
+    assert choose(g)[0] is not None
+    if d_h in (64, 128):
+        assert derived  # the common head dims keep their split plans

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from ..plan import Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
+from .. import ir
+from ..plan import FIXED, Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
 from .context import Ctx
 from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel,
                       softmax_row_kernels)
@@ -101,7 +102,17 @@ def split_flash(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kern
                Reduce(dst=out, src=op, kind="sum", axis=sa),
                Map(dst=out, fn="div", args=(out, total)),
                Store(src=out, dst=cx.value(s.pv))]
-    return sliced, kb.build(), bufs
+    merge = kb.build()
+    # TileLang 0.1.15 finds no layout for the (d, split) fragment reduced over the split where its
+    # values outnumber the threads and are no multiple of them ("no available layout found", seen
+    # at 48 x 4 and 31 x 16 on 128 threads): such tiles do not fit, as tiles too big for shared
+    # memory do not (the candidate is refused at them; other threads or another split may fit)
+    threads = merge.threads if any(gr.param == FIXED for gr in merge.grid) else tiles.get("threads", merge.threads)
+    n = cx.axes[d] * c.split
+    if n > threads and n % threads:
+        raise ir.GraphError([f"graph {cx.g.name!r}: the split-KV combine holds {d} x {c.split} = {n} values on "
+                             f"{threads} threads, no multiple of them: TileLang 0.1.15 has no layout for it"])
+    return sliced, merge, bufs
 
 
 def split_row(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kernel, Kernel, Kernel, list[Buffer]]:
