@@ -6,6 +6,8 @@ and contraction go by axis name, so we line operands up with `align` before each
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import ir, ops
@@ -89,7 +91,7 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
             return vals[i]
         if (i, dt) not in scalars:
             number = c.number if isinstance(c, ir.Const) else float(g.axes[c.axis])
-            scalars[i, dt] = _scalar(number, inputs, dt)
+            scalars[i, dt] = _scalar(number, inputs, _size_dtype(dt) if isinstance(c, ir.SizeConst) else dt)
         return scalars[i, dt]
 
     def dtype_of(i: int) -> torch.dtype:
@@ -108,9 +110,20 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
 
 def _scalar(value: float, like: dict, dtype: torch.dtype) -> torch.Tensor:
     """A 0-d tensor on the inputs' device, made by a fill (torch.full), not a host copy: the
-    eager graph stays capturable in a CUDA graph (the benchmarks time it that way)."""
+    eager graph stays capturable in a CUDA graph (the benchmarks time it that way). A constant
+    beyond the dtype's range rounds to +-inf, as a cast would (torch.full would raise)."""
     device = next((t.device for t in like.values()), "cpu")
+    if dtype.is_floating_point and math.isfinite(value) and abs(value) > torch.finfo(dtype).max:
+        return torch.full((), value, dtype=torch.float64, device=device).to(dtype)
     return torch.full((), value, dtype=dtype, device=device)
+
+
+def _size_dtype(dt: torch.dtype) -> torch.dtype:
+    """The dtype a sizeConst (an axis length: a count, exact) is applied in by a node computing
+    in dt: the accumulator's (float32) below float32, as every kernel computes `x / n` (the emitter
+    writes `x / 131072.0` in float32 and rounds only what it stores). A count of 131072 in f16
+    would be inf (issue 46: the reference crashed on a mean over 2^17 rows in an f16 graph)."""
+    return torch.float32 if dt.is_floating_point and dt.itemsize < 4 else dt
 
 
 def to_tf32(t: torch.Tensor) -> torch.Tensor:
@@ -136,6 +149,11 @@ def _eval_node(g, n, arg, inputs, dt: torch.dtype, tf32: bool = False):
     if isinstance(n, ir.Binary):  # mixed operands take the IR's dtype (its first non-constant one's)
         a = align(arg(n.a), ax[n.a], n.axes)
         b = align(arg(n.b), ax[n.b], n.axes)
+        sizes = [isinstance(g.nodes[i], ir.SizeConst) for i in (n.a, n.b)]
+        if any(sizes):  # a count is exact, applied in float32 below it (see _size_dtype), rounded after
+            wide = _size_dtype(dt)
+            a, b = (t.to(wide) if size else t.to(dt).to(wide) for t, size in zip((a, b), sizes))
+            return BINARY[n.op](a, b).to(dt)
         return BINARY[n.op](a.to(dt), b.to(dt))
     if isinstance(n, ir.Select):
         c, a, b = (align(arg(i), ax[i], n.axes) for i in (n.cond, n.a, n.b))
