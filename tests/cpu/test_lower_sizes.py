@@ -35,3 +35,24 @@ def test_split_k_over_unaligned_rows_lowers(m, k, j):
     for name in ("gemm_2",):
         cu = lower_to_cuda(kernels[name], pass_configs=mod.PASS_CONFIGS.get(name))
         assert "cp_async_wait" in cu  # the cp.async pipeline, drained by constant waits
+
+
+@pytest.mark.parametrize("d_h", [16, 64])
+@pytest.mark.parametrize("candidate", ["online", "online_exp2"])
+def test_float32_flash_attention_lowers_at_real_head_dims(candidate, d_h):
+    """A float32 P (TF32 operand of P V) has no register layout TileLang 0.1.15 matches to the score
+    tile's ('Layout infer conflict between exp and exp_cast' at every head dim >= 16: the GPU campaign,
+    f32 overlap_attention); the generated graphs' head dims (1-9) never reached it. P goes through
+    shared memory there, and the kernel lowers; 16-bit P stays in registers."""
+    from leantile import architectures
+    from leantile.derive import derive
+    from strategies import inputs_in
+    g = inputs_in(architectures.build("attention", h=2, t_q=130, t_kv=300, d_h=d_h), "f32")
+    plan = derive(g, candidate)
+    flash = next(k for k in plan.kernels if k.name.startswith("flash"))
+    assert [b.scope for b in flash.buffers if b.name.endswith("_cast")] == ["shared"]
+    mod = load_module(emit_module(plan), f"sizes_f32_flash_{candidate}_{d_h}")
+    lower_to_cuda(mod.build_kernel(pdl=True)[flash.name], pass_configs=mod.PASS_CONFIGS.get(flash.name))
+    half = derive(inputs_in(architectures.build("attention", h=2, t_q=130, t_kv=300, d_h=d_h), "f16"), candidate)
+    assert [b.scope for b in next(k for k in half.kernels if k.name.startswith("flash")).buffers
+            if b.name.endswith("_cast")] == ["fragment"]

@@ -243,7 +243,12 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
     Vs = kb.buf(f"{g.value(v.id)}_shared", v.axes, "shared", g.dtype_of(v.id), v.id, key=("tile", v.id))
     S = kb.buf(g.value(s.qk), qk.axes, "fragment", "acc", s.qk, key=("value", s.qk))
     P = kb.buf(g.value(sm.exp), qk.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
-    Ph = kb.buf(f"{g.value(sm.exp)}_cast", qk.axes, "fragment", dq, sm.exp, key=("cast", sm.exp))
+    # P feeds the second GEMM from registers where its operand is 16-bit (the FA2/FA3 layout trick);
+    # a float32 (TF32) operand has no register layout TileLang 0.1.15 can match to the score tile's
+    # ("Layout infer conflict between exp and exp_cast" at every head dim >= 16): it goes through
+    # shared memory, as any GEMM operand does
+    Ph = kb.buf(f"{g.value(sm.exp)}_cast", qk.axes, "shared" if dq in ("f32", "f64") else "fragment", dq,
+                sm.exp, key=("cast", sm.exp))
     o = kb.buf(g.value(s.pv), pv.axes, "fragment", "acc", s.pv, key=("value", s.pv))
     kb.prologue = [Load(src=g.value(q.id), dst=Qs)]
     update, m, l, alpha = _online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes)
@@ -439,11 +444,12 @@ def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: li
             have[i] = v
 
 
-def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict) -> tuple[Kernel, list[int]]:
+def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict, skip=()) -> tuple[Kernel, list[int]]:
     """Its own kernel: stream the contraction axis once, store the per-row vectors. Tiles fixed
     from the shape as a row kernel's (the whole row on chip where two rows fit, else streamed
     in blocks of up to 1024). H200, rmsnorm's 1024 x 4096: the GEMM's block_k on block_r = 128
-    rows (8 CTAs) 0.0171 ms, whole rows 0.0030 (results/kernel-times-norm-gemm-h200-2026-11-26*)."""
+    rows (8 CTAs) 0.0171 ms, whole rows 0.0030 (results/kernel-times-norm-gemm-h200-2026-11-26*).
+    Vectors in `skip` are not stored: another site's statistics kernel already stores them."""
     s = c.site
     base = g.node(s.base)
     rows = [a for a in base.axes if a != s.axis]
@@ -462,7 +468,7 @@ def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict) -> tuple[Kernel, list[i
     _row_program(g, c, kb, x, kb.epilogue, have)
     stored = []
     for p in s.peels:
-        if p.vec in have and p.vec not in stored:
+        if p.vec in have and p.vec not in stored and p.vec not in skip:
             kb.epilogue.append(Store(src=have[p.vec], dst=g.value(p.vec)))
             stored.append(p.vec)
     return kb.build(), stored
