@@ -1,5 +1,5 @@
-"""Hand-built graphs of the soundness classes of issue 13 (one small graph each), shared by
-tests/cpu/test_soundness.py and the hypothesis strategies."""
+"""Hand-built graphs of the soundness classes of issue 13 and of issue 46's derive crashes (one
+small graph each), shared by tests/cpu/test_soundness.py and the hypothesis strategies."""
 from __future__ import annotations
 
 from leantile.dag import DagM
@@ -155,7 +155,52 @@ def split_gemm_two_waves_out():
     return g.graph()
 
 
+def scaled_gemm_into_gemm(scale: str = "const", scaled_out: bool = False, used: bool = True):
+    """17 (issue 46): X W scaled by a constant or by a per-row vector r[m] (or centred on one),
+    into a second GEMM, which pulls the scale out and reads X W itself; the scaled product also
+    an output, or the chain unused (the output reads X W alone). Derive built the first GEMM's
+    kernel and an unfused kernel of the same matmul: "two kernels named 'gemm_3'"."""
+    g = DagM(f"scaled_chain_{scale}", {"m": 5, "k": 7, "n": 3, "p": 1})
+    x, w, u = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "n"], "f32"), g.input("U", ["n", "p"], "f32")
+    y = g.matmul(x, w, "k", "k")
+    s = g.mul(y, g.const("0.5")) if scale == "const" else \
+        getattr(g, "mul" if scale == "row" else "sub")(y, g.input("r", ["m"], "f32"))
+    z = g.matmul(s, u, "n", "n")
+    g.output("out", z if used else g.silu(y))
+    if scaled_out:
+        g.output("scaled", s)
+    return g.graph()
+
+
+def norm_rows_two_weights(dtype: str = "f32"):
+    """18 (issue 46): RMSNorm rows into two GEMMs of different weights and columns (W[d, n],
+    V[d, p]): two GEMM sites needing the same row statistics. stats_separate+stats_separate
+    gave each its own statistics kernel: "rsqrt stored by 2 kernels"."""
+    g = DagM("norm_two_weights", {"m": 5, "d": 7, "n": 3, "p": 1})
+    x = g.input("X", ["m", "d"], dtype)
+    h = g.rms_norm(x, "d")
+    g.output("a", g.gelu_tanh(g.matmul(h, g.input("W", ["d", "n"], dtype), "d", "d")))
+    g.output("b", g.matmul(h, g.input("V", ["d", "p"], dtype), "d", "d"))
+    return g.graph()
+
+
+def gemm_two_stores(dtype: str = "f64"):
+    """19 (issue 46): a GEMM with a bias and GELU whose raw product is an output too (two stores,
+    rows of whole 16-byte granules: both staged through shared memory) and a normalised second
+    GEMM of its weight. In f64 at DEFAULT_TILES the GEMM's operand tiles alone took 256 KiB: every
+    f64 graph with a GEMM was refused at its default tiles (and with 32-deep k steps alone, its
+    two staged 128 x 128 f64 stores still took 256 KiB)."""
+    g = DagM(f"gemm_two_stores_{dtype}", {"m": 5, "k": 7, "n": 6})
+    x, w = g.input("X", ["m", "k"], dtype), g.input("W", ["k", "n"], dtype)
+    y = g.matmul(x, w, "k", "k")
+    g.output("out", g.gelu_tanh(g.add(y, g.input("b", ["n"], dtype))))
+    g.output("y", y)
+    g.output("again", g.matmul(g.rms_norm(x, "k"), w, "k", "k"))
+    return g.graph()
+
+
 CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
            4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
            8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction,
-           12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out, 14: split_gemm_two_waves_out}
+           12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out, 14: split_gemm_two_waves_out,
+           17: scaled_gemm_into_gemm, 18: norm_rows_two_weights, 19: gemm_two_stores}

@@ -17,20 +17,28 @@ def sizes(draw, names=AXES, lo=1, hi=9):
     return {a: draw(st.integers(lo, hi)) for a in names}
 
 
+# random_graphs' input dtypes with f64 among them (issue 46: f64 graphs take default tiles of their
+# own), for the derive suites; the lowering suites keep f32 (plan_verify counts two staged f64
+# stores of a GEMM as 128 KiB where TileLang gives them one place: 96 KiB with the operands)
+WITH_F64 = ("f32", "f32", "f32", "f64")
+
+
 @st.composite
-def random_graphs(draw, max_ops=8):
-    """A random graph over axes i, j, k, l. Values stay bounded: exp only follows a
-    normalising step (softmax, rms_norm, layer_norm), division only by safe positives."""
+def random_graphs(draw, max_ops=8, dtypes=("f32",)):
+    """A random graph over axes i, j, k, l, its inputs in one of `dtypes`. Values stay bounded:
+    exp only follows a normalising step (softmax, rms_norm, layer_norm), division only by safe
+    positives."""
     axes = draw(sizes())
     g = DagM("random", axes)
-    x = g.input("X", ["i", "k"], "f32")
-    w = g.input("W", ["k", "j"], "f32")
+    dt = draw(st.sampled_from(dtypes))
+    x = g.input("X", ["i", "k"], dt)
+    w = g.input("W", ["k", "j"], dt)
     pool = [x, w]
     growth = 0  # products that can grow magnitudes; capped so float64 never overflows
     for _ in range(draw(st.integers(1, max_ops))):
         choice = draw(st.sampled_from(
             ["unary", "binary", "reduce", "matmul", "softmax", "rms_norm", "layer_norm", "mean", "const",
-             "log", "mask", "log_softmax", "mse", "cast"]))
+             "log", "mask", "log_softmax", "mse", "cast", "scale"]))
         a = draw(st.sampled_from(pool))
         ax = g.nodes[a].axes
         if choice == "unary":
@@ -74,8 +82,12 @@ def random_graphs(draw, max_ops=8):
             if draw(st.booleans()):
                 c = g.neg(c)  # a computed scalar: folded, never a kernel
             pool.append(g.add(a, c))
-        elif choice == "cast":  # a round trip through f16: a cast inside a fused region, dtype kept f32
-            pool.append(g.cast(g.cast(a, "f16"), "f32"))
+        elif choice == "cast":  # a round trip through f16: a cast inside a fused region, dtype kept
+            pool.append(g.cast(g.cast(a, "f16"), dt))
+        elif choice == "scale" and ax:  # by a constant or a vector along one axis: a GEMM reading it
+            # pulls the scale out (scale_pullout) and reads `a`, maybe another GEMM's product
+            by = g.const("0.5") if draw(st.booleans()) else g.input(f"s{len(g.nodes)}", [draw(st.sampled_from(ax))], dt)
+            pool.append(g.mul(a, by))
         elif choice == "log":  # log of a positive value
             pool.append(g.log(g.add(g.abs(a), g.const("0.5"))))
         elif choice == "mask" and ax:  # where(position < c, a, b): exact positions, no rounding flips it
@@ -130,14 +142,20 @@ def structured_graphs(draw):
             s = g.div(s, g.sqrt(g.size_const("d_h")))
         g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
         return g.graph()
-    axes = {"m": draw(st.integers(1, 6)), "d": draw(st.integers(1, 9)), "n": draw(st.integers(1, 6))}
+    axes = {"m": draw(st.integers(1, 6)), "d": draw(st.integers(1, 9)), "n": draw(st.integers(1, 6)),
+            "p": draw(st.integers(1, 6))}
     g = DagM("norm_dual", axes)
     x = g.input("X", ["m", "d"], "f32")
     w = g.input("W", ["d", "n"], "f32")
-    u = w if draw(st.booleans()) else g.input("U", ["d", "n"], "f32")
+    # the same weight, another of its shape (a dual GEMM), or one of other columns p (two GEMM
+    # sites of one norm: their statistics are computed once and shared, issue 46)
+    cols = draw(st.sampled_from(["n", "n", "p"]))
+    u = w if cols == "n" and draw(st.booleans()) else g.input("U", ["d", cols], "f32")
     h = getattr(g, draw(st.sampled_from(["layer_norm", "rms_norm"])))(x, "d")
     a, b = g.matmul(h, w, "d", "d"), g.matmul(h, u, "d", "d")
-    g.output("out", g.mul(g.silu(a), b))
+    if cols == "p":
+        g.output("other", b)
+    g.output("out", g.mul(g.silu(a), b) if cols == "n" else g.silu(a))
     if draw(st.booleans()):
         g.output("gate", a)  # an intermediate of the fused region is also an output
     return g.graph()
@@ -156,7 +174,14 @@ def structured_graphs(draw):
 # Class 16 (issue 17): grouped-query attention, Q with a head axis g that K and V lack (the heads
 # of a group share K and V: packed into one CTA where g sits just before the query axis, and
 # tiled one head per CTA where it does not), masks and biases whose inputs lack g included.
-ALL_CLASSES = frozenset([*range(1, 12), 15, 16])
+# Issue 46 (derive crashes): class 17, a GEMM's product scaled by a constant or a per-row input
+# (or centred on one) feeding a second GEMM, which pulls the scale out and reads the first
+# product; class 18, a norm's rows into two GEMMs of different weights and columns (two sites
+# needing one set of row statistics); class F64 (19), f32 inputs made f64 (default tiles of their
+# own): asked for by the derive suites (user_graphs(ALL_CLASSES | {F64})), not by the lowering
+# ones (see WITH_F64).
+F64 = 19
+ALL_CLASSES = frozenset([*range(1, 12), 15, 16, 17, 18])
 
 
 def _maybe(draw, cls, allow):
@@ -366,6 +391,10 @@ def _user_norm_gemm(draw, allow):
         h = getattr(g, kind)(x, "d")
     a = g.matmul(h, w, "d", "d")
     out = a
+    if _maybe(draw, 18, allow):  # a second GEMM of other columns: two sites, one norm's statistics
+        g.axes["p"] = draw(st.integers(1, 5))
+        g.output("other", g.matmul(h, g.input("V", ["d", "p"], "f32"), "d", "d"))
+        built.add(18)
     if draw(st.booleans()):  # dual GEMM
         same = _maybe(draw, 1, allow)
         built |= {1} if same else set()
@@ -418,10 +447,62 @@ def _user_gemm(draw, allow):
 
 
 @st.composite
+def _user_gemm_chain(draw, allow):
+    """Class 17: X W, maybe activated, scaled by a constant or a per-row input or centred on one
+    (once or twice), into a second GEMM: that GEMM pulls the scale out and reads the first
+    product, which the first GEMM's kernel must then store though no graph edge asks for it. The
+    scaled product possibly an output too; or the chain unused (the output reads X W only)."""
+    if 17 not in allow:
+        return draw(_user_gemm(allow))
+    g = DagM("user_chain", {a: draw(st.integers(1, 5)) for a in ("m", "k", "n", "p")})
+    x, w, u = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "n"], "f32"), g.input("U", ["n", "p"], "f32")
+    y = g.matmul(x, w, "k", "k")
+    base = g.silu(y) if draw(st.booleans()) else y
+    s = base
+    for j in range(draw(st.integers(1, 2))):
+        kind = draw(st.sampled_from(["const", "row", "centred"]))
+        s = g.mul(s, g.const("0.5")) if kind == "const" else \
+            getattr(g, "mul" if kind == "row" else "sub")(s, g.input(f"r{j}", ["m"], "f32"))
+    z = g.matmul(s, u, "n", "n")
+    use = draw(st.sampled_from(["product", "scaled_too", "unused"]))
+    g.output("out", g.gelu_tanh(base) if use == "unused" else z)
+    if use == "scaled_too":
+        g.output("scaled", s)
+    return g.graph(), frozenset({17})
+
+
+@st.composite
 def user_graphs(draw, allow=ALL_CLASSES):
-    """(graph, issue-13 classes it contains), building only the classes in `allow`."""
-    maker = draw(st.sampled_from([_user_attention, _user_softmax, _user_norm_gemm, _user_gemm]))
-    return draw(maker(frozenset(allow)))
+    """(graph, issue-13 classes it contains), building only the classes in `allow`; where F64 is
+    allowed, a quarter of them with their f32 inputs in f64."""
+    allow = frozenset(allow)
+    maker = draw(st.sampled_from([_user_attention, _user_softmax, _user_norm_gemm, _user_gemm, _user_gemm_chain]))
+    g, built = draw(maker(allow))
+    if F64 in allow and draw(st.integers(0, 3)) == 0:
+        try:
+            return inputs_in(g, "f64", only="f32"), built | {F64}
+        except ir.GraphError:  # a cast to f32 feeds a GEMM beside an f64 operand: kept as drawn
+            pass
+    return g, built
+
+
+@st.composite
+def issue46_graphs(draw):
+    """(graph, classes): issue 46's structures alone, each half the time in f64 (F64): a scaled
+    GEMM into a second GEMM (17), a norm into GEMMs of different weights (18), or a user graph."""
+    kind = draw(st.sampled_from(["chain", "norm", "any"]))
+    if kind == "chain":
+        g, built = draw(_user_gemm_chain(frozenset({17})))
+    elif kind == "norm":
+        g, built = draw(_user_norm_gemm(frozenset({1, 7, 18})).filter(lambda gc: 18 in gc[1]))
+    else:  # no masks (15): a wholly masked row is NaN, which the derive suites' checks refuse
+        g, built = draw(user_graphs(ALL_CLASSES - {15}))
+    if draw(st.booleans()):
+        try:
+            return inputs_in(g, "f64", only="f32"), built | {F64}
+        except ir.GraphError:  # a cast to f32 feeds a GEMM beside an f64 operand: kept as drawn
+            pass
+    return g, built
 
 
 def masked_attention_graphs():

@@ -18,7 +18,7 @@ from leantile.dag import build_graph_with_output
 from leantile.derive import DerivationError, RULES, THEOREMS, candidates, check_derivation, derive, replay
 from leantile.derive.engine import MAX_CANDIDATE_NAME, MAX_CANDIDATES
 from plan_checks import check
-from strategies import random_graphs, structured_graphs
+from strategies import WITH_F64, random_graphs, structured_graphs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -185,7 +185,7 @@ def _mutations(g):
 
 
 @settings(max_examples=60)
-@given(st.one_of(random_graphs(), structured_graphs()), st.data())
+@given(st.one_of(random_graphs(dtypes=WITH_F64), structured_graphs()), st.data())
 def test_a_damaged_derivation_replays_iff_it_is_a_candidate(g, data):
     cands = candidates(g)
     assume(len(cands) > 1)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import event, given
 
 from leantile import architectures, interp, ir, reference
 from leantile.dag import build_graph, build_graph_with_output
@@ -14,6 +15,7 @@ from leantile.derive import candidates, derive, replay
 from leantile.plan import Load, Store
 from leantile.plan_verify import SMEM_LIMIT, verify
 from plan_checks import rel_err
+from strategies import issue46_graphs
 
 SIZES = {"m": 5, "k": 7, "n": 6, "j": 4}
 
@@ -316,6 +318,27 @@ def test_pipelined_tiles_count_once_per_stage():
     att = architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=256)
     assert "online" not in [c.name for c in candidates(att)]
     assert any("327680 bytes" in line for line in refusals(att))
+
+
+# 12. issue 46: a scaled GEMM into a GEMM, a norm into GEMMs of different weights, f64 ----------
+@given(issue46_graphs())
+def test_issue46_generated_graphs_every_candidate_equals_reference(gc):
+    """Generated graphs of issue 46's classes (17: X W scaled by a constant or per-row input, or
+    centred, into a second GEMM, the scaled product maybe an output or the chain unused; 18: a
+    norm's rows into GEMMs of different weights; 19: f64 inputs): every candidate derives, at the
+    default and at small tiles, and equals the float64 reference. Where a class's rewrite can
+    apply it is offered (else the test would not reach the path that crashed)."""
+    g, classes = gc
+    for c in sorted(classes):
+        event(f"class {c}")
+    cands = candidates(g)
+    rules = [[s.rule for s in c.steps] for c in cands]
+    if 17 in classes:  # the second GEMM pulls the scale out of its LHS
+        assert any({"scale_pullout", "mean_pullout"} & set(r) for r in rules), [c.name for c in cands]
+    if 18 in classes:  # some candidate computes the shared statistics in two sites' kernels
+        assert any(sum(s.rule == "stream_stats" and s.params.get("mode") == "separate" for s in c.steps) >= 2
+                   for c in cands), [c.name for c in cands]
+    _check_all(g)
 
 
 # 11. a norm -> GEMM whose rows are longer than one streamed block of the row statistics ------

@@ -339,7 +339,7 @@ def test_generated_gemms_at_one_wave_tiles_stay_exact(family, shape, k, dtype, d
     rows, cols = shape
     if family == "norm_gemm":
         g = data.draw(_user_norm_gemm(ALL_CLASSES))[0]
-        sizes = {"m": rows, "d": k, "n": cols}
+        sizes = {**g.axes, "m": rows, "d": k, "n": cols}  # a second GEMM's other columns (p) as drawn
     else:  # k, kk and j are one size there (a clashing axis contracts W's j): the columns
         g = data.draw(_user_gemm(ALL_CLASSES - {9}))[0]  # 9: a second, dependent GEMM
         sizes = {"m": rows, "k": cols, "kk": cols, "j": cols}

@@ -20,7 +20,8 @@ import soundness_graphs as sg
 from leantile import interp
 from leantile.tolerance import TOLERANCE
 from leantile.derive import candidates, derive
-from strategies import ALL_CLASSES, masked_softmax_graphs, shape_tiled_attention_graphs, user_graphs
+from leantile.plan import Load, Store
+from strategies import ALL_CLASSES, F64, masked_softmax_graphs, shape_tiled_attention_graphs, user_graphs
 
 TOL = TOLERANCE[torch.float64]  # every candidate runs in float64 against the float64 evaluator
 
@@ -99,6 +100,59 @@ def test_split_gemm_in_one_or_two_waves_with_the_product_an_output():
     # tiles of a realistic size (the interpreter runs tile by tile: 130 x 8200 x 600 at 1-3 element
     # blocks would take hours); block_k 40 leaves the slices uneven
     check_all(g, (None, {"block_m": 64, "block_n": 128, "block_k": 40}), seed=14)
+
+
+# ------------------------------------------------------------------ issue 46: derive crashes
+@pytest.mark.parametrize("scale, scaled_out, used", [("const", False, True), ("row", False, True), ("centred", False, True),
+                                                     ("const", True, True), ("row", True, True), ("const", False, False),
+                                                     ("row", False, False)])
+def test_issue46_scaled_gemm_into_gemm(scale, scaled_out, used):
+    """X W scaled (or centred) into a second GEMM that pulls the scale out: the first GEMM's kernel
+    stores X W for it, once (it was built a second time, unfused: two kernels named gemm_3), the
+    scaled product only where it is an output (no kernel reads it), no kernel for a dead chain;
+    every candidate equals the evaluator."""
+    g = sg.scaled_gemm_into_gemm(scale, scaled_out, used)
+    plan = derive(g)  # the default candidate: the pullout (scale_pullout, or mean_pullout's colsum_streamed)
+    stores = {k.name: {s.dst for s in k.statements() if isinstance(s, Store)} for k in plan.kernels}
+    if used:
+        second = next(k for k in plan.kernels if k.name == "gemm_6")
+        assert any(isinstance(s, Load) and s.src == "matmul_3" for s in second.statements())  # past the scale
+        assert [k for k, dst in stores.items() if "matmul_3" in dst] == ["gemm_3"]
+    else:
+        assert list(stores) == ["gemm_3"] and stores["gemm_3"] == {plan.outputs["out"]}
+    assert any(g.node(5).op + "_5" in dst for dst in stores.values()) == scaled_out
+    check_all(g, FIXED_TILES, seed=17)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_issue46_norm_rows_into_two_gemms_of_different_weights(dtype):
+    """Two GEMM sites of one norm's rows, each with its statistics kernel (stats_separate twice):
+    one kernel stores the statistics, both GEMMs read them (each site stored them: "rsqrt stored
+    by 2 kernels")."""
+    g = sg.norm_rows_two_weights(dtype)
+    plan = derive(g, "stats_separate+stats_separate")
+    stats = [b.name for b in plan.globals if b.name.startswith("rsqrt")]
+    assert len(stats) == 1
+    assert len([k for k in plan.kernels if any(isinstance(s, Store) and s.dst == stats[0] for s in k.statements())]) == 1
+    assert len([k for k in plan.kernels if any(isinstance(s, Load) and s.src == stats[0] for s in k.statements())]) == 2
+    check_all(g, FIXED_TILES, seed=18)
+
+
+def test_issue46_f64_graphs_fit_at_their_default_tiles():
+    """An f64 graph's default tiles fit the target (rows and k steps half as long as
+    DEFAULT_TILES'): every candidate derives at them and equals the evaluator, where at
+    DEFAULT_TILES its GEMM took 256 KiB of shared memory. Other dtypes keep DEFAULT_TILES."""
+    from leantile.derive import kernels as K
+    from leantile.derive.context import Ctx
+    from leantile.derive.shape_tiles import default_tiles
+    from leantile.ir import GraphError
+    g = sg.gemm_two_stores("f64")
+    with pytest.raises(GraphError, match="shared memory"):
+        derive(g, "stats_fused", dict(K.DEFAULT_TILES))
+    assert {derive(g, c.name).tiles["block_k"] for c in candidates(g)} == {K.DEFAULT_TILES["block_k"] // 2}
+    check_all(g, FIXED_TILES, seed=19)
+    for dt in ("f16", "bf16", "f32"):
+        assert default_tiles(Ctx(sg.gemm_two_stores(dt))) == K.DEFAULT_TILES, dt
 
 
 def test_class11_renamed_contraction_axes():
@@ -195,9 +249,9 @@ def test_online_softmax_guard_is_emitted():
 
 
 # ------------------------------------------------------------------ the property
-@given(user_graphs(allow=ALL_CLASSES), RANDOM_TILES, st.integers(0, 2**31 - 1))
+@given(user_graphs(allow=ALL_CLASSES | {F64}), RANDOM_TILES, st.integers(0, 2**31 - 1))
 def test_user_graphs_every_candidate_equals_evaluator(gc, tiles, seed):
-    """Generated graphs of every class, every candidate, default and random
+    """Generated graphs of every class (f64 inputs included), every candidate, default and random
     tiles (blocks of 1 and blocks that do not divide the axes), fresh random inputs. Examples:
     the profile's (ci 40; slow 1000). With --hypothesis-show-statistics the events give the
     coverage: how often each structure class occurs and how many candidates graphs get."""

@@ -102,6 +102,7 @@ class Ctx:
         self.names = Names(g)
         self._const: dict[int, float | None] = {}
         self._dtypes: list[str] = []  # per node, filled on first use (dtype_of)
+        self._dtype_set: frozenset[str] | None = None  # their set (dtypes)
         self._statistic: list[bool] = []  # per node, filled on first use (is_statistic)
         self._output_ids = frozenset(g.outputs.values())
 
@@ -149,6 +150,14 @@ class Ctx:
         if not self._dtypes:
             self._dtypes = ir.value_dtypes(self.g)
         return self._dtypes[i]
+
+    def dtypes(self) -> frozenset[str]:
+        """The dtypes of the graph's values (what its tiles may hold: shape_tiles.default_tiles)."""
+        if self._dtype_set is None:
+            if not self._dtypes:
+                self._dtypes = ir.value_dtypes(self.g)
+            self._dtype_set = frozenset(self._dtypes)
+        return self._dtype_set
 
     def is_statistic(self, i: int) -> bool:
         """A reduction, or an elementwise value over the same axes as a statistic it reads (the

@@ -30,7 +30,8 @@ from .split_kernels import split_flash, split_gemm, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
-from .shape_tiles import SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, gemm_rows, shape_tiles, swap_rows, wave_tiles
+from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
+                          swap_rows, wave_tiles)
 from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
@@ -92,9 +93,9 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
 def _fits(cx: Ctx, o: Option) -> bool:
     """Whether option o's kernels fit the target's shared memory at the default tiles (a
     head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains)."""
-    plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(),
-                tiles=K.DEFAULT_TILES)
-    for k in _site_kernels(cx, o, K.DEFAULT_TILES):
+    tiles = default_tiles(cx)
+    plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(), tiles=tiles)
+    for k in _site_kernels(cx, o, tiles):
         problem = smem_problem(plan, k)
         if problem:
             cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {problem}")
@@ -152,7 +153,7 @@ def _split_first(cx: Ctx, rule, s, opts: list[Option]) -> list[Option]:
     """A streamed softmax site's options (attention: split_kv; a row alone: split_row), the
     split ones first where its query tiles or row blocks leave SMs idle (decode; a softmax
     over a vocabulary)."""
-    n = rule.splits(cx, s, K.DEFAULT_TILES)
+    n = rule.splits(cx, s, default_tiles(cx))
     return rule.options(s, n, opts) + opts if n else opts
 
 
@@ -165,7 +166,7 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     # a lone GEMM's one wave of 64-row tiles
     mm = cx.node(s.matmuls[0])
     skinny = gemm_rows(cx, mm) <= 64
-    tiles = ({**K.DEFAULT_TILES, **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else K.DEFAULT_TILES) | \
+    tiles = ({**default_tiles(cx), **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else default_tiles(cx)) | \
         (SWAP_AB_TILES if swap_rows(cx, mm) else {}) | wave_tiles(cx)
     n = SPLIT_K.splits(cx, s, tiles)
     if not n:
@@ -319,7 +320,7 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles)
     plan = _shaped_plan(cx, picked, given, name) or plan_passes.run(
-        _assemble(cx, picked, {**K.DEFAULT_TILES, **given}, name))
+        _assemble(cx, picked, {**default_tiles(cx), **given}, name))
     problems = verify(plan, cx.g)
     bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
     if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's
@@ -339,7 +340,7 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
         shaped = shape_tiles(cx, picked, swap)
         if not shaped or set(given) & set(shaped):
             return None
-        plan = plan_passes.run(_assemble(cx, picked, {**K.DEFAULT_TILES, **shaped, **given}, name))
+        plan = plan_passes.run(_assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name))
         fits = not verify(plan, cx.g)
         if not shaped.get("swap_ab"):
             return plan if fits else None
@@ -411,33 +412,47 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     # A softmax kernel reads its raw scores past the scale it folds in: a GEMM that computes
     # them must store them too, though its only user (the scale) is fused in its epilogue.
     # So must one whose output a region kernel reads (a softmax row on chip, a norm after it).
+    # So must one whose product or epilogue value another GEMM reads past its pulled-out scale
+    # (X W * r feeding a second GEMM reads X W, not the scaled product it has no graph edge to).
     region_reads = {s.members[0]: region_loads(cx, s) for s in region_sites}
+    gemms = [c for c in picked if isinstance(c, K.GemmChoice)]
+    gemm_reads = [_gemm_reads(cx, c) for c in gemms]
     read = {i for r in needs.values() for i in r}.union(*region_reads.values())
-    for c in picked:
-        if not isinstance(c, K.GemmChoice):
+    # the scaled product X W * r no kernel reads (the second GEMM reads X W): not stored
+    unread = _unread_peels(cx, gemms, outs | read.union(*gemm_reads))
+    peeled = {(m, p.node) for c in gemms for m in c.site.matmuls for p in c.site.peels}
+    # What each GEMM site stores, the last site first: a site reads only what earlier ones compute.
+    # A site none of whose values is read (a dead chain of the graph) gets no kernel, and its reads
+    # ask nothing of the others.
+    site_stores: dict[int, list[int]] = {}
+    for j in reversed(range(len(gemms))):
+        inside = set(gemms[j].site.matmuls) | set(gemms[j].epilogue)
+        stores = [i for i in sorted(inside) if i in outs or i in read or any(
+            u not in inside and u not in unread and (u, i) not in peeled for u in us[i])]
+        if stores:
+            site_stores[j] = stores
+            read |= gemm_reads[j]
+    for j, (c, reads) in enumerate(zip(gemms, gemm_reads)):
+        if j not in site_stores:
             continue
-        s = c.site
-        inside = set(s.matmuls) | set(c.epilogue)
-        stores = [i for i in sorted(inside) if i in outs or i in read or any(u not in inside for u in us[i])]
-        reads = {s.base} | {cx.node(m).b for m in s.matmuls}
-        reads |= {a for i in c.epilogue for a in cx.node(i).args() if a not in inside and not cx.literal(a)}
-        vecs = {p.vec for p in s.peels}
+        s, stores = c.site, site_stores[j]
         if c.stats == "separate":
-            sk, stored = K.row_stats_kernel(cx, c, tiles)
-            add(sk, [s.base], stored)
-        elif c.stats != "fused":
-            reads |= {v for v in vecs if not cx.literal(v)}
+            # two GEMMs of one norm's rows (different weights: two sites) need the same statistics:
+            # the first site's kernel stores them, the second's reads them (a global has one writer)
+            sk, stored = K.row_stats_kernel(cx, c, tiles, skip=produced.keys())
+            if stored:
+                add(sk, [s.base], stored)
         if c.mean and c.colsum == "precomputed":
             for m in s.matmuls:
                 w = cx.node(m).b
                 colsum = cx.colsum(w)
-                if colsum in produced:  # both matmuls of a dual GEMM use this weight
+                reads.add(colsum)
+                if colsum in produced:  # both matmuls of a dual GEMM (or two sites) use this weight
                     continue
                 add(K.colsum_kernel(cx, w, cx.node(m).axis_b, tiles), [w], [colsum])
                 cols = tuple(a for a in cx.node(w).axes if a != cx.node(m).axis_b)
                 extra_globals.append(Buffer(name=colsum, axes=cols, scope="global", dtype="acc",
                                             why="float32: a weight's column sums (mean pullout), a statistic"))
-                reads.add(colsum)
         if c.split:
             sliced, combine, buf = split_gemm(cx, c, tiles, stores, axes)
             add(sliced, reads, [buf.name])
@@ -447,8 +462,6 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
         gk = K.gemm_kernel(cx, c, tiles, stores)
         deps = set(reads) | ({s.base} if c.stats else set())
         add(gk, deps, stores)
-        if c.stats == "separate":
-            needs[gk.name] |= {v for v in vecs if not cx.literal(v)}
 
     # Region kernels: each stores the members an output or another kernel reads.
     read_anywhere = set(outs) | read
@@ -500,6 +513,33 @@ def _intermediate(cx: Ctx, i: int) -> Buffer:
     n, dt = cx.node(i), cx.stored_dtype(i)
     why = None if dt == cx.dtype_of(i) else WIDE_WHY if cx.is_statistic(i) else RANGE_WHY
     return Buffer(name=cx.value(i), axes=n.axes, scope="global", dtype=dt, node=i, why=why)
+
+
+def _gemm_reads(cx: Ctx, c: K.GemmChoice) -> set[int]:
+    """The graph nodes GEMM choice c's kernels read from global memory: its (peeled) LHS, its
+    weights, its epilogue's other operands, and the pulled-out vectors it does not compute."""
+    s = c.site
+    inside = set(s.matmuls) | set(c.epilogue)
+    reads = {s.base} | {cx.node(m).b for m in s.matmuls}
+    reads |= {a for i in c.epilogue for a in cx.node(i).args() if a not in inside and not cx.literal(a)}
+    if c.stats != "fused":  # separate: its statistics kernel stores them for the GEMM to read
+        reads |= {p.vec for p in s.peels if not cx.literal(p.vec)}
+    return reads
+
+
+def _unread_peels(cx: Ctx, gemms: list, keep: set) -> set[int]:
+    """The nodes a pullout moves out of a GEMM's LHS (mul(X, s), sub(X, mu)) that no kernel
+    reads: none of `keep` (outputs, what kernels read), every user a GEMM that pulls it out or
+    another such node. No kernel computes them, unless an epilogue holds them in registers."""
+    pulled: dict[int, set[int]] = {}  # peel node -> the matmuls whose LHS chain it is in
+    for c in gemms:
+        for p in c.site.peels:
+            pulled.setdefault(p.node, set()).update(c.site.matmuls)
+    out: set[int] = set()
+    for i in sorted(pulled, reverse=True):  # ids are topological: a node's users come first
+        if i not in keep and all(u in out or u in pulled[i] for u in cx.users[i]):
+            out.add(i)
+    return out
 
 
 def _static_order(deps: dict[str, list[str]]) -> list[str]:

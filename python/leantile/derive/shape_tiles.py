@@ -13,6 +13,23 @@ from . import kernels as K
 from .context import Ctx
 from .sites import FlashSite, SoftmaxSite
 
+
+def default_tiles(cx: Ctx) -> dict:
+    """The plain defaults (kernels.DEFAULT_TILES) for the graph's dtypes. 16- and 32-bit graphs
+    keep DEFAULT_TILES, the tiles every rule below was measured against. A graph with 8-byte
+    values (f64) takes rows and k steps half as long: each tile of a GEMM kernel (the LHS's
+    block_m x block_k, the weight's block_k x block_n, the output's block_m x block_n staged
+    for its store) then holds no more bytes than at DEFAULT_TILES in f32, whose plans fit the
+    target. At DEFAULT_TILES a plain f64 GEMM's two operand tiles took 256 KiB at 2 stages, over
+    the target's 227 KiB: every f64 graph with a GEMM was refused at its defaults. (f64 runs on
+    the CUDA cores: these tiles fit, they were not tuned.)"""
+    t = K.DEFAULT_TILES
+    wide = max((DTYPE_BYTES.get(d, 4) for d in cx.dtypes()), default=4) // 4
+    if wide <= 1:
+        return t
+    return {**t, "block_m": t["block_m"] // wide, "block_k": t["block_k"] // wide}
+
+
 # The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
 # tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
 # 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion_tiles_probe.py).

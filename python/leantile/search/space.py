@@ -111,9 +111,11 @@ def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
     """Which tile parameters a candidate's kernels use (the plan's own records: the tile
     parameter of every blocked axis), and the plan at the default tiles."""
     from ..derive import derive
-    from ..derive.kernels import DEFAULT_TILES
+    from ..derive.context import Ctx
+    from ..derive.shape_tiles import default_tiles
 
-    plan = derive(g, cand, dict(DEFAULT_TILES))
+    defaults = default_tiles(Ctx(g))  # DEFAULT_TILES, made to fit an f64 graph
+    plan = derive(g, cand, dict(defaults))
     used: set[str] = {"threads"}
     info = CandidateInfo(cand, (), {}, plan=plan)
     for k in plan.kernels:
@@ -129,7 +131,7 @@ def analyse(g: ir.Graph, cand: str) -> CandidateInfo:
             if a in plan.axes and p in ("block_m", "block_n", "block_k", "block_r"):
                 info.limits[p] = max(info.limits.get(p, 0), plan.axes[a])
     info.params = tuple(p for p in ORDER if p in used)
-    info.defaults = {p: int(DEFAULT_TILES[p]) for p in info.params}
+    info.defaults = {p: int(defaults[p]) for p in info.params}
     return info
 
 
@@ -198,7 +200,7 @@ class Space:
                                       for k, v in q.tiles), q))
 
     def default(self, candidate: str | None = None) -> Point:
-        """The derivation's own default tiles (DEFAULT_TILES), made valid."""
+        """The derivation's own default tiles (shape_tiles.default_tiles), made valid."""
         c = candidate or self.candidates[0]
         return self.repair(c, self.infos[c].defaults)
 
