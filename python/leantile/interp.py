@@ -4,14 +4,13 @@ property suite checks."""
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
 
 from . import ir, ops, reference
-from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, key_block_interior,
-                   key_block_range, running_maxes)
+from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
+                   key_block_interior, key_block_range, running_maxes)
 
 TORCH = reference.TORCH_DTYPES
 
@@ -78,9 +77,8 @@ def _dt(name: str) -> torch.dtype:
 
 
 def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
-    ranges = [range(math.ceil(plan.axes[t.axis] / t.block)) for t in k.grid]
     axes = {b.name: b.axes for b in k.buffers}  # on-chip buffers
-    for index in itertools.product(*ranges):
+    for index in grid_walk(plan, k):  # the launch's walk: a folded grid's div/mod too
         tile = _Tile(plan, k, index)
         local = {b.name: torch.zeros([tile.extent(a) for a in b.axes], dtype=dtype or _dt(b.dtype))
                  for b in k.buffers if b.scope != "global"}

@@ -32,7 +32,8 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
     ``pass_configs`` are TileLang pass options, e.g.
     ``{"tl.disable_warp_specialized": True}`` (see tilelang.PassConfigKey). ``info`` (a dict)
     receives "shared_bytes": the dynamic shared memory TileLang allocated (its
-    `dyn_shared_memory_buf`, 0 where none), what plan_verify.shared_bytes estimates.
+    `dyn_shared_memory_buf`, 0 where none), what plan_verify.shared_bytes estimates, and "grid":
+    the launch's (gridDim.x, .y, .z).
     """
     if hasattr(func, "get_kernel_source"):  # JITKernel from tilelang.compile / @tilelang.jit
         return func.get_kernel_source()
@@ -53,8 +54,12 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
         lines = [ln for ln in str(e).splitlines() if ln.strip() and not ln.lstrip().startswith("File ")]
         raise LoweringError("TileLang lowering failed: " + "\n".join(lines[-6:])) from e
     if info is not None:
-        found = re.search(r'"dyn_shared_memory_buf": (\d+)', str(artifact.device_mod))
+        device = str(artifact.device_mod)
+        found = re.search(r'"dyn_shared_memory_buf": (\d+)', device)
         info["shared_bytes"] = int(found.group(1)) if found else 0
+        # the launch's gridDim (x, y, z): what CUDA bounds by 2^31 - 1, 65535, 65535 (plan.GRID_X_MAX)
+        info["grid"] = tuple(max([int(n) for n in re.findall(rf'"blockIdx\.{d}": (\d+)', device)] or [1])
+                             for d in "xyz")
     stale = stale_ssa_uses(artifact.kernel_source)
     if stale:  # the repair missed a case: a kernel that would compute a wrong value
         raise LoweringError("internal error: stale cached vector load after codegen_repair: " + "; ".join(map(str, stale[:3])))

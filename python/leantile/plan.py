@@ -16,6 +16,7 @@ sets them explicitly, and stores write only the valid part. The CPU interpreter
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Annotated, Literal, Optional, Union
 
@@ -372,6 +373,56 @@ def on_chip_dims(k: Kernel, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...
             if tuple(axes[i:i + n]) == p:
                 return (*((a,) for a in axes[:i]), p, *((a,) for a in axes[i + n:]))
     return tuple((a,) for a in axes)
+
+
+# CUDA's launch limits (every GPU since sm_30): gridDim.x <= 2^31 - 1, gridDim.y and .z <= 65535.
+# A launch past them fails with CUDA_ERROR_INVALID_VALUE (issue 46: an axis of 65536 on y or z).
+GRID_X_MAX = 2**31 - 1
+GRID_YZ_MAX = 65535
+
+
+def grid_counts(plan: "Plan", k: Kernel) -> list[int]:
+    """The tiles along each of k's grid axes at the plan's tiles, in grid order."""
+    return [-(-plan.axes[t.axis] // t.block) for t in k.grid]
+
+
+def grid_folded(plan: "Plan", k: Kernel) -> bool:
+    """Whether k launches its whole grid on blockIdx.x. The grid's last axis is blockIdx.x, the
+    one before it blockIdx.y, the product of the rest blockIdx.z; where y or z would pass
+    GRID_YZ_MAX, every grid axis folds into x instead, each tile's index recovered from it by
+    div/mod, the last axis fastest: the same walk (grid_walk). A persistent kernel
+    (Kernel.pingpong) launches one CTA per SM and walks its tiles itself: never folded."""
+    if k.pingpong or len(k.grid) < 2:
+        return False
+    n = grid_counts(plan, k)[::-1]
+    return n[1] > GRID_YZ_MAX or math.prod(n[2:]) > GRID_YZ_MAX
+
+
+def launch_dims(plan: "Plan", k: Kernel) -> tuple[int, int, int]:
+    """(gridDim.x, .y, .z) of k's launch at the plan's tiles (a persistent kernel: its tiles,
+    the most CTAs it could launch)."""
+    n = grid_counts(plan, k)[::-1]
+    if k.pingpong or grid_folded(plan, k):
+        return (math.prod(n), 1, 1)
+    return (n[0] if n else 1, n[1] if len(n) > 1 else 1, math.prod(n[2:]))
+
+
+def grid_walk(plan: "Plan", k: Kernel):
+    """The index of each of k's tiles (one per grid axis, grid order) in launch order: the
+    last axis fastest. A folded grid (grid_folded) recovers them from the one flat index by
+    the emitter's own div/mod (emit.kernel), the last axis the remainder by its count first."""
+    n = grid_counts(plan, k)
+    if not grid_folded(plan, k):
+        yield from itertools.product(*(range(c) for c in n))
+        return
+    rev = n[::-1]
+    for flat in range(math.prod(n)):
+        idx, rem = [], flat
+        for c in rev[:-1]:
+            idx.append(rem % c)
+            rem //= c
+        idx.append(rem)
+        yield tuple(reversed(idx))
 
 
 class Plan(_M):

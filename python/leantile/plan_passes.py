@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, on_chip_dims, running_maxes
+from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, running_maxes
 from .plan_verify import deferrable, mma_shaped, statement_effects
 
 PARTS = ("prologue", "body", "epilogue")
@@ -80,9 +80,11 @@ def swizzle(plan: Plan) -> Plan:
     tiles in L2; the panel size is the tile parameter `swizzle` (0 turns it off)."""
     if "swizzle" not in (plan.tiles or {}):
         return plan
-    # a FIXED block is a constant tile, a whole axis (a packed group's heads): no grid dimension
+    # a FIXED block is a constant tile, a whole axis (a packed group's heads): no grid dimension;
+    # a grid folded into blockIdx.x (plan.grid_folded: y or z past CUDA's 65535) has no 2-D raster
     return _on_gemm_kernels(plan, lambda plan, k: {"swizzle": True}
-                            if sum(t.block > 1 and t.param != FIXED for t in k.grid) == 2 else {})
+                            if sum(t.block > 1 and t.param != FIXED for t in k.grid) == 2
+                            and not grid_folded(plan, k) else {})
 
 
 def _without_repeated_loads(stmts: tuple) -> tuple:

@@ -21,19 +21,21 @@ It checks what the interpreter and the emitter take for granted:
     whole axis) times the bytes of their dtype ('acc' accumulates in f32: 4 bytes), times the
     pipeline's stages for tiles the stream body loads.
 
-  - the warps can share every tensor-core GEMM tile (warps_problem).
+  - the warps can share every tensor-core GEMM tile (warps_problem);
+  - the launch fits CUDA's grid limits (grid_problem): gridDim.x <= 2^31 - 1, .y and .z <= 65535
+    (plan.grid_folded puts a grid that would pass y or z on x).
 
-Problems of shared memory and of warps start with TILE_PROBLEMS' prefixes, so that derive can
-tell a plan that does not fit the target at its tiles (a user's tile choice, or a candidate not
-to offer) from a bug.
+Problems of shared memory, of warps and of the grid start with TILE_PROBLEMS' prefixes, so that
+derive can tell a plan that does not fit the target at its tiles (a user's tile choice, or a
+candidate not to offer) from a bug.
 """
 from __future__ import annotations
 
 import math
 
 from . import ir
-from .plan import (FIXED, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, boundary_read, on_chip_dims,
-                   swapped_layout)
+from .plan import (FIXED, GRID_X_MAX, GRID_YZ_MAX, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store,
+                   boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -139,7 +141,19 @@ def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT, tiles: dict | N
 # k_dim 1/2" below), a warp's m slice is 16 rows, n is a multiple of 8; f64 MMA needs m = 8
 MMA_MIN = {"m": 16, "n": 8, "k": 16}
 WARPS_PREFIX = "warps"  # problems of a tile choice with the threads, like SMEM_PREFIX
-TILE_PROBLEMS = (SMEM_PREFIX, WARPS_PREFIX)
+GRID_PREFIX = "grid"  # a launch past CUDA's grid limits at the plan's tiles, like SMEM_PREFIX
+TILE_PROBLEMS = (SMEM_PREFIX, WARPS_PREFIX, GRID_PREFIX)
+
+
+def grid_problem(plan: Plan, k: Kernel) -> str | None:
+    """A launch CUDA refuses: gridDim.x over GRID_X_MAX or .y / .z over GRID_YZ_MAX. The emitter
+    folds a grid whose y or z would pass into x (plan.grid_folded), so what is left is more tiles
+    than x holds: larger tiles may fit."""
+    dims = launch_dims(plan, k)
+    if dims[0] <= GRID_X_MAX and max(dims[1:]) <= GRID_YZ_MAX:
+        return None
+    return (f"{GRID_PREFIX}: kernel {k.name} launches a grid of {dims} CTAs at tiles {dict(sorted(plan.tiles.items()))}, "
+            f"over CUDA's limits ({GRID_X_MAX}, {GRID_YZ_MAX}, {GRID_YZ_MAX})")
 
 
 def mma_shaped(plan: Plan, k: Kernel, s: Gemm) -> bool:
@@ -284,6 +298,8 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         out.append(f"{where}: warp policy {k.warp_policy!r} on a kernel without a GEMM")
     if k.swizzle and not (has_gemm and sum(t.block > 1 for t in k.grid) == 2):
         out.append(f"{where}: swizzle needs a GEMM kernel with two tiled grid axes")
+    if k.swizzle and grid_folded(plan, k):
+        out.append(f"{where}: swizzle rasterises blockIdx.x and .y, and the grid is folded into x")
     if k.swapped and not (any(isinstance(s, Gemm) and s.mma and s.acc in local and swapped_layout(k, local[s.acc].axes)
                               for s in k.statements()) and not any(isinstance(s, Reduce) for s in k.statements())):
         out.append(f"{where}: axes {k.swapped} kept swapped, but no tensor-core GEMM accumulates over them "
@@ -356,9 +372,9 @@ def verify(plan: Plan, graph: ir.Graph, smem_limit: int = SMEM_LIMIT) -> list[st
                 if k.name not in writers.setdefault(s.dst, []):
                     writers[s.dst].append(k.name)
                 stored.add(s.dst)
-        problem = smem_problem(plan, k, smem_limit)
-        if problem:
-            out.append(problem)
+        for problem in (smem_problem(plan, k, smem_limit), grid_problem(plan, k)):
+            if problem:
+                out.append(problem)
     if plan.kernels and (plan.kernels[0].wait_previous or plan.kernels[-1].launch_next):
         out.append("dependent launch: the first kernel waits for none before it, the last launches none after it")
     for name, w in writers.items():

@@ -9,15 +9,16 @@ from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pi
                     on_chip_dims, swapped_layout)
 from .. import ops
 from ..plan_verify import DTYPE_BYTES
+from .grid import GridWriter
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .pingpong import PingPongWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
 from .unaligned import UnalignedWriter, window_facts
-from .common import (SPELLING, GRID_VARS, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
+from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
 
-class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter):
+class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
 
@@ -443,18 +444,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
     # -- the whole kernel ----------------------------------------------------------
     def write(self) -> list[str]:
         k = self.k
-        # grid: last plan axis fastest (blockIdx.x), as in hand-written GEMMs; more than 3 are flattened into bz
+        # grid: last plan axis fastest (blockIdx.x); more than 3 flattened into bz, all into bx where y or z
+        # would pass CUDA's 65535 (emit.grid)
         rev = list(reversed(k.grid))
-        self.grid_var: dict[str, str] = {}
-        counts = [f"T.ceildiv({_size(g.axis)}, {self.extent(g.axis)})" if g.block > 1 else _size(g.axis) for g in rev]
-        flat: list = []
-        if len(rev) > 3:
-            flat = rev[2:]
-            counts = counts[:2] + [" * ".join(counts[2:])]
-        for g, v in zip(rev[:3] if not flat else rev[:2], GRID_VARS):
-            self.grid_var[g.axis] = v
-        for g in flat:
-            self.grid_var[g.axis] = self.fresh(f"b_{g.axis}")
+        counts, flat, flat_var = self.lay_out_grid(rev)
         self.full_row = k.warp_policy == "full_row"  # plan_passes.warp_policy
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         body: list[str] = []
@@ -470,14 +463,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.params["swizzle"] = "swizzle"
             self.emit("T.use_swizzle(panel_size=max(swizzle, 1), enable=swizzle > 0)", d)
         if flat and not k.pingpong:
-            rem = "bz"
-            for n, g in enumerate(flat):
-                cnt = f"T.ceildiv({_size(g.axis)}, {self.extent(g.axis)})" if g.block > 1 else _size(g.axis)
-                if n == len(flat) - 1:
-                    self.emit(f"{self.grid_var[g.axis]} = {rem}", d)
-                else:
-                    self.emit(f"{self.grid_var[g.axis]} = {rem} % {cnt}", d)
-                    rem = f"({rem} // {cnt})"
+            self.emit_grid_indices(flat, flat_var, d)
+        self.grid_guard(rev)
         bound = dict(self.grid_var)  # the launch's own index names
         if k.heavy_first:  # plan_passes.heavy_first: the last tiles of the axis, the longest, launch first
             a = k.heavy_first
@@ -511,7 +498,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         out.append(f"    def {_ident(k.name)}({sig}):")
         grid_desc = ", ".join(f"{v}: {a}{' tile' if self.block[a] > 1 else ''}" for a, v in bound.items())
         threads = "threads" if "threads" in used_params else str(k.threads)
-        vars_ = [bound[g.axis] for g in (rev[:2] if flat else rev[:3])] + (["bz"] if flat else [])
+        vars_ = [bound[g.axis] for g in rev[:len(rev) - len(flat)]][:3] + ([flat_var] if flat else [])
         if not vars_:  # a single tile (the output is a scalar)
             counts, vars_ = ["1"], ["bx"]
         as_ = vars_[0] if len(vars_) == 1 else f"({', '.join(vars_)})"
