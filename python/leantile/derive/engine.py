@@ -95,7 +95,12 @@ def _fits(cx: Ctx, o: Option) -> bool:
     head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains)."""
     tiles = default_tiles(cx)
     plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(), tiles=tiles)
-    for k in _site_kernels(cx, o, tiles):
+    try:
+        kernels = _site_kernels(cx, o, tiles)
+    except ir.GraphError as e:  # a kernel these tiles cannot build (split_kernels: the combine's layout)
+        cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {e.problems[0]}")
+        return False
+    for k in kernels:
         problem = smem_problem(plan, k)
         if problem:
             cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {problem}")
