@@ -14,40 +14,11 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
-from leantile.dag import DagM  # noqa: E402
 
 
-def _log_softmax(g, x, axis):
-    z = g.sub(x, g.red("max", x, axis))
-    return g.sub(z, g.log(g.red("sum", g.exp(z), axis)))
-
-
-def cross_entropy(b, c):
-    g = DagM("xent", {"b": b, "c": c})
-    p, t = g.input("P", ["b", "c"], "f16"), g.input("T", ["b"], "f32")
-    mx = g.red("max", p, "c")
-    lse = g.add(mx, g.log(g.red("sum", g.exp(g.sub(p, mx)), "c")))
-    pick = g.red("sum", g.select(g.eq(g.iota("c"), t), p, g.const("0")), "c")
-    g.output("loss", g.mean_along(g.sub(lse, pick), "b"))
-    return g.graph()
-
-
-def kl_batchmean(b, c):
-    g = DagM("kl", {"b": b, "c": c})
-    p, q = g.input("P", ["b", "c"], "f16"), g.input("Q", ["b", "c"], "f16")
-    lp, lq = _log_softmax(g, p, "c"), _log_softmax(g, q, "c")
-    s = g.red("sum", g.red("sum", g.mul(g.exp(lp), g.sub(lp, lq)), "c"), "b")
-    g.output("loss", g.div(s, g.size_const("b")))
-    return g.graph()
-
-
-def triplet(b, d):
-    g = DagM("triplet", {"b": b, "d": d})
-    a, p, n = (g.input(x, ["b", "d"], "f16") for x in "APN")
-    dap = g.sqrt(g.red("sum", g.square(g.sub(a, p)), "d"))
-    dan = g.sqrt(g.red("sum", g.square(g.sub(a, n)), "d"))
-    g.output("loss", g.mean_along(g.max(g.add(g.sub(dap, dan), g.const("1.0")), g.const("0")), "b"))
-    return g.graph()
+# the graphs as a user writes them: tests/loss_graphs.py (shared with the GPU and CPU tests)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from loss_graphs import cross_entropy, kl_batchmean, triplet_margin as triplet  # noqa: E402
 
 
 def reference(name, ins):
