@@ -132,7 +132,11 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
     b = bench.latest(results_dir, g, root)
     cands = candidates(g)
     chosen, tiles, why = choose(g, b, cands)
-    plan = replay(g, chosen.steps, tiles, chosen.name)
+    plan_error = ""
+    try:
+        plan = replay(g, chosen.steps, tiles, chosen.name)
+    except ir.GraphError as e:  # no tiles fit the target at this shape (a launch past CUDA's grid limits,
+        plan, plan_error = None, "; ".join(e.problems)  # shared memory): derivation and proofs still reported
     steps = []
     for k, s in enumerate(chosen.steps, 1):
         r = rule(s.rule)
@@ -142,17 +146,17 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
     svg, how = picture.graph_svg(g, fused)
     known = bench.is_reference(g, root, any_sizes=True)  # g IS the architecture of its name
     lang, label, text, note = arch_source(spec, g, root, known)
-    kernel, kernel_error = "", ""
+    kernel, kernel_error = "", plan_error
     try:
         from ..emit import emit_module
-        kernel = emit_module(plan)
+        kernel = emit_module(plan) if plan is not None else ""
     except Exception as e:  # the emitter is optional for the rest of the report
         kernel_error = f"{type(e).__name__}: {e}"
     return Report(
         name=g.name, source=spec, graph=g, arch_lang=lang, arch_label=label, arch_text=text, arch_note=note,
         graph_svg=svg, graph_how=how,
         candidates=[(c.name, c.summary) for c in cands], chosen=chosen.name, chosen_why=why,
-        tiles=dict(plan.tiles), steps=steps,
+        tiles=dict(plan.tiles) if plan is not None else {}, steps=steps,
         proofs=proofs_for(chosen.steps, g.name if known else "", statuses),
         evidence=evidence.property_check(g, examples=examples, seed=seed),
         sympy=symbolic.run([s.rule for s in chosen.steps]),
