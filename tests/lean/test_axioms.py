@@ -7,10 +7,6 @@ only when every axiom it prints is one of `propext`, `Classical.choice`, `Quot.s
 names that axiom.
 """
 
-import shutil
-import stat
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -98,36 +94,11 @@ def test_axioms_message_is_empty_for_the_standard_axioms():
 
 # -- the same through theorem_status, with a fake `lake` that prints a user axiom ----------
 
-FAKE_LAKE = textwrap.dedent("""\
-    #!{python}
-    import re, sys
-    args = sys.argv[1:]
-    if args[:1] == ["build"]:
-        sys.exit(0)
-    if args[:2] == ["env", "lean"]:
-        text = open(args[2]).read()
-        for name in re.findall(r"#print axioms (\\S+)", text):
-            if name.endswith("mean_pullout"):
-                print(f"'{{name}}' depends on axioms: [propext, LeanTile.cheat, Quot.sound]")
-            elif name.endswith("dual_gemm_shared_lhs"):
-                print(f"'{{name}}' depends on axioms: [propext, Lean.ofReduceBool]")
-            else:
-                print(f"'{{name}}' depends on axioms: [propext, Classical.choice, Quot.sound]")
-        sys.exit(0)
-    sys.exit(2)
-""")
-
-
 @pytest.fixture
 def fake_lake(tmp_path):
-    lake = tmp_path / "bin" / "lake"
-    lake.parent.mkdir()
-    lake.write_text(FAKE_LAKE.format(python=sys.executable))
-    lake.chmod(lake.stat().st_mode | stat.S_IEXEC)
-    proj = tmp_path / "proj"
-    shutil.copytree(REPO / "lean", proj / "lean")
-    shutil.copy(REPO / "lakefile.lean", proj / "lakefile.lean")
-    return str(lake), proj
+    from conftest import fake_lake_project
+    return fake_lake_project(tmp_path, {"mean_pullout": "'{name}' depends on axioms: [propext, LeanTile.cheat, Quot.sound]",
+                                       "dual_gemm_shared_lhs": "'{name}' depends on axioms: [propext, Lean.ofReduceBool]"})
 
 
 def test_fake_lake_user_axiom_fails_the_theorem(fake_lake):

@@ -9,9 +9,7 @@
 import json
 import os
 import shutil
-import stat
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -86,37 +84,11 @@ def test_write_axioms_file(tmp_path):
 
 # -- checked / failed bookkeeping with a fake lake (logic only, no Lean) ------------------
 
-FAKE_LAKE = textwrap.dedent("""\
-    #!{python}
-    import re, sys
-    args = sys.argv[1:]
-    if args[:1] == ["build"]:
-        sys.exit(0)
-    if args[:2] == ["env", "lean"]:
-        text = open(args[2]).read()
-        for name in re.findall(r"#print axioms (\\S+)", text):
-            if name.endswith("{sorry_name}"):
-                print(f"'{{name}}' depends on axioms: [propext, sorryAx]")
-            elif name.endswith("{missing_name}"):
-                print(f"{{args[2]}}:3:15: error: unknown constant '{{name}}'")
-            else:
-                print(f"'{{name}}' depends on axioms: [propext, Classical.choice, Quot.sound]")
-        sys.exit(0)
-    sys.exit(2)
-""")
-
-
 @pytest.fixture
 def fake_lake(tmp_path):
-    lake = tmp_path / "bin" / "lake"
-    lake.parent.mkdir()
-    lake.write_text(FAKE_LAKE.format(python=sys.executable, sorry_name="mean_pullout",
-                                     missing_name="scale_pullout"))
-    lake.chmod(lake.stat().st_mode | stat.S_IEXEC)
-    proj = tmp_path / "proj"
-    shutil.copytree(REPO / "lean", proj / "lean")
-    shutil.copy(REPO / "lakefile.lean", proj / "lakefile.lean")
-    return str(lake), proj
+    from conftest import fake_lake_project
+    return fake_lake_project(tmp_path, {"mean_pullout": "'{name}' depends on axioms: [propext, sorryAx]",
+                                       "scale_pullout": "{file}:3:15: error: unknown constant '{name}'"})
 
 
 def test_fake_lake_checked_and_failed_paths(fake_lake):
