@@ -22,21 +22,11 @@ from leantile import codegen_repair, ir  # noqa: E402
 from leantile.derive import DerivationError, derive  # noqa: E402
 from leantile.derive.engine import candidates  # noqa: E402
 from leantile.emit import emit_module  # noqa: E402
-from leantile.lower import LoweringError  # noqa: E402
+from leantile.lower import lower_to_cuda  # noqa: E402
 from leantile.runtime import emitted_module  # noqa: E402
 
 
-def _lower(func, pass_configs):
-    import tilelang
-    from tilelang import tvm
-    from tvm.target import Target
-    target = Target({"kind": "cuda", "arch": "sm_90"})
-    with tvm.transform.PassContext(opt_level=3, config=pass_configs or {}), target:
-        return tilelang.lower(func, target=target).kernel_source
-
-
 def survey(graphs: list[ir.Graph]) -> dict:
-    from tilelang.engine import register_cuda_postproc
     rows = []
     for g in graphs:
         for c in candidates(g):
@@ -48,10 +38,8 @@ def survey(graphs: list[ir.Graph]) -> dict:
             for name, f in mod.build_kernel(pdl=True).items():
                 cfg = mod.PASS_CONFIGS.get(name)
                 try:
-                    register_cuda_postproc(lambda code, target: code)
-                    raw = _lower(f, cfg)
-                    codegen_repair.install()
-                    fixed = _lower(f, cfg)
+                    raw = lower_to_cuda(f, pass_configs=cfg, repair=False)
+                    fixed = lower_to_cuda(f, pass_configs=cfg)
                 except Exception as e:  # noqa: BLE001  (a lowering failure is reported, not fatal)
                     rows.append({"graph": g.name, "candidate": c.name, "kernel": name, "error": str(e)[-300:]})
                     continue
@@ -61,7 +49,6 @@ def survey(graphs: list[ir.Graph]) -> dict:
                              "refreshes": fixed.count("leantile: refresh")})
                 print(f"{g.name:28s} {c.name:34s} {name:14s} raw {rows[-1]['raw_stale']:3d} "
                       f"repaired {rows[-1]['repaired_stale']} refreshes {rows[-1]['refreshes']}", flush=True)
-    codegen_repair.install()
     ok = [r for r in rows if "error" not in r]
     return {"kernels": len(ok), "raw_stale_kernels": sum(r["raw_stale"] > 0 for r in ok),
             "repaired_stale_kernels": sum(r["repaired_stale"] > 0 for r in ok),

@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["StaleUse", "stale_ssa_uses", "refresh_stale_ssa", "install", "MARKER_FLAG"]
+__all__ = ["StaleUse", "stale_ssa_uses", "refresh_stale_ssa", "install", "uninstall", "MARKER_FLAG"]
 
 # nvcc flag added to every kernel compiled after install(): it puts the repair into TileLang's
 # kernel-cache key, so that no binary compiled before the repair is reused from its disk cache.
@@ -254,3 +254,9 @@ def install() -> None:
     process compiles or lowers afterwards is repaired. The emitted modules call it first."""
     from tilelang.engine import register_cuda_postproc
     register_cuda_postproc(_postproc, override=True)
+
+
+def uninstall() -> None:
+    """TileLang's own output again (the identity hook): lower.lower_to_cuda(repair=False) only."""
+    from tilelang.engine import register_cuda_postproc
+    register_cuda_postproc(lambda code, _target: code, override=True)

@@ -23,7 +23,8 @@ class LoweringError(RuntimeError):
     """TileLang could not lower a kernel, or nvcc rejected the generated CUDA."""
 
 
-def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = None, info: dict | None = None) -> str:
+def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = None, info: dict | None = None,
+                  repair: bool = True) -> str:
     """Return the device CUDA C source TileLang generates for ``func``.
 
     ``func`` is a ``T.prim_func`` (or an IRModule), or an already compiled
@@ -33,7 +34,8 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
     ``{"tl.disable_warp_specialized": True}`` (see tilelang.PassConfigKey). ``info`` (a dict)
     receives "shared_bytes": the dynamic shared memory TileLang allocated (its
     `dyn_shared_memory_buf`, 0 where none), what plan_verify.shared_bytes estimates, and "grid":
-    the launch's (gridDim.x, .y, .z).
+    the launch's (gridDim.x, .y, .z). ``repair=False`` returns TileLang's own source, without
+    leantile.codegen_repair (to count what the repair changes; never compiled for a GPU).
     """
     if hasattr(func, "get_kernel_source"):  # JITKernel from tilelang.compile / @tilelang.jit
         return func.get_kernel_source()
@@ -45,14 +47,16 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
     # read Target.current(), so the target must also be entered as a context,
     # and opt_level=3 matches what tilelang.compile uses.
     target = Target({"kind": "cuda", "arch": arch})
-    from .codegen_repair import install, stale_ssa_uses
-    install()  # the source checked here is the source the GPU path compiles (repaired)
+    from .codegen_repair import install, stale_ssa_uses, uninstall
+    (install if repair else uninstall)()  # repaired: the source the GPU path compiles
     try:
         with tvm.transform.PassContext(opt_level=3, config=pass_configs or {}), target:
             artifact = tilelang.lower(func, target=target)
     except Exception as e:  # TVM raises its own error types; keep the useful last lines
         lines = [ln for ln in str(e).splitlines() if ln.strip() and not ln.lstrip().startswith("File ")]
         raise LoweringError("TileLang lowering failed: " + "\n".join(lines[-6:])) from e
+    finally:
+        install()
     if info is not None:
         device = str(artifact.device_mod)
         found = re.search(r'"dyn_shared_memory_buf": (\d+)', device)
@@ -60,7 +64,7 @@ def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = No
         # the launch's gridDim (x, y, z): what CUDA bounds by 2^31 - 1, 65535, 65535 (plan.GRID_X_MAX)
         info["grid"] = tuple(max([int(n) for n in re.findall(rf'"blockIdx\.{d}": (\d+)', device)] or [1])
                              for d in "xyz")
-    stale = stale_ssa_uses(artifact.kernel_source)
+    stale = stale_ssa_uses(artifact.kernel_source) if repair else []
     if stale:  # the repair missed a case: a kernel that would compute a wrong value
         raise LoweringError("internal error: stale cached vector load after codegen_repair: " + "; ".join(map(str, stale[:3])))
     return artifact.kernel_source
