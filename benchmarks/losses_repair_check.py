@@ -42,7 +42,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import leantile
     from leantile import codegen_repair
-    from tilelang.engine import register_cuda_postproc
     rows = []
     for name, build, n0, n1 in CASES:
         g = build(n0, n1)
@@ -61,7 +60,7 @@ def main(argv=None) -> int:
             k = leantile.compile(g, tuned=False)
             if not repaired:  # compile_kernels installs the repair: compile the raw kernels by hand
                 import tilelang
-                register_cuda_postproc(lambda code, target: code)
+                codegen_repair.uninstall()
                 mod = k._c.module
                 k._c.launchers = {n: tilelang.compile(f, target="cuda", compile_flags=["-DLEANTILE_RAW=1"])
                                   for n, f in mod.build_kernel(pdl=True).items()}
