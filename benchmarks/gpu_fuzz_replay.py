@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -80,23 +81,22 @@ def main(argv=None) -> int:
     print(f"compiled in {time.time() - t0:.0f} s; {sum(1 for e, _ in compiled.values() if e)} failed to compile",
           flush=True)
     rows = []
-    w = None
+    w, gpu = None, None
 
     def write():  # after every graph: a call cut short still leaves what it replayed
         if not a.out:
             return
-        summary = {}
-        for r in rows:
-            summary[r["now"]] = summary.get(r["now"], 0) + 1
         tmp = a.out + ".tmp"
         with open(tmp, "w") as f:
-            json.dump({"from": os.path.basename(a.results), "summary": summary, "rows": rows}, f, indent=1)
+            json.dump({"gpu": gpu, "from": os.path.basename(a.results), "summary": Counter(r["now"] for r in rows),
+                       "rows": rows}, f, indent=1)
         os.replace(tmp, a.out)
 
     for job in jobs:
         if w is None:
             w = Worker(ctx, "cuda", 0)
             w.wait_ready()
+            gpu = w.gpu
         msg_job = {k: job[k] for k in ("gid", "graph", "extra", "seed", "large", "start", "plans")}
         w.inq.put(msg_job)
         got, deadline = {}, time.time() + a.plan_timeout_s * max(1, len(job["plans"]))
@@ -127,15 +127,14 @@ def main(argv=None) -> int:
         for cand, was in job["was"].items():
             if " -> now at derive" in was:
                 rows.append({"family": job["family"], "dtype": job["dtype"], "sizes": job["sizes"],
-                             "candidate": cand, "was": was.split(" -> ")[0], "now": was.split(" -> now at derive: ")[1]})
+                             "candidate": cand, "was": was.split(" -> ")[0], "now": "refused",
+                             "detail": was.split(" -> now at derive: ")[1]})
         write()
     if w is not None:
         w.kill()
     write()
-    now = {}
-    for r in rows:
-        now[r["now"]] = now.get(r["now"], 0) + 1
-    print(f"\nreplayed {len(rows)} failing plans in {time.time() - t0:.0f} s: {now}", flush=True)
+    print(f"\nreplayed {len(rows)} failing plans in {time.time() - t0:.0f} s: "
+          f"{dict(Counter(r['now'] for r in rows))}", flush=True)
     return 0
 
 
