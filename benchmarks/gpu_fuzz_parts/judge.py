@@ -51,8 +51,7 @@ def _fits(g, inputs, torch) -> bool:
     every = {f"v{n.id}": n.id for n in g.nodes if not isinstance(n, (ir.Const, ir.SizeConst))}
     vals = reference.evaluate(g.model_copy(update={"outputs": every}), inputs, compute_dtype=torch.float32, check=False)
     dtypes = ir.value_dtypes(g)
-    rounded = (set(g.outputs.values()) | {n.id for n in g.nodes if isinstance(n, ir.Cast)}
-               | {a for n in g.nodes if isinstance(n, ir.Matmul) for a in (n.a, n.b)})
+    rounded = reference.plan_rounded(g)
     for name, i in every.items():
         v = vals[name]
         if v.numel() and not bool(torch.isfinite(v).all()):

@@ -27,6 +27,14 @@ from typing import Callable
 
 
 
+def _fused_multiply_add(a, b, c):
+    """a * b + c rounded once, in the dtype of the tensors (float64 carries the exact product of
+    two float32 or narrower values; float64 operands are rounded twice: no wider type)."""
+    dt = next(x.dtype for x in (a, b, c) if hasattr(x, "dtype"))
+    wide = [x.double() if hasattr(x, "dtype") else x for x in (a, b, c)]
+    return (wide[0] * wide[1] + wide[2]).to(dt)
+
+
 def _t(path: str) -> Callable:
     """torch.<path>, resolved on the first call (importing leantile must not import torch) and
     kept: later calls are a plain call, which torch.compile traces without a graph break."""
@@ -142,7 +150,10 @@ ROWS: tuple[Op, ...] = (
        "T.if_then_else({0} != 0, {1}, {2})", "Op.select"),
     # plan-only: what derive writes into kernels besides the IR's ops
     Op("copy", 1, lambda x: x, lambda x: x, lambda x: x, "{0}", None, ir=False),
-    Op("fma", 3, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c,
+    # fused on the GPU (nvcc contracts a * b + c: one rounding); the torch column rounds once too
+    # (the product of two float32 values is exact in float64), so the interpreter runs what the
+    # kernel runs: flash attention's exp2(s c' - M) relies on it (derive.kernels._online_update)
+    Op("fma", 3, _fused_multiply_add, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c,
        "{0} * {1} + {2}", None, ir=False),
 )
 

@@ -65,13 +65,23 @@ def check_inputs(g: ir.Graph, inputs: dict, device=None) -> None:
         raise ir.GraphError(problems)
 
 
+def plan_rounded(g: ir.Graph) -> frozenset[int]:
+    """The nodes every plan rounds to their IR dtype: the outputs, the casts and the GEMM
+    operands. Everything else a kernel holds in float32 (registers, and stored intermediates
+    widened: derive's Ctx.stored_dtype)."""
+    return frozenset(set(g.outputs.values()) | {n.id for n in g.nodes if isinstance(n, ir.Cast)}
+                     | {a for n in g.nodes if isinstance(n, ir.Matmul) for a in (n.a, n.b)})
+
+
 def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None,
-             check: bool = True, tf32: bool = False) -> dict[str, torch.Tensor]:
+             check: bool = True, tf32: bool = False, round_at: frozenset[int] = frozenset()) -> dict[str, torch.Tensor]:
     """Evaluate every output of g. With compute_dtype (float64 for oracles) all arithmetic
     runs in that dtype; otherwise each node's value has the IR's dtype (`ir.value_dtype`: a
     constant takes its operand's dtype, `x - 0.25` on an f16 x is f16), as the unfused graph
     computes it and as the kernels write their outputs. With tf32, a float32 contraction's
-    operands are first rounded to TF32 (10-bit mantissa), as the GPU's tensor cores take them."""
+    operands are first rounded to TF32 (10-bit mantissa), as the GPU's tensor cores take them.
+    round_at (with compute_dtype): these nodes' values are rounded to their IR dtype (as
+    plan_rounded: what the kernels round, computing the rest in float32)."""
     if check:
         check_inputs(g, inputs)
     last = {}  # node -> the last node that reads it: its value is dropped after that one
@@ -101,7 +111,10 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
         if isinstance(n, (ir.Const, ir.SizeConst)):
             continue  # made where it is used, in its user's dtype
         dt = dtype_of(n.id)
-        vals[n.id] = _eval_node(g, n, lambda i, dt=dt: arg(i, dt), inputs, dt, tf32 and compute_dtype is None)
+        vals[n.id] = _eval_node(g, n, lambda i, dt=dt: arg(i, dt), inputs, dt,
+                                tf32 and (compute_dtype is None or bool(round_at)))
+        if n.id in round_at and compute_dtype is not None:
+            vals[n.id] = vals[n.id].to(TORCH_DTYPES[dtypes[n.id]]).to(dt)
         for a in set(n.args()):  # a long chain holds one intermediate at a time, not all of them
             if last[a] == n.id and a not in keep:
                 vals.pop(a, None)

@@ -129,20 +129,29 @@ def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
 
 
 # ---------------------------------------------------------------------------- online softmax
-def _exponent(kb, sm: SoftmaxSite, dst: str, x: str, m_scaled: str | None, m: str, exp2: bool) -> list:
-    """dst = exp(c (x - m)): with exp2, one multiply-add exp2(x c' - m c'), c' = c log2 e."""
-    if exp2:
+def _exponent(kb, sm: SoftmaxSite, dst: str, x: str, m_scaled: str | None, m: str, exp2: bool,
+              fma: bool = True) -> list:
+    """dst = exp(c (x - m)). With exp2 and `fma`, one multiply-add exp2(x c' - m c'), c' = c log2 e
+    (flash: the rounding of m c' is one factor of every P and of l in the same kernel, so o / l
+    cancels it). Without `fma`, x - m first (exact near the max, Sterbenz): where l is summed in one
+    kernel and P normalised in another, each kernel's own rounding of m c' would be a factor of
+    2^(its error) between them, and at scores of 1e4 and more that error is a unit or more of the
+    exponent (the fuzz campaign measured 113x off at bf16 attention scores of that size)."""
+    if exp2 and fma:
         return [Map(dst=dst, fn="fma", args=(x, f"#{repr(sm.scale / math.log(2.0))}", m_scaled)),
                 Map(dst=dst, fn="exp2", args=(dst,))]
+    c = sm.scale / math.log(2.0) if exp2 else sm.scale
     out = [Map(dst=dst, fn="sub", args=(x, m))]
-    if sm.scale != 1.0:
-        out.append(Map(dst=dst, fn="mul", args=(dst, f"#{repr(sm.scale)}")))
-    return out + [Map(dst=dst, fn="exp", args=(dst,))]
+    if c != 1.0:
+        out.append(Map(dst=dst, fn="mul", args=(dst, f"#{repr(c)}")))
+    return out + [Map(dst=dst, fn="exp2" if exp2 else "exp", args=(dst,))]
 
 
-def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes) -> tuple[list, str, str, str]:
+def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes,
+                   fma: bool = True) -> tuple[list, str, str, str]:
     """The per-block state update of online softmax over raw scores S (the max is taken of the
-    raw scores: with c > 0, c max(s) = max(c s)). Returns (statements, m, l, rescale)."""
+    raw scores: with c > 0, c max(s) = max(c s)); `fma` as _exponent's. Returns (statements, m,
+    l, rescale)."""
     t = sm.axis
     m = kb.buf(g.value(sm.mx), row_axes, "fragment", "acc", sm.mx, key=("value", sm.mx))
     m_prev = kb.buf(f"{m}_prev", row_axes, "fragment", "acc", key=("prev", sm.mx))
@@ -155,12 +164,20 @@ def _online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes)
         body.append(Mask(dst=S, axis=t, value="-inf"))  # padded positions must not win the max
     body += [Map(dst=m_prev, fn="copy", args=(m,)),
              Reduce(dst=m, src=S, kind="max", axis=t, accumulate=True)]
-    m_scaled = None
-    if exp2:
+    if exp2 and fma:
+        # P = exp2(s c' - M) with M = round(m c'), and the sums rescaled by exp2(M_prev - M): the
+        # rescales telescope, so every block's P ends relative to the last M (o / l cancels it).
+        # exp2(m_prev c' - M) would be exp2(the rounding of M) != 1 while the max stays put,
+        # compounding over the blocks (tests/cpu/test_softmax_large_scores.py)
+        neg = f"#{repr(-sm.scale / math.log(2.0))}"
         m_scaled = kb.buf(f"{m}_scaled", row_axes, "fragment", "acc", key=("scaled", sm.mx))
-        body.append(Map(dst=m_scaled, fn="mul", args=(m, f"#{repr(-sm.scale / math.log(2.0))}")))
-    body += _exponent(kb, sm, alpha, m_prev, m_scaled, m, exp2)
-    body += _exponent(kb, sm, P, S, m_scaled, m, exp2)
+        prev_scaled = kb.buf(f"{m}_prev_scaled", row_axes, "fragment", "acc", key=("prev_scaled", sm.mx))
+        body += [Map(dst=m_scaled, fn="mul", args=(m, neg)), Map(dst=prev_scaled, fn="mul", args=(m_prev, neg)),
+                 Map(dst=alpha, fn="sub", args=(m_scaled, prev_scaled)), Map(dst=alpha, fn="exp2", args=(alpha,))]
+        body += _exponent(kb, sm, P, S, m_scaled, m, exp2, fma)
+    else:
+        body += _exponent(kb, sm, alpha, m_prev, None, m, exp2, fma)
+        body += _exponent(kb, sm, P, S, None, m, exp2, fma)
     body += [Map(dst=l, fn="mul", args=(l, alpha)),
              Reduce(dst=l, src=P, kind="sum", axis=t, accumulate=True)]
     return body, m, l, alpha
@@ -251,7 +268,9 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                 sm.exp, key=("cast", sm.exp))
     o = kb.buf(g.value(s.pv), pv.axes, "fragment", "acc", s.pv, key=("value", s.pv))
     kb.prologue = [Load(src=g.value(q.id), dst=Qs)]
-    update, m, l, alpha = _online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes)
+    # a slice's lse = c m + log l is weighed against the other slices': its l must be the sum
+    # relative to that exact c m, not to the FMA's rounded shift (see _exponent)
+    update, m, l, alpha = _online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes, fma=not split)
     kb.states.append(State(buffer=o, init="0", combine="rescaled_sum"))
     kb.prologue.append(Fill(dst=o, value="0"))
     kb.body = [Load(src=g.value(k.id), dst=Ks),
@@ -267,18 +286,16 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
     if not split:
         kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
         return kb.build()
-    # a slice: o / l and lse = c m + log l (l >= 1 for a slice with keys; a slice past the end at
-    # other tiles has l = 0: its o / max(l, tiny) = 0 and lse = -inf weigh nothing in the combine)
-    kb.role = f"slice of split-KV attention (t streamed{scaled}): o / l and the log-sum-exp"
-    lse = kb.buf(f"{g.value(sm.sm)}_lse", g.node(sm.mx).axes, "fragment", "acc", key=("lse", sm.sm))
+    # a slice: o / l, c m and l (a slice past the end at other tiles has l = 0, m = -inf: its
+    # o / max(l, tiny) = 0 weighs nothing in the combine, split_kernels.split_flash)
+    kb.role = f"slice of split-KV attention (t streamed{scaled}): o / l, the max and the sum of exp"
     safe = kb.buf(f"{l}_safe", g.node(sm.mx).axes, "fragment", "acc", key=("safe", sm.sm))
     kb.epilogue = [Map(dst=safe, fn="max", args=(l, "#1e-30")),
                    Map(dst=o, fn="div", args=(o, safe)),
                    Store(src=o, dst=g.names.extra(("partial", s.pv), f"{g.value(s.pv)}_partial")),
-                   Map(dst=lse, fn="log", args=(l,)),
-                   Map(dst=m, fn="mul", args=(m, f"#{repr(sm.scale)}")),
-                   Map(dst=lse, fn="add", args=(lse, m)),
-                   Store(src=lse, dst=g.names.extra(("lse", s.pv), f"{g.value(s.pv)}_lse"))]
+                   *([Map(dst=m, fn="mul", args=(m, f"#{repr(sm.scale)}"))] if sm.scale != 1.0 else []),
+                   Store(src=m, dst=g.names.extra(("max", s.pv), f"{g.value(s.pv)}_max")),
+                   Store(src=l, dst=g.names.extra(("sum", s.pv), f"{g.value(s.pv)}_sum"))]
     return kb.build()
 
 
@@ -297,7 +314,7 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
                        _split(_stream(t, "block_n", tiles), split), tiles["threads"])
     xt = kb.buf(f"{g.value(sm.src)}_frag", x.axes, "fragment", "acc", sm.src, key=("frag", sm.src))
     P = kb.buf(g.value(sm.exp), x.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
-    update, m, l, _ = _online_update(g, kb, sm, xt, P, exp2, row_axes)
+    update, m, l, _ = _online_update(g, kb, sm, xt, P, exp2, row_axes, fma=False)
     kb.body = [Load(src=g.value(sm.src), dst=xt), *update]
     # m is the max of the raw scores; the max node's buffer holds its true value max(c x) = c m
     # (c > 0): it may be a graph output, and the normalising kernel reads it as such
@@ -318,16 +335,14 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
     xf, mf, lf = (_operand(g, i, nb, have) for i in (sm.src, sm.mx, sm.sm))
     p = nb.buf(g.value(sm.exp), g.node(sm.exp).axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
     out = nb.buf(g.value(sm.div), g.node(sm.div).axes, "fragment", "acc", sm.div, key=("value", sm.div))
-    m_scaled = None
-    if exp2:  # mf = c m: exp(c x - mf) = exp2(x c / ln 2 - mf / ln 2)
-        m_scaled = nb.buf(f"{mf}_scaled", row_axes, "fragment", "acc", key=("scaled", sm.mx))
-        nb.body.append(Map(dst=m_scaled, fn="mul", args=(mf, f"#{repr(-1.0 / math.log(2.0))}")))
-        nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
-    elif sm.scale != 1.0:
-        nb.body += [Map(dst=p, fn="mul", args=(xf, f"#{repr(sm.scale)}")), Map(dst=p, fn="sub", args=(p, mf)),
-                    Map(dst=p, fn="exp", args=(p,))]
-    else:
-        nb.body += _exponent(nb, sm, p, xf, m_scaled, mf, exp2)
+    # mf = c m is stored rounded, and round(c x) at the row's max equals it: c x - mf is exact
+    # there (0), as x - m is in the stats kernel (see _exponent)
+    if sm.scale != 1.0:
+        nb.body.append(Map(dst=p, fn="mul", args=(xf, f"#{repr(sm.scale)}")))
+    nb.body.append(Map(dst=p, fn="sub", args=(p if sm.scale != 1.0 else xf, mf)))
+    if exp2:
+        nb.body.append(Map(dst=p, fn="mul", args=(p, f"#{repr(1.0 / math.log(2.0))}")))
+    nb.body.append(Map(dst=p, fn="exp2" if exp2 else "exp", args=(p,)))
     # one reciprocal per row, not a division per element (as region_kernels does for x / s[row]):
     # the normalising pass streams the whole tensor, and an IEEE division is a dozen instructions
     linv = nb.buf(f"{lf}_recip", row_axes, "fragment", "acc", key=("recip", sm.sm))

@@ -5,7 +5,8 @@ order (deterministic: no atomics), then do what the unsplit kernel's epilogue di
 
     split_k:  P[s, m, n] (float32)          -> C = sum_s P[s] (in order), epilogue, store
     split_kv: O_s[.., t_q, d, s] = o_s / l_s,  -> O = sum_s w_s O_s / sum_s w_s,
-              lse_s[.., t_q, s] = c m_s + log l_s    w_s = exp(lse_s - max_s lse_s)
+              M_s = c m_s, L_s = l_s                 w_s = L_s exp(M_s - max_s M_s)
+              (= exp(lse_s - max lse), lse_s = c m_s + log l_s, never formed: see split_flash)
     split_row: M_s[.., s] = c m_s, L_s[.., s] = l_s -> M = max_s M_s, L = sum_s L_s exp(M_s - M)
                (the normalising kernel then reads M and L as the unsplit statistics kernel's)
 """
@@ -74,29 +75,36 @@ def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dic
 
 
 def split_flash(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kernel, Kernel, list[Buffer]]:
-    """(sliced kernel, combine kernel, [partial o, partial lse]) of a split_kv attention site."""
+    """(sliced kernel, combine kernel, [partial o / l, partial c m, partial l]) of a split_kv
+    attention site. The combine weighs slice i by l_i exp(c m_i - max c m), which is
+    exp(lse_i - max lse) (SplitKV.lean's merge_lse) without forming lse = c m + log l in float32:
+    at scores of 2^22, log l is rounded to units of 0.5 when added to c m (the weights were
+    then 60% off: tests/cpu/test_softmax_large_scores.py)."""
     s: FlashSite = c.site
     pv, mx = cx.node(s.pv), cx.node(s.softmax.mx)
     sa = split_axis(cx, s.pv, axes)
     axes[sa] = c.split
     sliced = flash_kernel(cx, s, c.exp2, tiles, split=sa, skip=c.skip, pack=c.pack)
     o_name = cx.names.extra(("partial", s.pv), f"{cx.value(s.pv)}_partial")
-    lse_name = cx.names.extra(("lse", s.pv), f"{cx.value(s.pv)}_lse")
+    m_name = cx.names.extra(("max", s.pv), f"{cx.value(s.pv)}_max")
+    l_name = cx.names.extra(("sum", s.pv), f"{cx.value(s.pv)}_sum")
     bufs = [Buffer(name=o_name, axes=(*pv.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY),
-            Buffer(name=lse_name, axes=(*mx.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)]
+            Buffer(name=m_name, axes=(*mx.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY),
+            Buffer(name=l_name, axes=(*mx.axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)]
     d, = value_columns(cx, s)  # rules.split offers the split only with one
     kb = KernelBuilder(cx.names.user, f"split_merge_{s.pv}",
-                       f"split-KV combine: the {axes[sa]} slices' o / l weighed by exp(lse - max lse)",
+                       f"split-KV combine: the {axes[sa]} slices' o / l weighed by l exp(c m - max c m)",
                        _grid([a for a in pv.axes if a != d], {}, tiles), None, 128)
-    ls = kb.buf(f"{lse_name}_frag", (sa,), "fragment", "acc", key=("lse",))
+    ms = kb.buf(f"{m_name}_frag", (sa,), "fragment", "acc", key=("max",))
+    w = kb.buf(f"{l_name}_frag", (sa,), "fragment", "acc", key=("weight",))
     op = kb.buf(f"{o_name}_frag", (d, sa), "fragment", "acc", key=("o",))
-    top = kb.buf("lse_max", (), "fragment", "acc", key=("max",))
-    w = kb.buf("weight", (sa,), "fragment", "acc", key=("weight",))
+    top = kb.buf("max_of_slices", (), "fragment", "acc", key=("top",))
     total = kb.buf("weight_sum", (), "fragment", "acc", key=("sum",))
     out = kb.buf(cx.value(s.pv), (d,), "fragment", "acc", s.pv, key=("value", s.pv))
-    kb.body = [Load(src=lse_name, dst=ls), Load(src=o_name, dst=op),
-               Reduce(dst=top, src=ls, kind="max", axis=sa),
-               Map(dst=w, fn="sub", args=(ls, top)), Map(dst=w, fn="exp", args=(w,)),
+    kb.body = [Load(src=m_name, dst=ms), Load(src=l_name, dst=w), Load(src=o_name, dst=op),
+               Reduce(dst=top, src=ms, kind="max", axis=sa),
+               Map(dst=ms, fn="sub", args=(ms, top)), Map(dst=ms, fn="exp", args=(ms,)),
+               Map(dst=w, fn="mul", args=(w, ms)),  # a slice with no keys: l = 0, c m = -inf
                Reduce(dst=total, src=w, kind="sum", axis=sa),
                Map(dst=op, fn="mul", args=(op, w)),
                Reduce(dst=out, src=op, kind="sum", axis=sa),

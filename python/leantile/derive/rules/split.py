@@ -10,8 +10,9 @@ the result is deterministic (no atomics).
             are float32, combined left to right (LeanTile.split_k_eval, from sum_split_range).
   split_kv: each slice folds its own online-softmax state (m, l, o); the combine merges the
             states, a merge that gives the state of the concatenated keys and is associative, so
-            o / l is softmax(s) v for any split (LeanTile.split_kv_eval). A slice stores o / l and
-            its log-sum-exp c m + log l; the combine weighs slice s by exp(lse_s - max lse).
+            o / l is softmax(s) v for any split (LeanTile.split_kv_eval). A slice stores o / l, c m
+            and l; the combine weighs slice s by l_s exp(c m_s - max c m), which is exp(lse_s - M)
+            for lse_s = c m_s + log l_s and a reference M (LeanTile.split_kv_lse_eval holds for any M).
 
 The number of slices is a parameter of the step (`splits`): chosen here from the shape at the
 default tiles, so a derivation replays the same plan at any tiles (a slice is a range of stream
@@ -43,7 +44,7 @@ def _splits(ctas: int, blocks: int, min_blocks: int, waves: int = 2) -> int | No
     not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
     cuBLAS's 0.017 (benchmarks/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
     reduces over the slices with a butterfly, which TileLang builds for powers of two only
-    (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and lse = -inf)."""
+    (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and c m = -inf)."""
     if 2 * ctas > SMS or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
         return None
     want = min(math.ceil(waves * SMS / ctas), blocks // min_blocks, MAX_SPLITS)
