@@ -206,3 +206,26 @@ def test_verify_judges_a_graph_whose_own_dtypes_overflow_inside():
     assert v["ok"] or set(o for o in k.output_names if v["rel_err"][o] > v["tolerance"][o]) <= set(v["ill_conditioned"]), v
     ref, same = k.references(inputs)
     assert all(bool(torch.isfinite(same[o]).all()) for o in same)  # the noise model is finite
+
+
+def test_the_graph_in_its_own_dtypes_is_never_judged_wrong():
+    """A kernel that returns exactly what the unfused graph computes in its own dtypes is right
+    by the graph's semantics: the judge calls it ok, or the output ill-conditioned at those
+    inputs, never wrong. (x + 256) - 256 in bf16 rounds x to units of 2: the graph misses the
+    float32 reference by about its whole norm, which no tolerance forgives, and moving x one
+    bf16 unit moves nothing (the perturbation test alone did not see it)."""
+    from leantile import dag
+
+    def body(b):
+        x = b.input("X", ["m", "n"], "bf16")
+        return b.sub(b.add(x, b.const(65536.0)), b.const(65536.0))
+
+    g = dag.build_graph_with_output("shifted_bf16", {"m": 7, "n": 33}, body)
+    k = runtime.compile(g, candidate="unfused", device="cpu")
+    inputs = k.random_inputs(seed=2)
+    ref, same = k.references(inputs)
+    v = k.judge(inputs, dict(same), refs=(ref, same))
+    assert v["plain_rel_err"]["out"] > 0.9  # the graph's own rounding: far past any tolerance
+    assert v["ok"] or "out" in v["ill_conditioned"], v
+    fused = runtime.compile(g, device="cpu")  # one fused kernel: float32 registers, x exactly
+    assert fused.plan.candidate != "unfused" and fused.verify(inputs)["rel_err"]["out"] == 0.0
