@@ -175,6 +175,10 @@ def main(argv=None) -> int:
     drawn, gid_next, restarts, exhausted = 0, 0, 0, False
     seen_keys = set(res.done)
     compile_s = []
+    # where the campaign's time goes (the next run's tuning: more compile processes, more GPU
+    # workers, or a faster derive): seconds summed over plans, and GPU-worker seconds idle
+    stages = {"derive_emit_s": 0.0, "precompile_s": 0.0, "worker_compile_s": 0.0, "worker_run_s": 0.0,
+              "gpu_workers_idle_s": 0.0}
 
     def elapsed():
         return time.time() - t_start
@@ -189,7 +193,9 @@ def main(argv=None) -> int:
             if key in seen_keys:
                 continue
             seen_keys.add(key)
+            t0 = time.time()
             plans, refused, crashed = plans_of(g, a.max_candidates, a.skip_unfused)
+            stages["derive_emit_s"] += time.time() - t0
             job = {"gid": gid_next, "key": key, "family": fam, "name": g.name, "dtype": dtype, "sizes": dict(g.axes),
                    "graph": g.to_json(), "extra": extra, "seed": int(key[:8], 16),
                    "large": not a.no_large, "plans": plans, "refused": refused, "crashed": crashed, "statuses": {},
@@ -247,6 +253,8 @@ def main(argv=None) -> int:
                   f"{(rec.get('error') or '')[:200]}", flush=True)
         if rec.get("compile_s") is not None:
             compile_s.append(rec["compile_s"])
+            stages["worker_compile_s"] += rec["compile_s"]
+        stages["worker_run_s"] += rec.get("run_s") or 0.0
 
     def restart(k: int, why: str):
         nonlocal restarts
@@ -272,8 +280,12 @@ def main(argv=None) -> int:
             finish(job, {"error": None})
 
     hard_end = a.budget_s + a.drain_s
+    tick = time.time()
     try:
         while restarts <= 20:
+            now = time.time()
+            stages["gpu_workers_idle_s"] += (now - tick) * sum(w.job is None for w in workers)
+            tick = now
             drawing = elapsed() < a.budget_s and not exhausted and (not a.max_graphs or drawn < a.max_graphs)
             while drawing and (outstanding() < 2 * n_compile if pool else len(compiling) + len(ready) < 2 * n_workers):
                 if not draw_next():
@@ -286,6 +298,7 @@ def main(argv=None) -> int:
                     if f is not None:
                         err, secs = f.result()
                         p["precompile_s"], p["precompile_error"] = round(secs, 2), err
+                        stages["precompile_s"] += secs
                 job["futures"] = {}
                 if job["plans"]:
                     ready.append(job)
@@ -328,6 +341,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted: writing what was judged", flush=True)
     finally:
+        res.meta["stage_seconds"] = {k: round(v, 1) for k, v in stages.items()}
         res.write(elapsed(), final=True)
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -347,6 +361,8 @@ def main(argv=None) -> int:
           f"{t['unjudged']} unjudged, {t['refused']} refused; largest axis {res.largest}; "
           f"{t['graphs_axis_ge_65536']} graphs with an axis >= 65536; {t['large_draws']} large-magnitude draws judged"
           + (f"; median compile (worker) {sorted(compile_s)[len(compile_s) // 2]:.2f} s" if compile_s else "")
+          + f"\nseconds: {', '.join(f'{k} {v:.0f}' for k, v in stages.items())} "
+          f"({n_compile if pool else 0} compile processes, {n_workers} GPU workers, {elapsed():.0f} s wall)"
           + f"\n-> {path}", flush=True)
     return 1 if t["mismatch"] or t["crash"] else 0
 
