@@ -255,3 +255,70 @@ def discard(stage: Path) -> None:
     """Remove a stage that will not be published (an error, an interrupt)."""
     shutil.rmtree(stage, ignore_errors=True)
     _MINE.discard(str(stage))
+
+
+# -- files the commands read: regular files only, and no more than a cap ------------------------
+#
+# A FIFO given as a graph or tuned file blocked `validate` forever; an 8 GiB sparse file as the
+# tuned file was read whole by every command. Every file a command reads from the user goes
+# through read_capped: opened without blocking, refused unless it is a regular file, refused
+# past its cap before anything is read.
+
+class NotReadable(ValueError):
+    """A path that is not a regular file, is larger than its cap, or cannot be opened."""
+
+
+def regular_file(path, cap: int, what: str = "file") -> int:
+    """The size of `path`, a regular file of at most `cap` bytes; NotReadable names the problem
+    (no read, and no open that could block: a FIFO, a device, a folder are refused by stat)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        raise NotReadable(f"{_shown(path)}: cannot read the {what} ({getattr(e, 'strerror', None) or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise NotReadable(f"{_shown(path)}: {kind}, not a {what}")
+    if st.st_size > cap:
+        raise NotReadable(f"{_shown(path)}: {st.st_size} bytes, more than a {what} may have ({_human(cap)})")
+    return st.st_size
+
+
+def read_capped(path, cap: int, what: str = "file") -> bytes:
+    """The bytes of `path`, a regular file of at most `cap` bytes (regular_file's checks; the
+    open does not block on a FIFO swapped in after the check, and no more than cap + 1 bytes are
+    read even if the file grows meanwhile)."""
+    regular_file(path, cap, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise NotReadable(f"{_shown(path)}: cannot read the {what} ({e.strerror or e})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the stat and the open
+            raise NotReadable(f"{_shown(path)}: not a regular file, not a {what}")
+        chunks, left = [], cap + 1
+        while left > 0:
+            b = os.read(fd, min(left, 1 << 20))
+            if not b:
+                break
+            chunks.append(b)
+            left -= len(b)
+    except OSError as e:
+        raise NotReadable(f"{_shown(path)}: cannot read the {what} ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > cap:
+        raise NotReadable(f"{_shown(path)}: more than a {what} may have ({_human(cap)})")
+    return data
+
+
+def _human(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} bytes"
+
+
+def _shown(path) -> str:
+    s = os.fspath(path) if not isinstance(path, str) else path
+    s = s if isinstance(s, str) else os.fsdecode(s)
+    return s if s.isprintable() and len(s) <= 200 else (repr(s)[:197] + "...")

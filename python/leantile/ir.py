@@ -519,12 +519,13 @@ def load(path) -> Graph:
     """Read and validate a graph file; errors name the file."""
     from pathlib import Path
 
+    from .files import NotReadable, read_capped
+
     p = Path(path)
     try:
-        with open(p, "rb") as f:
-            raw = f.read(MAX_DOCUMENT_BYTES + 1)
-    except (OSError, ValueError) as e:  # ValueError: a path with NUL
-        raise GraphError([f"{p}: cannot read ({getattr(e, 'strerror', None) or e})"]) from None
+        raw = read_capped(p, MAX_DOCUMENT_BYTES, "graph file")  # a FIFO or device is refused, not waited on
+    except NotReadable as e:
+        raise GraphError([str(e)]) from None
     try:
         return parse(raw)
     except GraphError as e:

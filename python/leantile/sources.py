@@ -20,10 +20,21 @@ def parse_sizes(pairs: list[str] | None) -> dict[str, int]:
             raise ir.GraphError([f"--size {ir.shown(p)}: {ir.shown(k)} is not an axis name"])
         if not re.fullmatch(r"[0-9]{1,12}", v.strip()):
             raise ir.GraphError([f"--size {ir.shown(p)}: {ir.shown(v)} is not a positive integer"])
+        if k in out:  # the last one silently winning hides a typo
+            raise ir.GraphError([f"--size {ir.shown(p)}: {k} given twice ({k}={out[k]} before)"])
         out[k] = int(v)
         if not 1 <= out[k] <= ir.MAX_AXIS_SIZE:
             raise ir.GraphError([f"--size {ir.shown(p)}: sizes lie in 1..{ir.MAX_AXIS_SIZE}"])
     return out
+
+
+def _message(e: BaseException) -> str:
+    """A user's exception's message on one line, at most 300 characters; its own __str__ may
+    raise (it is the user's code): then the type alone is said."""
+    try:
+        return " ".join(str(e).split())[:300]
+    except Exception:
+        return "(its message cannot be shown: its __str__ raised)"
 
 
 def _user_line(e: BaseException, p: Path):
@@ -39,11 +50,20 @@ def _user_line(e: BaseException, p: Path):
     return line or "?"
 
 
+MAX_SOURCE_BYTES = 4 << 20  # a graph builder is a page of Python
+
+
 def _from_python(spec: str, sizes: dict) -> ir.Graph:
     path, _, func = spec.rpartition(":")
+    from .files import NotReadable, regular_file
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise ir.GraphError([f"{spec}: no such file {path!r}"])
+    try:  # Python's import reads it: a FIFO would block it, a huge file would be compiled
+        regular_file(p, MAX_SOURCE_BYTES, "Python source")
+    except NotReadable as e:
+        raise ir.GraphError([str(e)]) from None
     name = f"leantile_user_{p.stem}"
     mod_spec = importlib.util.spec_from_file_location(name, p)
     mod = importlib.util.module_from_spec(mod_spec)
@@ -56,9 +76,9 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
     except SystemExit as e:  # sys.exit() in the user's module: not ours to obey
         sys.modules.pop(name, None)
         raise ir.GraphError([f"{path}: the module called sys.exit({ir.shown(e.code)}) while loading"]) from None
-    except Exception as e:  # the user's module: say where it broke
+    except (Exception, GeneratorExit) as e:  # the user's module: say where it broke
         sys.modules.pop(name, None)
-        msg = e.msg if isinstance(e, SyntaxError) else " ".join(str(e).split())[:300]
+        msg = e.msg if isinstance(e, SyntaxError) else _message(e)
         raise ir.GraphError([f"{path}:{_user_line(e, p)}: {type(e).__name__}: {msg}"]) from None
     fn = getattr(mod, func, None)
     if not callable(fn):
@@ -70,9 +90,8 @@ def _from_python(spec: str, sizes: dict) -> ir.Graph:
     except SystemExit as e:
         raise ir.GraphError([f"{spec}: the function called sys.exit({ir.shown(e.code)}) instead of "
                              "returning a graph"]) from None
-    except Exception as e:
-        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {type(e).__name__}: "
-                             f"{' '.join(str(e).split())[:300]}"]) from None
+    except (Exception, GeneratorExit) as e:  # GeneratorExit: a BaseException a user's code may raise
+        raise ir.GraphError([f"{path}:{_user_line(e, p)}: {func}: {type(e).__name__}: {_message(e)}"]) from None
     if not isinstance(g, ir.Graph):
         raise ir.GraphError([f"{spec}: returned {type(g).__name__}, expected a leantile graph "
                              "(build it with leantile.dag.build_graph_with_output)"])

@@ -79,5 +79,7 @@ def parse_tiles(pairs: list[str] | None) -> dict[str, int]:
         v = v.strip()
         if not v.isascii() or not v.isdigit() or len(v) > 6:
             raise ir.GraphError([f"--tile {ir.shown(p)}: {ir.shown(v)} is not a positive integer"])
+        if k in out:  # the last one silently winning hides a typo
+            raise ir.GraphError([f"--tile {ir.shown(p)}: {ir.shown(k)} given twice ({ir.shown(k)}={out[k]} before)"])
         out[k] = int(v)
     return check_tiles(out, "--tile")

@@ -137,6 +137,9 @@ def lookup_dirs() -> list[Path]:
     return [user] if user.resolve() == shipped.resolve() else [user, shipped]
 
 
+MAX_TUNED_BYTES = 16 << 20  # a tuned file is kilobytes (one entry per workload and GPU)
+
+
 def _paths(arch: str, root) -> tuple[Path, Path]:
     """(<root>/<arch>.json, <root>/<arch>.new.json); ValueError for an arch that is not a plain name."""
     from .files import under
@@ -147,16 +150,16 @@ def _paths(arch: str, root) -> tuple[Path, Path]:
 
 def _parse(path: Path, arch: str) -> tuple[list | None, str | None]:
     """(the file's entries, None), ([], None) when it does not exist, or (None, why it cannot be parsed)."""
+    from .files import NotReadable, read_capped
+
     if not path.exists() and not path.is_symlink():
         return [], None
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+    try:  # a FIFO, a device, an 8 GiB sparse file: refused, not read
+        data = json.loads(read_capped(path, MAX_TUNED_BYTES, "tuned file").decode("utf-8"))
+    except NotReadable as e:
+        return None, str(e).split(": ", 1)[-1]
     except UnicodeDecodeError:
         return None, "not UTF-8 text"
-    except IsADirectoryError:
-        return None, "a folder, not a file"
-    except OSError as e:
-        return None, f"cannot be read ({e.strerror or e})"
     except (ValueError, RecursionError) as e:
         return None, f"not JSON ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
     if not isinstance(data, dict):

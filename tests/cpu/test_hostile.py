@@ -112,7 +112,7 @@ SOURCES = [(HOSTILE / "sources" / "renamed_after_build.py", fn) for fn in
             "constructed_object", "dangling_output")] + \
           [(HOSTILE / "sources" / "misbehaving.py", fn) for fn in
            ("exits", "exits_text", "returns_dict", "returns_none", "recurses", "raises", "keyboard",
-            "not_callable", "missing")] + \
+            "not_callable", "missing", "unprintable", "generator_exit", "empty_graph_error")] + \
           [(HOSTILE / "sources" / "broken_syntax.py", "build"), (HOSTILE / "sources" / "exits_on_import.py", "build"),
            (HOSTILE / "sources" / "no_such_file.py", "build")]
 
@@ -157,6 +157,8 @@ CLI_CASES = [
     ("search", "matmul", "--fake", "--gpus", "abc", "--db", "s.sqlite"),
     ("search", "matmul", "--fake", "--budget", "-1", "--db", "s.sqlite"),
     ("kernels", "matmul", "--size", "m=0"),
+    ("show", "matmul", "--size", "m=64", "m=128"),
+    ("derive", "matmul", "--tile", "block_m=64", "block_m=128"),
 ]
 
 
@@ -238,3 +240,17 @@ def test_json_schema_and_validator_agree(f):
     if not schema_ok:
         with pytest.raises(ir.GraphError):
             ir.load(f)
+
+
+def test_stdout_on_a_full_device_is_one_line_and_status_1(tmp_path):
+    """`leantile list > /dev/full`: the write fails with ENOSPC, no file named: the machine's
+    problem, one line and exit 1, not an internal error."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "leantile", "list"], stdout=full, stderr=subprocess.PIPE, text=True,
+                           cwd=tmp_path, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "python")})
+    assert r.returncode == 1, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "No space" in lines[0], r.stderr

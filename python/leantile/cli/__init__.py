@@ -11,6 +11,7 @@ This package imports neither torch nor tilelang at import: `leantile --help`, `l
 it when run."""
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -42,7 +43,10 @@ def build_parser() -> ArgumentParser:
 
 
 def _one_line(msg) -> str:
-    return " ".join(str(msg).split())
+    try:
+        return " ".join(str(msg).split())
+    except Exception:  # an exception whose own __str__ raises (a user's class)
+        return f"({type(msg).__name__}: its message cannot be shown)"
 
 
 def error_log_path() -> Path:
@@ -65,6 +69,12 @@ def _log_bug(e: BaseException, argv: list[str]) -> str:
     return f"; traceback in {path}"
 
 
+# an OSError with no file named: the machine's, not leantile's (stdout on a full or read-only
+# device, a terminal gone): one line, exit 1, not an internal error
+ENVIRONMENT_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EIO", "EROFS", "EPIPE", "ENXIO")
+                               if hasattr(errno, n))
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv[:1] or bool(os.environ.get("LEANTILE_DEBUG"))
@@ -76,6 +86,8 @@ def main(argv=None) -> int:
     except ir.GraphError as e:
         for p in e.problems:
             print(f"error: {_one_line(p)}", file=sys.stderr)
+        if not e.problems:  # never silent: exit 1 says the input was refused
+            print("error: the input was refused (the error carried no message)", file=sys.stderr)
         return EXIT_BAD_INPUT
     except UnsafePath as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
@@ -94,6 +106,12 @@ def main(argv=None) -> int:
             return EXIT_BAD_INPUT
         if isinstance(e, OSError) and e.filename is not None:  # the disk, a folder: the user's to fix
             print(f"error: {_one_line(e.filename)}: {e.strerror or e}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:  # stdout on a full disk, a dead terminal
+            try:
+                print(f"error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+            except OSError:
+                pass
             return EXIT_BAD_INPUT
         if debug:
             traceback.print_exception(type(e), e, e.__traceback__)

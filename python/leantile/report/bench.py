@@ -83,9 +83,11 @@ class Bench:
 
 
 def _load(p: Path):
+    from ..files import NotReadable, read_capped
+
     try:
-        return json.loads(p.read_text().replace("NaN", "null"))
-    except (OSError, ValueError):
+        return json.loads(read_capped(p, 64 << 20, "results file").decode().replace("NaN", "null"))
+    except (NotReadable, ValueError, RecursionError):
         return None
 
 

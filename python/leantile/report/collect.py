@@ -96,9 +96,11 @@ def arch_source(spec: str, g: ir.Graph, root: Path, known: bool | None = None) -
         return "python", inspect.getsourcefile(mod) or spec, inspect.getsource(mod), note
     if ".py:" in spec:
         path, _, func = spec.rpartition(":")
+        from ..files import NotReadable, read_capped
+        from ..sources import MAX_SOURCE_BYTES
         try:
-            text = Path(path).read_text()
-        except (OSError, UnicodeDecodeError):
+            text = read_capped(path, MAX_SOURCE_BYTES, "Python source").decode()
+        except (NotReadable, UnicodeDecodeError):
             return "text", spec, graph_text(g), note
         try:  # just the function when it can be found
             import ast

@@ -47,6 +47,7 @@ EVENTS = """CREATE TABLE IF NOT EXISTS events (
 SCHEMA = (MEASUREMENTS, "CREATE INDEX IF NOT EXISTS m_run ON measurements (workload, run, id)", EVENTS)
 VERSION = 1  # PRAGMA user_version once migrated
 LOCK_TIMEOUT_S = 10.0  # how long to wait for another writer before "locked"
+MAX_DB_BYTES = 4 << 30  # a search database holds thousands of rows: megabytes
 
 
 class DBError(Exception):
@@ -63,6 +64,12 @@ class SearchDB:
                 p = Path(self.path)
                 if p.is_dir():
                     raise DBError(f"{self.path}: a folder, not a database file")
+                if p.exists():  # sqlite would block reading a FIFO, or scan a device
+                    from ..files import NotReadable, regular_file
+                    try:
+                        regular_file(p, MAX_DB_BYTES, "search database")
+                    except NotReadable as e:
+                        raise DBError(str(e)) from None
                 for q, what in ((p, "the file"), (p.parent, "its folder")):  # sqlite writes a journal beside it
                     if q.exists() and read_only(q):
                         raise DBError(f"{self.path}: read-only ({what} cannot be written)")

@@ -31,3 +31,21 @@ def keyboard(**sizes):
 
 
 not_callable = 3
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no")
+
+
+def unprintable(**sizes):
+    raise _Unprintable()
+
+
+def generator_exit(**sizes):
+    raise GeneratorExit()
+
+
+def empty_graph_error(**sizes):
+    from leantile import ir
+    raise ir.GraphError([])

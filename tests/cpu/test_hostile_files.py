@@ -1,0 +1,126 @@
+"""Files a command reads that are not ordinary files (issue 47): a FIFO, a folder or a device given
+as the graph, the Python source, the tuned file or the search database is refused with one line
+naming it, at once (a FIFO blocked `validate` forever); a file past its cap (an 8 GiB sparse
+tuned file was read whole by every command) is refused before it is read. Commands that could
+block run in a subprocess with a timeout, so that a regression fails instead of hanging."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from leantile import files, ir, tuned
+from leantile.files import NotReadable, read_capped, regular_file
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+
+
+def _leantile(*argv, cwd, env=None, timeout=60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "leantile", *map(str, argv)], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT / "python"), **(env or {})})
+
+
+def _one_line(r: subprocess.CompletedProcess, *names: str) -> str:
+    text = r.stdout + r.stderr
+    assert r.returncode == 1, text
+    assert "Traceback" not in text and "internal error" not in text, text
+    lines = [x for x in text.splitlines() if x.strip()]
+    assert len(lines) == 1, text
+    assert all(n in lines[0] for n in names), text
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["validate", "show", "derive"])
+def test_a_fifo_as_the_graph_file_is_refused_at_once(tmp_path, command):
+    fifo = tmp_path / "graph.json"
+    os.mkfifo(fifo)
+    line = _one_line(_leantile(command, fifo, cwd=tmp_path), str(fifo), "FIFO")
+    assert "graph file" in line
+
+
+def test_a_folder_and_a_device_as_the_graph_file_are_refused(tmp_path):
+    folder = tmp_path / "g.json"
+    folder.mkdir()
+    with pytest.raises(ir.GraphError, match="a folder, not a graph file"):
+        ir.load(folder)
+    if os.path.exists("/dev/zero"):  # endless: read whole it would never end
+        with pytest.raises(ir.GraphError, match="a device, not a graph file"):
+            ir.load("/dev/zero")
+
+
+def test_a_fifo_as_the_python_source_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "model.py"
+    os.mkfifo(fifo)
+    _one_line(_leantile("show", f"{fifo}:build", cwd=tmp_path), str(fifo), "FIFO", "Python source")
+
+
+def test_a_huge_python_source_is_refused_before_it_is_compiled(tmp_path):
+    big = tmp_path / "model.py"
+    with open(big, "wb") as f:
+        f.truncate(64 << 20)  # sparse: no disk
+    _one_line(_leantile("show", f"{big}:build", cwd=tmp_path), str(big), "Python source")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "sparse"])
+def test_a_tuned_file_that_is_a_fifo_or_huge_is_skipped_with_one_warning(tmp_path, kind):
+    """Every command that looks up tuned entries reads <arch>.json in the user's folder: it is
+    skipped with a warning naming it (the shipped entries still apply), never waited on."""
+    folder = tmp_path / "tuned"
+    folder.mkdir()
+    path = folder / "matmul.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(8 << 30)
+    code = ("import leantile.tuned as t; "
+            "print('FOUND', len(t.tuned_entries('matmul', {'m': 64, 'd': 64, 'n': 64}, root=%r)))" % str(folder))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    assert r.returncode == 0 and "FOUND 0" in r.stdout, r.stdout + r.stderr
+    assert str(path) in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert ("FIFO" if kind == "fifo" else "more than a tuned file may have") in r.stderr, r.stderr
+
+
+def test_a_fifo_as_the_search_database_is_refused(tmp_path):
+    from leantile.search.db import DBError, SearchDB
+
+    fifo = tmp_path / "search.sqlite"
+    os.mkfifo(fifo)
+    with pytest.raises(DBError, match="FIFO, not a search database"):
+        SearchDB(str(fifo))
+
+
+def test_read_capped_reads_a_regular_file_whole_and_refuses_one_byte_more(tmp_path):
+    p = tmp_path / "f.bin"
+    data = os.urandom(1000)
+    p.write_bytes(data)
+    assert read_capped(p, 1000) == data
+    assert regular_file(p, 1000) == 1000
+    with pytest.raises(NotReadable, match="1000 bytes, more than a thing may have"):
+        read_capped(p, 999, "thing")
+    with pytest.raises(NotReadable, match="cannot read the thing"):
+        read_capped(tmp_path / "missing", 10, "thing")
+    with pytest.raises(NotReadable, match="cannot read"):
+        read_capped("a\x00b", 10)
+
+
+def test_caps_are_the_documented_ones():
+    assert ir.MAX_DOCUMENT_BYTES == 64 << 20 and tuned.MAX_TUNED_BYTES == 16 << 20
+    assert files.NotReadable.__mro__[1] is ValueError
+
+
+@pytest.mark.parametrize("flag,pairs", [("--size", ["m=64", "m=128"]), ("--tile", ["block_m=64", "block_m=128"])])
+def test_a_key_given_twice_is_refused(flag, pairs):
+    from leantile.sources import parse_sizes
+    from leantile.tiles import parse_tiles
+
+    parse = parse_sizes if flag == "--size" else parse_tiles
+    with pytest.raises(ir.GraphError, match="given twice") as e:
+        parse(pairs)
+    assert f"{flag} '{pairs[1]}'" in str(e.value) and "=64 before" in str(e.value)
+    assert parse(pairs[:1]) == {pairs[0].split("=")[0]: 64}
