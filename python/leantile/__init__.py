@@ -7,11 +7,12 @@
 `leantile.torch` turns a compiled kernel into a torch custom op or nn.Module. torch is imported
 only when `compile`/`Kernel` are first used (`import leantile` stays light).
 """
-from .ir import Graph, GraphError, load, parse  # noqa: F401
-
 __version__ = "0.1.0"
 
-_LAZY = {"compile": "runtime", "Kernel": "runtime", "CompileError": "runtime"}
+# loaded on first use: `import leantile` (and the command's entry point, leantile.entry) runs
+# nothing slow, so that Ctrl-C is handled from the first moment (leantile.interrupts)
+_LAZY = {"compile": "runtime", "Kernel": "runtime", "CompileError": "runtime",
+         "Graph": "ir", "GraphError": "ir", "load": "ir", "parse": "ir"}
 
 
 def __getattr__(name: str):

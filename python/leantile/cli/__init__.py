@@ -19,7 +19,7 @@ import traceback
 from importlib import import_module
 from pathlib import Path
 
-from .. import ir
+from .. import interrupts, ir
 from ..files import UnsafePath
 from .export import exported_graph  # noqa: F401  (used by tests and docs: the export of a source)
 from .options import EXIT_BAD_INPUT, EXIT_BUG, ArgumentParser
@@ -76,6 +76,11 @@ ENVIRONMENT_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "
 
 
 def main(argv=None) -> int:
+    with interrupts.handling():  # Ctrl-C and SIGTERM: "interrupted", 130 / 143 (leantile.interrupts)
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv[:1] or bool(os.environ.get("LEANTILE_DEBUG"))
     try:
@@ -92,12 +97,18 @@ def main(argv=None) -> int:
     except UnsafePath as e:
         print(f"error: {_one_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        try:
+            print("interrupted", file=sys.stderr)
+        except OSError:
+            pass
+        return interrupts.exit_code(e)
     except BrokenPipeError:
         return 0
     except Exception as e:
+        if interrupts.received() is not None:  # an interrupt that surfaced as another exception
+            print("interrupted", file=sys.stderr)  # (a process pool broken by its children's SIGINT)
+            return interrupts.exit_code()
         from ..derive import DerivationError
 
         runtime = sys.modules.get("leantile.runtime")  # loaded where a CompileError can come from

@@ -18,12 +18,10 @@ the round, saves each workload's best point so far, then reports the DB (exit 1)
 """
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
 from pathlib import Path
 
-from .. import architectures
+from .. import architectures, interrupts
 from ..ir import GraphError
 from ..sources import parse_sizes
 from .options import add_size
@@ -99,14 +97,13 @@ def cmd_search(args) -> int:
                                       gpu=measurer.gpu_name, log=print, versions=measurer.versions))
         # all workloads advance together: a round compiles every workload's batch at once
         failed = None
-        try:
-            with _sigterm_as_interrupt():
-                results = run_lockstep(searches, measurer)
-        except KeyboardInterrupt:  # keep what was found; rerunning the command resumes from the DB
+        try:  # SIGTERM (`timeout`, schedulers) arrives as a KeyboardInterrupt too (leantile.interrupts)
+            results = run_lockstep(searches, measurer)
+        except KeyboardInterrupt as e:  # keep what was found; rerunning the command resumes from the DB
             results = [r.result() for r in searches]
             print("search: interrupted; saving the best verified point of each workload so far "
                   "(rerun the same command to continue)", file=sys.stderr)
-            status = 130
+            status = interrupts.exit_code(e)
         except DBError as e:  # the log failed mid-run: still save what was found
             results, failed = [r.result() for r in searches], e
         problems = []
@@ -221,24 +218,6 @@ def _save(entry: dict, res, out: Path, replace: bool) -> None:
     print(f"wrote {written}" if written else
           f"{name}: kept the stored entry ({kept['candidate']} {kept['tiles']}, {kept['time_ms']:.4f} ms), "
           f"faster than this search's best; --replace overwrites it")
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """`timeout` and job schedulers stop a search with SIGTERM: treat it as Ctrl-C, so the
-    best points found so far are still saved."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _without_tuned_entry(workloads: list, gpus: list[int] | None, fake: bool, out: Path) -> list:

@@ -1,0 +1,23 @@
+"""The `leantile` command's entry point (pyproject's console script, `python -m leantile`): the
+interrupt handlers first (leantile.interrupts), then the command's modules. Kept free of
+imports beyond the standard library, so that nothing slow runs before the handlers do."""
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    from . import interrupts
+
+    interrupts.install()
+    try:
+        from .cli import main as run
+        code = run()
+    except KeyboardInterrupt as e:  # while the command's modules were still loading
+        try:
+            print("interrupted", file=sys.stderr)
+        except OSError:
+            pass
+        code = interrupts.exit_code(e)
+    interrupts.quiet()
+    sys.exit(code)
