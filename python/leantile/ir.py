@@ -26,6 +26,11 @@ UNARY_OPS = ops.UNARY  # from the one op registry (leantile.ops)
 BINARY_OPS = ops.BINARY
 REDUCE_KINDS = ("sum", "max")
 MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor
+# a tensor the kernels read or write: their index arithmetic is 32-bit (TileLang's int32 indices;
+# 2^31 elements failed inside TileLang's lowering or with an OverflowError). Inputs and outputs
+# are checked here; intermediates where a plan stores them (plan_verify: INDEX_PREFIX), so that
+# flash attention's never-stored 2^32 scores stay allowed
+MAX_TENSOR_ELEMENTS = (1 << 31) - 1
 
 # Every name (graph, axis, input, output) is an identifier: names reach file names, generated
 # Python and CUDA, reports and shell lines, and an identifier is safe in all of them (no
@@ -375,6 +380,14 @@ def check(g: Graph) -> list[str]:
                             f"{dtypes[n.b]} (node {n.b}); cast one to the other's dtype (op 'cast')")
             continue
         prev[n.id] = tuple(inferred)
+    big = {n.id: n for n in g.nodes if isinstance(n, Input)} | {i: g.nodes[i] for i in g.outputs.values() if i < len(g.nodes)}
+    for i, n in sorted(big.items()):
+        count = math.prod(g.axes.get(a, 1) for a in n.axes)
+        if count > MAX_TENSOR_ELEMENTS:
+            what = f"input {n.name!r}" if isinstance(n, Input) else \
+                f"output {next(o for o, j in g.outputs.items() if j == i)!r} (node {i})"
+            problems.append(f"{what}: {count} elements, more than the {MAX_TENSOR_ELEMENTS} (2^31 - 1) a kernel "
+                            "indexes with 32-bit integers; split it along an axis")
     names = [n.name for n in g.inputs()]
     for name in sorted({x for x in names if names.count(x) > 1}):
         problems.append(f"input {name!r}: declared more than once")

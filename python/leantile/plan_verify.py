@@ -142,7 +142,11 @@ def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT, tiles: dict | N
 MMA_MIN = {"m": 16, "n": 8, "k": 16}
 WARPS_PREFIX = "warps"  # problems of a tile choice with the threads, like SMEM_PREFIX
 GRID_PREFIX = "grid"  # a launch past CUDA's grid limits at the plan's tiles, like SMEM_PREFIX
-TILE_PROBLEMS = (SMEM_PREFIX, WARPS_PREFIX, GRID_PREFIX)
+INDEX_PREFIX = "32-bit indexing"
+# problems of a candidate at a shape, not bugs: derive refuses the candidate with the line
+# (other tiles, or another candidate, may fit; INDEX_PREFIX: another candidate that does not
+# store the buffer, as flash attention does not store the scores)
+TILE_PROBLEMS = (SMEM_PREFIX, WARPS_PREFIX, GRID_PREFIX, INDEX_PREFIX)
 
 
 def grid_problem(plan: Plan, k: Kernel) -> str | None:
@@ -359,6 +363,10 @@ def verify(plan: Plan, graph: ir.Graph, smem_limit: int = SMEM_LIMIT) -> list[st
         for a in b.axes:
             if a not in plan.axes:
                 out.append(f"global {b.name} has axis {a!r}, which is no axis of the plan")
+        count = math.prod(plan.axes.get(a, 1) for a in b.axes)
+        if count > ir.MAX_TENSOR_ELEMENTS:
+            out.append(f"{INDEX_PREFIX}: global {b.name} holds {count} elements, more than the "
+                       f"{ir.MAX_TENSOR_ELEMENTS} a kernel indexes with 32-bit integers")
     names: set[str] = set()
     stored: set[str] = set()
     writers: dict[str, list[str]] = {}

@@ -185,3 +185,24 @@ def test_constant_first_operand_keeps_the_tile_dtype_and_lowers():
         mod = load_module(emit_module(plan), f"const_first_{c.name}")
         for name, f in mod.build_kernel().items():
             assert "__global__" in lower_to_cuda(f, arch="sm_90"), name
+
+
+def test_tensors_past_32_bit_indexing_are_refused_with_the_limit_named():
+    """Inputs and outputs of 2^31 elements or more (the kernels index with 32-bit integers: such
+    sizes failed inside TileLang or with an OverflowError) are refused by validate; an
+    intermediate that large is refused only where a plan stores it: flash attention over 2^32
+    scores derives, the unfused candidate (which stores them) is refused with the reason."""
+    from leantile import architectures
+    from leantile.dag import build_graph_with_output
+    from leantile.derive import DerivationError, candidates, derive
+
+    with pytest.raises(ir.GraphError, match=r"input 'X': 2147483648 elements, more than the 2147483647 \(2\^31 - 1\)"):
+        build_graph_with_output("big", {"m": 2 ** 16, "n": 2 ** 15}, lambda g: g.neg(g.input("X", ["m", "n"])))
+    ok = build_graph_with_output("edge", {"m": 2 ** 31 - 1}, lambda g: g.neg(g.input("X", ["m"])))
+    assert ok.axes["m"] == ir.MAX_TENSOR_ELEMENTS
+    att = architectures.build("attention", h=1, t_q=65536, t_kv=65536, d_h=64)  # scores: 2^32 elements
+    names = [c.name for c in candidates(att)]
+    assert "online_exp2" in names
+    assert derive(att, "online_exp2").kernels
+    with pytest.raises((ir.GraphError, DerivationError), match="32-bit indexing: global .* holds 4294967296 elements"):
+        derive(att, "unfused")

@@ -161,12 +161,21 @@ def test_campaign_graphs_launch_within_limits():
 
 
 def test_tiles_past_x_are_refused_cleanly():
+    """More CTAs than gridDim.x holds needs more than 2^31 - 1 elements, which validate refuses
+    (ir.MAX_TENSOR_ELEMENTS: the kernels index with 32-bit integers) with the limit named; the
+    verifier's grid check stays behind it (a plan built at other tiles)."""
     from leantile.dag import DagM
+    from leantile.plan_verify import grid_problem
 
     d = DagM("huge_map", {"a": 2 ** 20, "b": 2 ** 20, "c": 4096})
     d.output("out", d.exp(d.input("X", ["a", "b", "c"], "f32")))
-    with pytest.raises(ir.GraphError, match=f"{GRID_PREFIX}: kernel .* over CUDA's limits"):
+    with pytest.raises(ir.GraphError, match=r"input 'X': 4503599627370496 elements, more than the 2147483647"):
         derive(d.graph(), "fused")
+    small = DagM("map", {"a": 2 ** 8, "b": 2 ** 8, "c": 4096})
+    small.output("out", small.exp(small.input("X", ["a", "b", "c"], "f32")))
+    plan = derive(small.graph(), "fused")
+    huge = plan.model_copy(update={"axes": {**plan.axes, "a": 2 ** 20, "b": 2 ** 20}})
+    assert grid_problem(huge, huge.kernels[0]).startswith(f"{GRID_PREFIX}: kernel")
 
 
 def test_factory_refuses_tiles_that_unfold_past_y():
