@@ -50,11 +50,13 @@ BESIDE = ".new.json"  # <arch>.new.json: where entries go while <arch>.json cann
 class TunedEntry(BaseModel):
     """One entry as read from a tuned file; other keys (roofline_ms, search, source) are kept."""
     model_config = ConfigDict(extra="allow", strict=True)
-    arch: Annotated[str, Field(min_length=1)]
+    # the strings are printed (derive's tuned lines, search, warnings): printable ASCII only, so
+    # a file cannot reach the terminal with escape codes or a forged "error:" line of its own
+    arch: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
     shape: dict[str, Annotated[int, Field(strict=True, gt=0)]]
     dtype: Literal["f16", "bf16", "f32", "f64"]
-    gpu: Annotated[str, Field(min_length=1)]
-    candidate: Annotated[str, Field(min_length=1)]
+    gpu: Annotated[str, Field(min_length=1, max_length=120, pattern=r"^[ -~]+$")]
+    candidate: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_+.-]+$")]
     tiles: Tiles
     time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
 

@@ -124,3 +124,25 @@ def test_a_key_given_twice_is_refused(flag, pairs):
         parse(pairs)
     assert f"{flag} '{pairs[1]}'" in str(e.value) and "=64 before" in str(e.value)
     assert parse(pairs[:1]) == {pairs[0].split("=")[0]: 64}
+
+
+def test_strings_from_a_tuned_file_never_reach_the_terminal_raw(tmp_path):
+    """A tuned entry's gpu and candidate are printed (derive lists the tuned entries): one with
+    an escape code or a newline carrying a forged 'error:' line is ignored, and its warning shows
+    the string escaped."""
+    import json
+
+    folder = tmp_path / "tuned"
+    folder.mkdir()
+    shape = {"m": 64, "d": 64, "n": 64}
+    good = {"arch": "matmul", "shape": shape, "dtype": "f16", "gpu": "NVIDIA H100 80GB HBM3", "candidate": "direct",
+            "tiles": {"block_m": 64}, "time_ms": 0.01}
+    entries = [{**good, "gpu": "\x1b[31mNVIDIA H100\x1b[0m"}, {**good, "candidate": "direct\nerror: forged"}, good]
+    (folder / "matmul.json").write_text(json.dumps({"schema": tuned.SCHEMA, "arch": "matmul", "entries": entries}))
+    r = _leantile("derive", "matmul", "--size", "m=64", "d=64", "n=64", cwd=tmp_path,
+                  env={"LEANTILE_TUNED_DIR": str(folder)})
+    text = r.stdout + r.stderr
+    assert r.returncode == 0, text
+    assert "\x1b" not in text and not any(x.startswith("error: forged") for x in text.splitlines()), text
+    assert "NVIDIA H100 80GB HBM3: direct" in r.stdout  # the good entry is still listed
+    assert text.count("warning:") >= 2 and "\\x1b" in text, text
