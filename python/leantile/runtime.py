@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,12 +39,40 @@ class CompileError(ValueError):
 
 
 def _graph(source, sizes: dict | None) -> ir.Graph:
-    if isinstance(source, ir.Graph):
-        return source
-    if hasattr(source, "graph") and callable(source.graph):  # leantile.dag.DagM
-        return source.graph()
+    """The graph of compile()'s source, validated whole (one GraphError for every misuse)."""
+    if isinstance(source, ir.Graph) or (hasattr(source, "graph") and callable(source.graph)):
+        if sizes:
+            raise ir.GraphError(["leantile.compile: sizes= applies to a built-in name or a module.py:function; "
+                                 "a Graph (or DagM) has its own sizes: build it at the sizes wanted"])
+        g = source if isinstance(source, ir.Graph) else source.graph()  # leantile.dag.DagM
+        if not isinstance(g, ir.Graph):
+            raise ir.GraphError([f"leantile.compile: {type(source).__name__}.graph() returned "
+                                 f"{type(g).__name__}, not a leantile Graph"])
+        try:  # a graph made or changed with model_construct / model_copy skipped validation
+            data = g.model_dump(mode="json", by_alias=True)
+        except Exception as e:
+            raise ir.GraphError([f"leantile.compile: the graph does not serialise ({type(e).__name__}); "
+                                 "build it with leantile.dag"]) from None
+        return ir.parse(data)
+    if not isinstance(source, (str, os.PathLike)):
+        raise ir.GraphError([f"leantile.compile: source is a {type(source).__name__}; expected a Graph, a "
+                             "leantile.dag.DagM, a built-in name, a .json path or module.py:function"])
+    if sizes is not None and not isinstance(sizes, dict):
+        raise ir.GraphError([f"leantile.compile: sizes= is a {type(sizes).__name__}; expected a dict axis -> size"])
     from .sources import load_source
-    return load_source(str(source), sizes)
+    return load_source(os.fspath(source), sizes)
+
+
+def _arguments(candidate, tiles, check) -> None:
+    """compile()'s other arguments, each of the type it takes (GraphError naming the one that is not)."""
+    if candidate is not None and not isinstance(candidate, str):
+        raise ir.GraphError([f"leantile.compile: candidate= is a {type(candidate).__name__}; expected a "
+                             "candidate's name (str; `leantile derive SOURCE` lists them)"])
+    if tiles is not None and not isinstance(tiles, dict):
+        raise ir.GraphError([f"leantile.compile: tiles= is a {type(tiles).__name__}; expected a dict such as "
+                             "{'block_m': 128}"])
+    if not isinstance(check, bool):
+        raise ir.GraphError([f"leantile.compile: check= is a {type(check).__name__}; expected True or False"])
 
 
 def _dtype(g: ir.Graph) -> str:
@@ -318,13 +347,17 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
     Later calls of that shape run unchecked (an output those inputs could not judge,
     ill_conditioned, leaves the shape to be checked at its next call). The check synchronises
     the device: make the first call outside CUDA graph capture."""
+    _arguments(candidate, tiles, check)
     g = _graph(source, sizes)
     if device is None:
         if not torch.cuda.is_available():
             raise CompileError("leantile.compile: no CUDA GPU here; pass device='cpu' to run the plan with the "
                                "interpreter (slow, for testing)")
         device = torch.device("cuda", torch.cuda.current_device())
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ir.GraphError([f"leantile.compile: device={device!r:.60} is no device ({' '.join(str(e).split())[:120]})"]) from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise CompileError(f"leantile.compile: device {device} asked, but there is no CUDA GPU here")
     if device.type not in ("cuda", "cpu"):

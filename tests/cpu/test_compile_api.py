@@ -273,3 +273,30 @@ def test_check_lets_through_what_the_inputs_cannot_judge():
     assert k(cancel, w).shape == (1, 1)  # unjudgeable: let through
     with pytest.raises(leantile.GraphError, match="output 'out'"):
         k(torch.tensor([[1.0, 1.0, 0.5, 0.5]], dtype=torch.float16), w)  # the same shape, judged now
+
+
+def test_every_misuse_of_compile_is_one_graph_error():
+    """compile() validates whatever it is given: a graph made with model_construct (which skips
+    pydantic's checks), sizes= with a Graph, and arguments of the wrong type each raise one
+    GraphError naming the argument, never pydantic's, torch's or an AttributeError."""
+    import leantile
+    from leantile import architectures, ir
+
+    g = architectures.build("matmul", m=8, d=8, n=8)
+    broken = ir.Graph.model_construct(**{**dict(g), "outputs": {"out": 99}})
+    cases = [
+        (dict(source=broken), "output 'out': node 99 does not exist"),
+        (dict(source=g.model_copy(update={"name": "../x"})), "name"),
+        (dict(source=g, sizes={"m": 4}), "sizes= applies to a built-in name"),
+        (dict(source=3), "source is a int"),
+        (dict(source="matmul", sizes=[("m", 4)]), "sizes= is a list"),
+        (dict(source=g, candidate=3), "candidate= is a int"),
+        (dict(source=g, tiles=[("block_m", 64)]), "tiles= is a list"),
+        (dict(source=g, check="yes"), "check= is a str"),
+        (dict(source=g, device="gpu:x"), "device='gpu:x' is no device"),
+    ]
+    for kwargs, want in cases:
+        source = kwargs.pop("source")
+        with pytest.raises(ir.GraphError, match=None) as e:
+            leantile.compile(source, **{"device": "cpu", **kwargs})
+        assert want in str(e.value), (kwargs, str(e.value))
