@@ -150,6 +150,25 @@ class Kernel:
                 f"{', '.join(self.input_names)} -> {', '.join(self.output_names)}>")
 
     # -- calling
+    def _other_sizes_hint(self, inputs: dict) -> str | None:
+        """Where the inputs are of the graph's ranks but other sizes: the sizes they imply, and
+        how to get a kernel for them (every size is compiled into the kernel)."""
+        implied = dict(self.graph.axes)
+        for n in self.graph.inputs():
+            t = inputs.get(n.name)
+            if not isinstance(t, torch.Tensor) or t.dim() != len(n.axes):
+                return None
+            for a, size in zip(n.axes, t.shape):
+                if implied[a] != self.graph.axes[a] and implied[a] != size:
+                    return None  # two inputs disagree on an axis: no one set of sizes
+                implied[a] = int(size)
+        changed = {a: v for a, v in implied.items() if v != self.graph.axes[a]}
+        if not changed:
+            return None
+        return (f"this kernel was compiled for {', '.join(f'{a}={v}' for a, v in self.graph.axes.items())}; the inputs "
+                f"are {', '.join(f'{a}={v}' for a, v in changed.items())}: compile one for them with "
+                f"leantile.compile(source, sizes={implied}) (a Graph: build it at those sizes)")
+
     def bind(self, args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
         """The inputs by name, checked: one GraphError listing every problem (missing or extra,
         shape, dtype, device, strides)."""
@@ -161,7 +180,11 @@ class Kernel:
         if twice:
             raise ir.GraphError([f"input {twice[0]!r}: given both by position and by name"])
         inputs.update(kwargs)
-        reference.check_inputs(self.graph, inputs, device=self.device)
+        try:
+            reference.check_inputs(self.graph, inputs, device=self.device)
+        except ir.GraphError as e:
+            hint = self._other_sizes_hint(inputs)
+            raise ir.GraphError(e.problems + ([hint] if hint else [])) from None
         bad = [n for n, t in inputs.items() if not t.is_contiguous()]
         if bad:
             raise ir.GraphError([f"input {bad[0]!r}: not contiguous (strides {list(inputs[bad[0]].stride())}); "

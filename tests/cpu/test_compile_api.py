@@ -300,3 +300,19 @@ def test_every_misuse_of_compile_is_one_graph_error():
         with pytest.raises(ir.GraphError, match=None) as e:
             leantile.compile(source, **{"device": "cpu", **kwargs})
         assert want in str(e.value), (kwargs, str(e.value))
+
+
+def test_inputs_of_other_sizes_are_told_how_to_compile_for_them():
+    """Every size is compiled into a kernel: a call with another m says so, and names the sizes=
+    that compiles one for these inputs."""
+    import leantile
+
+    k = leantile.compile("matmul", sizes={"m": 8, "d": 16, "n": 8}, device="cpu")
+    X, W = torch.randn(12, 16).half(), torch.randn(16, 8).half()
+    with pytest.raises(leantile.GraphError) as e:
+        k(X, W)
+    text = str(e.value)
+    assert "input 'X': shape [12, 16], expected [8, 16]" in text
+    assert "the inputs are m=12" in text and "sizes={'m': 12, 'd': 16, 'n': 8}" in text
+    k2 = leantile.compile("matmul", sizes={"m": 12, "d": 16, "n": 8}, device="cpu")
+    assert k2(X, W).shape == (12, 8)
