@@ -10,7 +10,7 @@ SHIPPED_TUNED := python/leantile/tuned_configs
 
 setup: $(STAMP)
 
-# torch first, pinned to the CPU build: a bare torch requirement would pull GBs of CUDA wheels.
+# torch first, pinned to 2.13.0 (the CI index serves its CPU build): a bare torch requirement would pull GBs of CUDA wheels.
 # On a machine that already has torch (the GPU machine) it is kept.
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PYTHON) -m pip install -q torch==2.13.0

@@ -13,7 +13,7 @@ Per kernel, from the plan's statements (what the emitter prints, so the model se
   - one CTA cannot stream faster than its pipeline lets it: `stages` tiles in flight per memory
     latency; a kernel's time is at least its CTA's time times its waves;
   - a launch costs LAUNCH_S (CUDA-graph replay, back to back).
-The figures below are the H200's (anchors-h200.md); the model ranks, it does not predict to the
+The figures below are the H200's (the maintainers' measurements, 2026-11); the model ranks, it does not predict to the
 microsecond: `benchmarks/cost_model_check.py` measures its rank correlation with the search
 database (per workload, Spearman) and the note of the shapes issue quotes it.
 """

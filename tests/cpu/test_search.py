@@ -45,7 +45,7 @@ def test_space_is_valid_and_moves_stay_in_it(att, mlp):
     # 128x256 tiles at 2 stages need 288 KiB of shared memory: cut
     assert "shared memory" in s.why_invalid(Point.make("online_exp2", dict(block_m=128, block_n=256, stages=2,
                                                                                 threads=256)))
-    # FullRow flash: 16 warps cannot each own 16 rows of a 64-row tile (anchors-h200.md)
+    # FullRow flash: 16 warps cannot each own 16 rows of a 64-row tile (TileLang's FullRow layout)
     assert "whole rows" in s.why_invalid(Point.make("online_exp2", dict(block_m=64, block_n=128, stages=2,
                                                                          threads=512)))
     assert s.default() == Point.make("online_exp2", dict(block_m=128, block_n=128, stages=2, threads=256))

@@ -1,8 +1,8 @@
 """Hand-written TileLang kernels used to check lowering (tests/cpu/test_lower.py).
 
 Each factory returns a ``T.prim_func``; nothing here needs a GPU. They follow the
-shapes of the seed kernels in anchors-h200.md and are the templates the
-plan -> TileLang emitter is meant to reproduce.
+shapes of the seed kernels the project started from (GEMM, flash attention, row softmax)
+and are the templates the plan -> TileLang emitter is meant to reproduce.
 """
 
 import tilelang.language as T

@@ -33,7 +33,9 @@ COMMANDS = ("listing", "show", "export", "validate", "derive", "kernels", "repor
 def build_parser() -> ArgumentParser:
     from .. import __version__
 
-    p = ArgumentParser(prog="leantile", description=__doc__.splitlines()[0])
+    p = ArgumentParser(prog="leantile", description="Fused GPU kernels for neural-network graphs, derived by "
+                       "rewrites proven in Lean 4. `leantile list` shows the built-ins; `leantile derive "
+                       "SOURCE` the derivation and plan; `leantile kernels SOURCE` the TileLang kernels.")
     p.add_argument("--version", action="version", version=f"leantile {__version__}")
     p.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
     sub = p.add_subparsers(dest="cmd", required=True)

@@ -11,8 +11,8 @@ GpuMeasurer.measure(workload, points):
   2. GPU, one process per device (CUDA_VISIBLE_DEVICES set before CUDA starts): the point
      goes through the runtime's one GPU path (leantile.runtime.Kernel: compile, a cache hit;
      Kernel.verify, every output NaN-poisoned and judged by leantile.tolerance; only then
-     Kernel.benchmark, triton's do_bench_cudagraph median, launch overhead excluded, as
-     anchors-h200.md recommends for workloads of tens of microseconds).
+     Kernel.benchmark, triton's do_bench_cudagraph median, launch overhead excluded: the
+     measurement that separates kernels of tens of microseconds, per the maintainers' H200 notes).
      A worker that dies (a CUDA fault poisons its context) fails its job and is restarted.
 
 FakeMeasurer: a deterministic synthetic cost model over a Space, for CPU tests.
