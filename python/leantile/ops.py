@@ -152,7 +152,7 @@ ROWS: tuple[Op, ...] = (
     Op("copy", 1, lambda x: x, lambda x: x, lambda x: x, "{0}", None, ir=False),
     # fused on the GPU (nvcc contracts a * b + c: one rounding); the torch column rounds once too
     # (the product of two float32 values is exact in float64), so the interpreter runs what the
-    # kernel runs: flash attention's exp2(s c' - M) relies on it (derive.kernels._online_update)
+    # kernel runs: flash attention's exp2(s c' - M) relies on it (derive.online_update)
     Op("fma", 3, _fused_multiply_add, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c,
        "{0} * {1} + {2}", None, ir=False),
 )
