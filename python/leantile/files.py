@@ -71,9 +71,7 @@ _MINE: set[str] = set()  # stages made by this process and not yet published or 
 def _bad_out(flag: str, out, why: str):
     from .ir import GraphError
 
-    s = os.fspath(out) if not isinstance(out, str) else out
-    shown = s if s.isprintable() and len(s) <= 200 else (repr(s)[:197] + "...")
-    return GraphError([f"{flag} {shown}: {why}"])
+    return GraphError([f"{flag} {_shown(out)}: {why}"])
 
 
 def read_only(p: Path) -> bool:
