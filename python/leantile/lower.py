@@ -93,7 +93,7 @@ def include_flags() -> list[str]:
 
 
 def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = None, report: list | None = None,
-                 flags: list[str] | None = None) -> bytes:
+                 flags: list[str] | None = None, ptx: bool = False) -> bytes:
     """Compile TileLang CUDA source to a cubin with nvcc; return its bytes.
 
     The Hopper path needs sm_90a, not sm_90: warp-specialised kernels call
@@ -101,18 +101,20 @@ def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = Non
     sm_90. If ``out`` is given the cubin is also written there. With ``report`` (a list), ptxas
     runs verbose and its lines are appended: registers, spills, and warnings such as C7514
     (wgmma serialised: accumulator registers touched while in flight). ``flags``: the kernel's own
-    nvcc flags beyond these (an emitted module's NVCC_FLAGS[kernel], e.g. -ftz=true).
+    nvcc flags beyond these (an emitted module's NVCC_FLAGS[kernel], e.g. -ftz=true). ``ptx``: the
+    PTX text's bytes instead of a cubin (what nvcc asked ptxas to do: a mul/add without .rn may
+    still be contracted there).
     """
     nvcc = nvcc_path()
     if nvcc is None:
         raise LoweringError("nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
     cc = arch.removeprefix("sm_")
     with tempfile.TemporaryDirectory(prefix="leantile_nvcc_") as tmp:
-        cu, cubin = Path(tmp, "kernel.cu"), Path(tmp, "kernel.cubin")
+        cu, cubin = Path(tmp, "kernel.cu"), Path(tmp, "kernel.ptx" if ptx else "kernel.cubin")
         cu.write_text(source)
         # Same flags as tilelang/cuda/backend.py (C++20 is required by
         # tl_templates/cuda/reduce.h); -w hides the hundreds of header warnings.
-        cmd = [nvcc, "-cubin", "-O3", "-std=c++20", "-w",
+        cmd = [nvcc, "-ptx" if ptx else "-cubin", "-O3", "-std=c++20", "-w",
                f"-gencode=arch=compute_{cc},code=sm_{cc}", *include_flags(), *(flags or ()),
                *(["-Xptxas", "-v"] if report is not None else []), "-o", str(cubin), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -150,11 +150,15 @@ ROWS: tuple[Op, ...] = (
        "T.if_then_else({0} != 0, {1}, {2})", "Op.select"),
     # plan-only: what derive writes into kernels besides the IR's ops
     Op("copy", 1, lambda x: x, lambda x: x, lambda x: x, "{0}", None, ir=False),
-    # fused on the GPU (nvcc contracts a * b + c: one rounding); the torch column rounds once too
-    # (the product of two float32 values is exact in float64), so the interpreter runs what the
-    # kernel runs: flash attention's exp2(s c' - M) relies on it (derive.online_update)
+    # a product rounded to its dtype whatever the compiler's flags (__fmul_rn / __dmul_rn is never
+    # contracted into a following add): a value that must be one rounded number in two places
+    Op("mul_rn", 2, _t("mul"), lambda a, b: a * b, lambda a, b: a * b, "T.ieee_mul({0}, {1})", None, ir=False),
+    # a * b + c rounded once, spelled as the IEEE intrinsic (__fmaf_rn / __fma_rn): every kernel
+    # compiles with -fmad=false (emit.common.nvcc_flags), so a multiply-add is fused exactly where
+    # the plan says so and nowhere else; the torch column rounds once too (the product of two
+    # float32 values is exact in float64): the interpreter runs what the kernel runs
     Op("fma", 3, _fused_multiply_add, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c,
-       "{0} * {1} + {2}", None, ir=False),
+       "T.ieee_fmaf({0}, {1}, {2})", None, ir=False),
 )
 
 BY_NAME: dict[str, Op] = {o.name: o for o in ROWS}

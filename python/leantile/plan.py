@@ -189,7 +189,7 @@ class Map(_M):
     or a literal '#<decimal>'."""
     op: Literal["map"] = "map"
     dst: str
-    fn: str  # a unary/binary op of the IR, "cast", or "copy", "fma" (a*b+c)
+    fn: str  # a unary/binary op of the IR, "cast", or a plan-only one of ops.ROWS ("copy", "fma", "mul_rn")
     args: tuple[str, ...]
     # for fn "cast": the IR's target dtype, rounded to before the value lands in dst; None
     # (what derive writes today) = a conversion to dst's own dtype, as a store would do

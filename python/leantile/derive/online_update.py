@@ -52,7 +52,9 @@ def online_update(g, kb, sm: SoftmaxSite, S: str, P: str, exp2: bool, row_axes,
         neg = f"#{repr(-sm.scale / math.log(2.0))}"
         m_scaled = kb.buf(f"{m}_scaled", row_axes, "fragment", "acc", key=("scaled", sm.mx))
         prev_scaled = kb.buf(f"{m}_prev_scaled", row_axes, "fragment", "acc", key=("prev_scaled", sm.mx))
-        body += [Map(dst=m_scaled, fn="mul", args=(m, neg)), Map(dst=prev_scaled, fn="mul", args=(m_prev, neg)),
+        # mul_rn: M is rounded once, one value in P's fma and in the rescale, whatever the compiler
+        # (a product contracted into the subtraction would be exp2(m c' - round(m c')) again)
+        body += [Map(dst=m_scaled, fn="mul_rn", args=(m, neg)), Map(dst=prev_scaled, fn="mul_rn", args=(m_prev, neg)),
                  Map(dst=alpha, fn="sub", args=(m_scaled, prev_scaled)), Map(dst=alpha, fn="exp2", args=(alpha,))]
         body += _exponent(kb, sm, P, S, m_scaled, m, exp2, fma)
     else:
