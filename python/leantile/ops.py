@@ -151,11 +151,11 @@ ROWS: tuple[Op, ...] = (
     # plan-only: what derive writes into kernels besides the IR's ops
     Op("copy", 1, lambda x: x, lambda x: x, lambda x: x, "{0}", None, ir=False),
     # a product rounded to its dtype whatever the compiler's flags (__fmul_rn / __dmul_rn is never
-    # contracted into a following add): a value that must be one rounded number in two places
+    # contracted into a following add, as nvcc may contract a plain one): a product that must be
+    # ONE rounded value in two places (flash's M = round(m c'), the normaliser's c x at the max)
     Op("mul_rn", 2, _t("mul"), lambda a, b: a * b, lambda a, b: a * b, "T.ieee_mul({0}, {1})", None, ir=False),
-    # a * b + c rounded once, spelled as the IEEE intrinsic (__fmaf_rn / __fma_rn): every kernel
-    # compiles with -fmad=false (emit.common.nvcc_flags), so a multiply-add is fused exactly where
-    # the plan says so and nowhere else; the torch column rounds once too (the product of two
+    # a * b + c rounded once, spelled as the IEEE intrinsic (__fmaf_rn / __fma_rn: fused whatever
+    # nvcc's flags, emit.common.nvcc_flags); the torch column rounds once too (the product of two
     # float32 values is exact in float64): the interpreter runs what the kernel runs
     Op("fma", 3, _fused_multiply_add, lambda a, b, c: a * b + c, lambda a, b, c: a * b + c,
        "T.ieee_fmaf({0}, {1}, {2})", None, ir=False),

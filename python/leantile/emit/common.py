@@ -166,19 +166,16 @@ def shared_reread_without_tma(plan: Plan, k: Kernel) -> bool:
     return any(sum(b in _reads(s) for s in k.body) > 1 for b in plain)
 
 
-# nvcc's default (-fmad=true, also under TileLang's --use_fast_math) contracts a multiply and a
-# following add into one FMA wherever it likes: the product is then not rounded, and a plan that
-# relies on a rounded product being one value in two places silently changes meaning (flash
-# attention's M = round(m c'), used by every P and by the rescale exp2(M_prev - M): contracted
-# into the rescale, exp2(m c' - round(m c')) != 1 compounded over 512 key blocks into inf at
-# scores of 1e7, gpu-fuzz 2026-11-28). With -fmad=false every plan statement rounds as the
-# interpreter rounds it; fused multiply-adds are the plan's own `fma` (ops: T.ieee_fmaf).
-NO_CONTRACTION = "-fmad=false"
-
-
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
-    """{kernel name: nvcc flags beyond TileLang's own}: -fmad=false for every kernel
-    (NO_CONTRACTION), -ftz=true where plan_passes.flush_subnormals set it. The emitted module
-    compiles with them, and `leantile kernels` lowers with them."""
-    return {k.name: [NO_CONTRACTION, *(["-ftz=true"] if k.flush_subnormals else [])] for k in plan.kernels}
+    """{kernel name: nvcc flags beyond TileLang's own}: -ftz=true where plan_passes.flush_subnormals
+    set it. The emitted module compiles with them, and `leantile kernels` lowers with them.
+
+    Not -fmad=false: nvcc contracts a multiply and a following add into one FMA wherever it likes
+    (the product then unrounded), which is harmless except where a plan relies on a product being
+    ONE rounded value in two places; those products are the plan op mul_rn (T.ieee_mul, never
+    contracted) and fused multiply-adds are the plan op fma (T.ieee_fmaf). -fmad=false on every
+    kernel was measured (H100, one call, tuned gqa_attention 8 x 4 heads 4096 x 4096, ftz=0):
+    0.4701 -> 0.5367 ms, while attention, softmax_row, layernorm_linear_gelu and rmsnorm_mlp did
+    not move (benchmarks/results/fmad-probe-h100-2026-11-28.json)."""
+    return {k.name: ["-ftz=true"] for k in plan.kernels if k.flush_subnormals}
 

@@ -183,7 +183,7 @@ class ReductionWriter:
             rb = f"T.cast({rb}, {dt})"
         self.emit(f"for kk in T.serial({self.extent(s.axis_a)}):", depth + 1)
         r = self.ref(s.acc, c.axes, loop)
-        self.emit(f"{r} = T.ieee_fmaf({ra}, {rb}, {r})", depth + 2)  # fused: -fmad=false (emit.common)
+        self.emit(f"{r} = T.ieee_fmaf({ra}, {rb}, {r})", depth + 2)  # one FMA a step, as ops' fma
 
     def reduce_via_temp(self, s: Reduce, tmp: str, fn, dim, clear, ident, masked: bool, what, depth):
         """The reduction of a copy of the operand in the fragment `tmp`: an operand in shared
