@@ -75,27 +75,15 @@ def _arguments(candidate, tiles, check) -> None:
         raise ir.GraphError([f"leantile.compile: check= is a {type(check).__name__}; expected True or False"])
 
 
-def _dtype(g: ir.Graph) -> str:
-    return g.inputs()[0].dtype if g.inputs() else "f16"
-
-
 def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = None,
                 gpu: str | None = None, tuned: bool = True):
-    """(plan, how): the asked candidate/tiles; else the tuned entry for g's shape, dtype and
-    `gpu` (a usable one: its candidate exists for g); else the default: the candidate the cost
-    model (leantile.cost) ranks first at the shape's default tiles."""
+    """(plan, how): the asked candidate/tiles, how "asked"; else cost.shipped_plan (the tuned
+    entry for g's shape, dtype and `gpu`, else the cost model's first candidate at the shape's
+    default tiles: the plan `leantile derive` shows by default too)."""
     if candidate is not None or tiles:
         return derive(g, candidate, tiles), "asked"  # an unknown candidate: DerivationError listing them
-    if tuned and gpu:
-        from .tuned import load_tuned
-        best = load_tuned(g.name, g.axes, _dtype(g), gpu)
-        if best:
-            try:  # an entry of another graph of the same name may name a candidate g does not have
-                return derive(g, best[0], best[1]), "tuned"
-            except DerivationError:
-                pass
-    from .cost import choose
-    return choose(g)[0], "default"  # the candidate the cost model ranks first, at the shape's default tiles
+    from .cost import shipped_plan
+    return shipped_plan(g, gpu, tuned)
 
 
 @dataclass

@@ -31,3 +31,16 @@ def test_nothing_cites_a_file_outside_the_repository():
     for p in (ROOT / "README.md", ROOT / "Makefile"):
         found += [f"{p.name}: {m.group(0)}" for m in OUTSIDE.finditer(p.read_text())]
     assert not found, "\n".join(found)
+
+
+def test_readme_table_lists_every_built_in_at_its_default_sizes():
+    """The README's built-in table is `leantile list`: every name, in order, with its default
+    sizes (it listed 6 of 9)."""
+    from leantile import architectures
+
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Built-in architectures", 1)[1].split("\n\n")[1]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in table.splitlines()[2:] if ln.startswith("|")]
+    want = [(n, " ".join(f"{k}={v}" for k, v in architectures.module(n).DEFAULT_SIZES.items()))
+            for n in architectures.NAMES]
+    assert [(r[0], r[2]) for r in rows] == want

@@ -4,9 +4,9 @@ from __future__ import annotations
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
 from ..derive.context import Ctx, gc_paused
-from ..derive.engine import Candidate, _candidates, _families, _pick, _replay, refusal_lines
+from ..derive.engine import _candidates, _families, _pick, _replay, refusal_lines
 from ..derive.rules import rule
-from .options import add_candidate, add_size, add_tile
+from .options import add_size, add_tile
 
 _FORMATS: dict[tuple[str, type], str] = {}
 
@@ -93,13 +93,17 @@ def _derive(args) -> int:
     cx = Ctx(g)
     families = _families(cx)
     cands = _candidates(families)
-    # a carried derivation (Lean's export) was checked at load (sources.load_source): it is one
-    # derive would produce; it is replayed unless a candidate is asked for
-    if g.derivation and not args.candidate:
-        chosen = Candidate("exported", tuple(g.derivation), "the derivation in the file")
-    else:
+    # nothing asked: the plan leantile.compile and `leantile kernels` ship (cost.shipped_plan at
+    # no GPU: the cost model's pick; the tuned entries per GPU are listed below). A carried
+    # derivation (Lean's export) was checked at load (sources.load_source) and is named, not run
+    how = "asked"
+    if args.candidate or tiles:
         chosen = _pick(g, cands, args.candidate)
-    plan = _replay(cx, families, chosen.steps, tiles, chosen.name)
+        plan = _replay(cx, families, chosen.steps, tiles, chosen.name)
+    else:
+        from ..cost import shipped_plan
+        plan, how = shipped_plan(g, tuned=False)
+        chosen = _pick(g, cands, plan.candidate)
     if args.json:
         print(plan.model_dump_json(indent=1))
         return 0
@@ -114,7 +118,10 @@ def _derive(args) -> int:
             print(f"  refused  {line}")
         if not refused:
             print("  refused  (none: every rule whose pattern appears fires)")
-    print(f"derivation ({chosen.name}):")
+    if g.derivation:
+        same = [c.name for c in cands if tuple(c.steps) == tuple(g.derivation)]
+        print(f"  exported derivation: candidate {same[0] if same else '(none of these)'}")
+    print(f"derivation ({chosen.name}{', the default plan' if how == 'default' else ''}):")
     for k, s in enumerate(chosen.steps, 1):
         print(f"  {k}. {s.rule:<17} {s.theorem:<36} at {list(s.at)}"
               + (f" {dict(s.params)}" if s.params else ""))
@@ -128,7 +135,9 @@ def _derive(args) -> int:
 def register(sub):
     s = sub.add_parser("derive", help="show a derivation (rule, Lean theorem, site) and its tile plan")
     s.add_argument("source", help="built-in name, file.json, or module.py:function")
-    add_candidate(s)
+    s.add_argument("--candidate", default=None,
+                   help="derivation candidate (default: the plan leantile.compile runs where no tuned entry "
+                        "exists, the cost model's pick; tuned entries are listed)")
     add_size(s)
     add_tile(s)
     s.add_argument("--json", action="store_true", help="print the plan as JSON")

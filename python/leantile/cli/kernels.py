@@ -75,6 +75,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
+    from ..cost import shipped_plan
     from ..tuned import load_tuned
 
     entries = []
@@ -83,6 +84,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
             replay(g, g.derivation)
         # the best (candidate, tiles) measured for this shape on a real GPU, if any
         best = load_tuned(g.name, g.axes, g.inputs()[0].dtype if g.inputs() else "f16")
+        default = shipped_plan(g, tuned=False)[0].candidate  # what compile runs without a tuned entry
         for c in candidates(g):
             tuned = best is not None and best[0] == c.name
             plan = derive(g, c.name, best[1] if tuned else None)
@@ -96,6 +98,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
                 "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
                 "tuned": tuned,  # tiles of the tuned lookup (user folder, then shipped): what compile() runs
+                "default": c.name == default,  # cost.shipped_plan's pick: compile() where no entry is tuned
                 "lowered": None, "cuda": None, "error": None,
             }
             if can_lower:
