@@ -243,10 +243,12 @@ def test_derive_and_kernels_refuse_a_bogus_exported_derivation(tmp_path, capsys)
 
 
 def test_derive_names_the_replayed_export(capsys):
+    """The export's own derivation is replayed at load and named as the candidate it is; the
+    plan shown is the default one (tests/cpu/test_default_plan.py)."""
     from leantile.cli import main
     assert main(["derive", str(REPO / "exports" / "rmsnorm.json")]) == 0
     out = capsys.readouterr().out
-    assert "derivation (exported):" in out and "kernel gemm_10" in out
+    assert "exported derivation: candidate " in out and "the default plan" in out and "kernel gemm_10" in out
 
 
 # -- many sites: candidates stay few, names short -------------------------------------------
