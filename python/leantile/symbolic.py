@@ -15,6 +15,16 @@ from . import ir, ops
 
 IndexedBase, Sum = sp.IndexedBase, sp.Sum
 
+# characters TeX (and KaTeX, which draws the report) reads as commands inside \text{...}
+_TEXT_SPECIALS = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "^": r"\^{}", "&": r"\&",
+                  "%": r"\%", "$": r"\$", "#": r"\#", "~": r"\textasciitilde{}"}
+
+
+def tex_text(s: object) -> str:
+    """s escaped for \text{...}: a parameter's or axis's name (on_chip, h_kv) would otherwise be
+    a subscript, an error KaTeX draws as raw red LaTeX."""
+    return "".join(_TEXT_SPECIALS.get(c, c) for c in str(s))
+
 
 class RowMax(sp.Function):
     """max over one index, printed as \\max_{i} (...)."""

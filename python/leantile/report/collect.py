@@ -95,19 +95,15 @@ def arch_source(spec: str, g: ir.Graph, root: Path, known: bool | None = None) -
         mod = architectures.module(spec)
         return "python", inspect.getsourcefile(mod) or spec, inspect.getsource(mod), note
     if ".py:" in spec:
-        path, _, func = spec.rpartition(":")
+        path = spec.rpartition(":")[0]
         from ..files import NotReadable, read_capped
         from ..sources import MAX_SOURCE_BYTES
         try:
             text = read_capped(path, MAX_SOURCE_BYTES, "Python source").decode()
         except (NotReadable, UnicodeDecodeError):
             return "text", spec, graph_text(g), note
-        try:  # just the function when it can be found
-            import ast
-            node = next(n for n in ast.parse(text).body if getattr(n, "name", None) == func)
-            text = ast.get_source_segment(text, node) or text
-        except (StopIteration, SyntaxError, ValueError):
-            pass
+        # the whole file: the function may build the graph through helpers of the same file (showing
+        # only its own lines hid them); the file is capped at MAX_SOURCE_BYTES
         return "python", spec, text, note
     return "text", spec, graph_text(g), note
 

@@ -71,7 +71,7 @@ class PackQueryGroup(Rule):
     def formula(self, g, at, params):
         S = sym()
         before = f"{S.out(g, at[-1])} = {S.tex(S.Exprs(g)(at[-1]))}"
-        grp = str(params.get("group", "g")).replace("_", r"\_")
+        grp = S.tex_text(params.get("group", "g"))
         after = (r"\text{one CTA per K/V group: its rows are the %s heads, each row folded on its own}" % grp)
         return before, after
 

@@ -156,7 +156,7 @@ class SkipMaskedTiles(Rule):
         S = sym()
         z = max(at)
         before = f"{S.out(g, z)} = {S.tex(S.Exprs(g)(z))}"
-        bounds = [r"\text{%s}" % b.replace("_", r"\_") for b in str(params.get("bounds", "")).split("; ") if b]
+        bounds = [r"\text{%s}" % S.tex_text(b) for b in str(params.get("bounds", "")).split("; ") if b]
         after = r"\text{stream only the key blocks some query row keeps: } " + r",\ ".join(bounds)
         return before, after
 

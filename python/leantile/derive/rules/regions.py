@@ -297,7 +297,7 @@ class FuseReduction(Rule):
         S = sym()
         before = r" \qquad ".join(f"{S.out(g, i)} = {S.tex(S.Exprs(g, inline={i})(i))}" for i in sorted(at))
         after = r" \qquad ".join(f"{S.out(g, i)} = {S.tex(S.Exprs(g, inline=set(at))(i))}" for i in sorted(at))
-        return before, after + r"\quad\text{(one kernel, %s)}" % params.get("mode", "")
+        return before, after + r"\quad\text{(one kernel, %s)}" % S.tex_text(params.get("mode", ""))
 
     def check(self) -> bool:
         """sum_k f(x_k) and sum_k g(x_k) accumulated in one loop equal the two sums."""
