@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from .ir import GraphError
 from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
 
@@ -56,6 +57,13 @@ def op(kernel: Kernel):
     return custom
 
 
+def _iterable(x) -> list:
+    try:
+        return list(x)
+    except TypeError:
+        return [None]  # not iterable: refused by the caller as not a list of names
+
+
 def _is_weight(name: str) -> bool:
     """Inputs named W..., b or b_... are weights (the built-ins' convention); the rest are
     activations passed to forward."""
@@ -63,20 +71,26 @@ def _is_weight(name: str) -> bool:
 
 
 class Module(torch.nn.Module):
-    """A graph as an nn.Module: the inputs in `weights` (default: those named W..., b, b_...)
-    are parameters, initialised N(0, 1/fan_in) over their first axis; forward takes the
-    others, in graph order, and returns what the op returns."""
+    """A graph as an nn.Module: the inputs named in `weights` are parameters, initialised
+    N(0, 1/fan_in) over their first axis; forward takes the others, in graph order, and returns
+    what the op returns. Without `weights` the built-ins' naming convention decides (W..., b,
+    b_...): any other parameter (a norm's `gamma`) must be listed, e.g.
+    Module(g, weights=["W_up", "gamma"]); the parameters are `module.weight_names`."""
 
     def __init__(self, source, *, weights=None, device=None, **compile_args):
         super().__init__()
         self.kernel = _compile(source, device=device, **compile_args)
         self.op = op(self.kernel)
         g = self.kernel.graph
+        if weights is not None and (isinstance(weights, (str, bytes)) or not all(isinstance(w, str) for w in
+                                                                                 _iterable(weights))):
+            raise GraphError([f"leantile.torch.Module: weights= is {weights!r}; expected a list of input names "
+                              f"such as {self.kernel.input_names[-1:]!r}"])
         wanted = set(weights) if weights is not None else {n for n in self.kernel.input_names if _is_weight(n)}
         unknown = wanted - set(self.kernel.input_names)
         if unknown:
-            raise ValueError(f"{g.name}: weights {sorted(unknown)} are not inputs (inputs: "
-                             f"{', '.join(self.kernel.input_names)})")
+            raise GraphError([f"{g.name}: weights {sorted(unknown)} are not inputs (inputs: "
+                              f"{', '.join(self.kernel.input_names)})"])
         self.weight_names = [n for n in self.kernel.input_names if n in wanted]
         self.activation_names = [n for n in self.kernel.input_names if n not in wanted]
         for n in g.inputs():

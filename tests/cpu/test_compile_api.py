@@ -131,8 +131,26 @@ def test_module_holds_weights_as_parameters():
     assert rel_err(m(x), want) <= TOLERANCE[torch.float32]
     with pytest.raises(TypeError, match="forward takes X"):
         m(x, x)
-    with pytest.raises(ValueError, match="not inputs"):
+    with pytest.raises(leantile.GraphError, match="not inputs"):
         lt.Module(_mlp(), device="cpu", weights=["W_nope"])
+    for bad in ("W_up", 3, [1]):  # a bare string would be taken letter by letter
+        with pytest.raises(leantile.GraphError, match="weights= is"):
+            lt.Module(_mlp(), device="cpu", weights=bad)
+
+
+def test_module_takes_any_input_as_a_weight():
+    """weights= names the parameters whatever their names (the default convention, W... and
+    b..., would make a norm's gain `gamma` an input of forward)."""
+    def body(g):
+        x, gamma = g.input("X", ["m", "d"], "f32"), g.input("gamma", ["d"], "f32")
+        return g.mul(g.rms_norm(x, "d"), gamma)
+    graph = leantile.dag.build_graph_with_output("gain", {"m": 5, "d": 7}, body)
+    assert lt.Module(graph, device="cpu").activation_names == ["X", "gamma"]
+    m = lt.Module(graph, device="cpu", weights=["gamma"])
+    assert m.weight_names == ["gamma"] and [n for n, _ in m.named_parameters()] == ["gamma"]
+    x = torch.randn(5, 7)
+    want = reference.evaluate(graph, {"X": x, "gamma": m.gamma.data})["out"]
+    assert rel_err(m(x), want) <= TOLERANCE[torch.float32]
 
 
 def test_import_leantile_does_not_import_torch():
