@@ -76,6 +76,7 @@ class _Cached:
     locals_read: set = field(default_factory=set)   # local arrays/values the expression reads
     via_pointer: bool = False  # the expression reads through a pointer (shared or global memory)
     dirty_at: int = 0          # 1-based line of a write since the last (re)load, 0 if none
+    last_use: int = 1 << 62    # 1-based line of its last read (_last_uses): no refresh after it
 
 
 def _code(line: str) -> str:
@@ -175,6 +176,43 @@ def _effects(code: str, stripped: str, k: _Kernel):
     return _writes(stripped, k)
 
 
+def _last_uses(lines: list[str]) -> dict[int, int]:
+    """{declaration line: the last line that reads the variable} for each cached vector load,
+    scope by scope; a read inside a loop the variable was declared outside of lasts until that
+    loop closes (the next iteration reads it again). A refresh after the last read is dead code:
+    emitted eagerly after every write, a chain of n in-place updates got n^2 of them (a 500-op
+    fused chain lowered to 10.7 MB of CUDA in 36 s)."""
+    last: dict[int, int] = {}
+    blocks: list[tuple[bool, dict, set]] = [(False, {}, set())]  # (loop, {name: decl line}, decls to extend)
+    for no, line in enumerate(lines, 1):
+        code = _code(line)
+        stripped = code.strip()
+        if "__global__" in code and "(" in code:
+            blocks = [(False, {}, set())]
+        decl = _SSA_DECL.match(code) if stripped.endswith(";") else None
+        for name in _idents(code) - ({decl.group("name")} if decl else set()):
+            if not name.startswith("v_"):
+                continue
+            at = next((i for i in range(len(blocks) - 1, -1, -1) if name in blocks[i][1]), None)
+            if at is None:
+                continue
+            d = blocks[at][1][name]
+            last[d] = max(last.get(d, d), no)
+            loop = next((j for j in range(at + 1, len(blocks)) if blocks[j][0]), None)
+            if loop is not None:
+                blocks[loop][2].add(d)
+        if decl:
+            blocks[-1][1][decl.group("name")] = no
+            last.setdefault(no, no)
+        for ch in re.findall(r"[{}]", stripped):
+            if ch == "{":
+                blocks.append((stripped.startswith(("for", "while")), {}, set()))
+            elif len(blocks) > 1:
+                for d in blocks.pop()[2]:
+                    last[d] = max(last[d], no)
+    return last
+
+
 def _scan(source: str, repair: bool):
     """Walk the source once: (repaired lines, stale uses found). A stale use is a read of a dirty
     variable, or a variable read in a loop that leaves it dirty at the end of its body (the next
@@ -182,7 +220,9 @@ def _scan(source: str, repair: bool):
     out: list[str] = []
     found: list[StaleUse] = []
     k, live, blocks = _Kernel(), [], []
-    for no, line in enumerate(source.split("\n"), 1):
+    lines = source.split("\n")
+    last_use = _last_uses(lines) if repair else {}
+    for no, line in enumerate(lines, 1):
         code = _code(line)
         stripped = code.strip()
         if "__global__" in code and "(" in code:
@@ -206,7 +246,7 @@ def _scan(source: str, repair: bool):
             names = _idents(decl.group("expr"))
             # through a pointer: it names a pointer, or no local storage at all (assume memory)
             live.append(_Cached(decl.group("name"), decl.group("expr"), len(blocks), names & k.local,
-                                bool(names & k.pointers) or not names & k.local))
+                                bool(names & k.pointers) or not names & k.local, last_use=last_use.get(no, 1 << 62)))
             k.local.add(decl.group("name"))
         else:
             effects = _effects(code, stripped, k)
@@ -215,6 +255,8 @@ def _scan(source: str, repair: bool):
                 indent = line[:len(line) - len(line.lstrip())]
                 for c in live:
                     if c.name != reloaded and ((c.locals_read & (wrote_local | passed)) or (c.via_pointer and memory)):
+                        if repair and c.last_use <= no:  # never read again: a refresh would be dead code
+                            continue
                         if repair:
                             out.append(f"{indent}{c.name} = {c.expr};  // leantile: refresh (codegen_repair)")
                         else:
