@@ -38,6 +38,9 @@ MAX_TENSOR_ELEMENTS = (1 << 31) - 1
 # pattern, and the Lean exporter refuses other names (Export.lean, `isIdent`).
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_NAME = 64
+# nodes of one graph: a transformer block is ~100; 10,000 is a whole model's worth of ops, and
+# each kernel it leads to is seconds of lowering (docs/ir.md, Limits)
+MAX_NODES = 10_000
 
 # The Literal types are built from the tuples above, so each op list is written once.
 # Strict types: the JSON Schema says integer and string, so "2048" is not a size and true
@@ -345,6 +348,9 @@ def check(g: Graph) -> list[str]:
     dtypes: dict[int, str] = {}
     if not g.nodes:
         problems.append("field 'nodes': a graph needs at least one node")
+    if len(g.nodes) > MAX_NODES:
+        return [f"field 'nodes': {len(g.nodes)} nodes, past the limit of {MAX_NODES} (ir.MAX_NODES): "
+                "compile the model block by block"]
     for pos, n in enumerate(g.nodes):
         where = f"node {n.id} ({n.op})"
         if n.id != pos:

@@ -16,7 +16,8 @@ from hypothesis import assume, event, given, settings, strategies as st
 from leantile import architectures, interp, ir, reference
 from leantile.dag import build_graph_with_output
 from leantile.derive import DerivationError, RULES, THEOREMS, candidates, check_derivation, derive, replay
-from leantile.derive.engine import MAX_CANDIDATE_NAME, MAX_CANDIDATES
+from leantile.derive.engine import MAX_CANDIDATE_NAME, MAX_CANDIDATES, MAX_UNFUSED_KERNELS
+from leantile.derive.rules.regions import MAX_REGION_INPUTS, MAX_REGION_OPS
 from plan_checks import check
 from strategies import WITH_F64, random_graphs, structured_graphs
 
@@ -326,11 +327,43 @@ def _seconds(f, repeat=1):
 
 
 def test_derive_is_linear_in_the_chain_length():
-    small, large = chain_graph(2_000, "add"), chain_graph(20_000, "add")
+    small, large = chain_graph(1_000, "add"), chain_graph(ir.MAX_NODES, "add")
     t_small = _seconds(lambda: derive(small), repeat=3)
     t_large = _seconds(lambda: derive(large))
-    assert len(derive(large).kernels) == 1  # one fused elementwise region
+    # the region is cut into kernels of at most MAX_REGION_OPS nodes (each lowers in seconds)
+    assert len(derive(large).kernels) == -(-(ir.MAX_NODES - 1) // MAX_REGION_OPS)
     assert t_large < 30 * t_small, (t_small, t_large)  # 10x the nodes: linear is ~10x, quadratic 100x
+
+
+def test_graphs_past_the_node_limit_are_refused_in_one_line():
+    with pytest.raises(ir.GraphError, match=f"past the limit of {ir.MAX_NODES}"):
+        chain_graph(ir.MAX_NODES + 1)
+
+
+@pytest.mark.parametrize("n_inputs,n_ops", [(100, 0), (0, 500), (40, 300)])
+def test_large_regions_are_split_into_bounded_kernels(n_inputs, n_ops):
+    """One fused kernel reads at most MAX_REGION_INPUTS global tensors and computes at most
+    MAX_REGION_OPS nodes: TileLang lowered a 100-input sum in 80 s and 3.9 GiB, a 500-op chain
+    in 11 s (a 300-input one never finished). The split plan computes the graph (interpreter
+    against the float64 reference); past MAX_UNFUSED_KERNELS computed nodes the unfused
+    candidate (a kernel per node) is not offered."""
+    def body(g):
+        x = g.input("X", ["m", "d"], "f32")
+        for i in range(n_inputs):
+            x = g.add(x, g.input(f"Y{i}", ["m", "d"], "f32"))
+        for i in range(n_ops):
+            x = g.neg(x) if i % 2 else g.mul(x, g.const("0.999"))
+        return x
+    g = build_graph_with_output("big_region", {"m": 3, "d": 5}, body)
+    plan = derive(g)
+    for k in plan.kernels:
+        loads = {s.src for s in k.statements() if s.op == "load"}
+        maps = [s for s in k.statements() if s.op == "map"]
+        assert len(loads) <= MAX_REGION_INPUTS and len(maps) <= MAX_REGION_OPS, (k.name, len(loads), len(maps))
+    assert len(plan.kernels) > 1
+    names = [c.name for c in candidates(g)]
+    assert ("unfused" in names) == (n_inputs + n_ops <= MAX_UNFUSED_KERNELS), names
+    check(g, plan, 1, torch.float64)
 
 
 def test_deep_chains_do_not_recurse():

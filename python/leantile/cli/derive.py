@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
 from ..derive.context import Ctx, gc_paused
-from ..derive.engine import _candidates, _families, _pick, _replay, refusal_lines
+from ..derive.engine import _candidates, computed, _families, _pick, _replay, refusal_lines
 from ..derive.rules import rule
 from .options import add_size, add_tile
 
@@ -92,7 +92,7 @@ def _derive(args) -> int:
     tiles = parse_tiles(args.tile)
     cx = Ctx(g)
     families = _families(cx)
-    cands = _candidates(families)
+    cands = _candidates(families, computed(g))
     # nothing asked: the plan leantile.compile and `leantile kernels` ship (cost.shipped_plan at
     # no GPU: the cost model's pick; the tuned entries per GPU are listed below). A carried
     # derivation (Lean's export) was checked at load (sources.load_source) and is named, not run

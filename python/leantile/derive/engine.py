@@ -245,7 +245,20 @@ def _combos(options: list[list[Option]]) -> list[tuple[str, tuple[Option, ...]]]
 PRENORM = "prenorm"  # the name of the second family's candidates (_families)
 
 
-def _candidates(families: list[list[list[Option]]]) -> list[Candidate]:
+# the unfused candidate is one kernel per computed node: past this many, where a fused candidate
+# exists, it is not offered (`leantile kernels` lowered 500 kernels for a 500-op chain)
+MAX_UNFUSED_KERNELS = 256
+
+
+def computed(g: ir.Graph) -> int:
+    """The nodes of g a kernel computes (not inputs, constants, size constants)."""
+    return sum(not isinstance(n, (ir.Input, ir.Const, ir.SizeConst)) for n in g.nodes)
+
+
+def _candidates(families: list[list[list[Option]]], computed: int = 0) -> list[Candidate]:
+    """The candidates of the families' option combinations, then the unfused one (`direct` where
+    nothing fuses), left out where a fused one exists and `computed` (the graph's computed
+    nodes) is past MAX_UNFUSED_KERNELS."""
     out = []
     for f, options in enumerate(families):
         for name, combo in _combos(options):
@@ -254,8 +267,10 @@ def _candidates(families: list[list[list[Option]]]) -> list[Candidate]:
                 name = PRENORM if name == "fused" else f"{PRENORM}_{name}"
             if steps:
                 out.append(Candidate(name, steps, ", ".join(sorted({st.rule for st in steps}))))
-    # Always a candidate: no rule applied. For a lone matmul that is already the one GEMM.
-    out.append(Candidate("unfused" if out else "direct", (), "one kernel per node, global intermediates"))
+    # A candidate with no rule applied (for a lone matmul that is already the one GEMM), unless
+    # the graph is too large for one kernel per node and something fuses
+    if not out or computed <= MAX_UNFUSED_KERNELS:
+        out.append(Candidate("unfused" if out else "direct", (), "one kernel per node, global intermediates"))
     names = [c.name for c in out]
     if len(set(names)) != len(names):
         raise RuntimeError(f"leantile bug: two candidates share a name ({names})")
@@ -264,7 +279,7 @@ def _candidates(families: list[list[list[Option]]]) -> list[Candidate]:
 
 def candidates(g: ir.Graph) -> list[Candidate]:
     with gc_paused():
-        return _candidates(_families(Ctx(g)))
+        return _candidates(_families(Ctx(g)), computed(g))
 
 
 def refusals(g: ir.Graph) -> list[str]:
@@ -367,7 +382,7 @@ def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = 
     with gc_paused():
         cx = Ctx(g)
         families = _families(cx)
-        c = _pick(g, _candidates(families), candidate_name)
+        c = _pick(g, _candidates(families, computed(g)), candidate_name)
         return _replay(cx, families, c.steps, tiles, c.name)
 
 

@@ -35,6 +35,12 @@ from .base import Option, Rule, sym
 
 ON_CHIP = 16384  # elements of one on-chip row tile: 32 float32 registers per thread at 512 threads
 REGION = ELEMENTWISE  # what a region computes in registers
+# A kernel's inlined cone is cut (its largest parts materialised, each a kernel of its own) past
+# these: TileLang's lowering grows faster than linearly with the global tensors one function
+# reads (an elementwise sum of 16 inputs lowered in 3 s and 0.9 GiB, of 32 in 10 s, of 100 in
+# 80 s and 3.9 GiB) and with its statements (500 chained ops: 11 s). docs/ir.md, Limits.
+MAX_REGION_INPUTS = 16
+MAX_REGION_OPS = 128
 
 
 @dataclass
@@ -131,6 +137,34 @@ class RegionAnalysis:
         self.materialised = {i for i in self.residual if isinstance(cx.node(i), REGION) and (
             i in outs or any(u not in self.residual for u in cx.users[i]))}
         self.inline = {i for i in self.residual if isinstance(cx.node(i), REGION) and i not in self.materialised}
+        self._cut_large_cones()
+
+    def _cut_large_cones(self) -> None:
+        """Bound what one kernel computes: where a node's inlined cone (itself and the inlined
+        nodes it reads, through inlined nodes) reads more than MAX_REGION_INPUTS values from
+        global memory or holds more than MAX_REGION_OPS nodes, its inlined arguments are
+        materialised instead (each within the bounds: they were checked first, in id order).
+        A cone is a set of node ids, so a value read twice counts once."""
+        cx = self.cx
+        cone: dict[int, tuple[frozenset, frozenset]] = {}  # inline node -> (its nodes, the values it loads)
+        for i in sorted(self.residual):
+            nodes, loads = {i}, set()
+            for a in cx.node(i).args():
+                if cx.literal(a):
+                    continue
+                if a in self.inline:
+                    nodes |= cone[a][0]
+                    loads |= cone[a][1]
+                else:
+                    loads.add(a)
+            if len(loads) > MAX_REGION_INPUTS or len(nodes) > MAX_REGION_OPS:
+                cut = {a for a in cx.node(i).args() if a in self.inline}
+                self.inline -= cut
+                self.materialised |= cut
+                nodes = {i}
+                loads = {a for a in cx.node(i).args() if not cx.literal(a)}
+            if i in self.inline:
+                cone[i] = (frozenset(nodes), frozenset(loads))
 
     def _fits(self, i: int, axes: set[str]) -> bool:
         return set(self.cx.node(i).axes) <= axes
