@@ -2,6 +2,7 @@
 under the folder the user chose (a name taken from a graph can never point elsewhere)."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -87,8 +88,8 @@ def read_only(p: Path) -> bool:
 
 def check_out_dir(out, flag: str = "--out") -> Path:
     """The output folder named by `flag`, as an absolute path with symlinks resolved; bad
-    ones raise GraphError with one line naming the flag (NUL, a file, under a file, read-only,
-    a name too long). Nothing is created here."""
+    ones raise GraphError with one line naming the flag (NUL, a file, under a file, a symlink
+    loop or under one, read-only, a name too long). Nothing is created here."""
     s = os.fspath(out) if not isinstance(out, str) else out
     if "\x00" in s:
         raise _bad_out(flag, out, "a path cannot contain a NUL character")
@@ -100,6 +101,14 @@ def check_out_dir(out, flag: str = "--out") -> Path:
             raise _bad_out(flag, out, "is the root folder")
         if len(os.fsencode(str(p))) > 3800 or any(len(os.fsencode(c)) > 255 for c in p.parts):
             raise _bad_out(flag, out, "path or a name in it is too long")
+        # realpath leaves a symlink loop unresolved, and exists() says False for it: the loop
+        # was taken for a folder still to be made (publish then swapped the link itself away)
+        looked = _lookup(p)
+        if looked == errno.ELOOP:
+            where = "is a symlink loop" if os.path.islink(p) else "is under a symlink loop"
+            raise _bad_out(flag, out, f"{where}, not a folder")
+        if looked not in (0, errno.ENOENT, errno.ENOTDIR):  # under a file: named below
+            raise _bad_out(flag, out, f"cannot use it ({os.strerror(looked)})")
         if p.exists():
             if not p.is_dir():
                 raise _bad_out(flag, out, "exists and is not a folder")
@@ -117,6 +126,19 @@ def check_out_dir(out, flag: str = "--out") -> Path:
     return p
 
 
+def _lookup(p: Path) -> int:
+    """0 where p exists, else the errno of looking it up (ENOENT: absent; ELOOP: a symlink loop
+    on the way; ENOTDIR: a file on the way)."""
+    try:
+        os.stat(p)
+    except OSError as e:
+        return e.errno or errno.EIO
+    return 0
+
+
+MAX_MARKER_BYTES = 64 << 20  # index.json / reports.json of a folder a command wrote: kilobytes
+
+
 def check_replaceable(out: Path, marker: str, key: str, flag: str, command: str) -> None:
     """A folder that publish() may replace: absent, empty, or written by this command (its
     `marker` file is a JSON object with `key`). Anything else holds someone's files: refused,
@@ -126,9 +148,9 @@ def check_replaceable(out: Path, marker: str, key: str, flag: str, command: str)
             return
     except OSError as e:
         raise _bad_out(flag, out, f"cannot read it ({e.strerror})") from None
-    try:
-        data = json.loads((out / marker).read_text())
-    except (OSError, ValueError, RecursionError):
+    try:  # a FIFO or a huge file put there as the marker is refused, never read
+        data = load_json(read_capped(out / marker, MAX_MARKER_BYTES, "marker file"))
+    except (NotReadable, ValueError):
         data = None
     if not (isinstance(data, dict) and key in data):
         raise _bad_out(flag, out, f"folder has files not written by leantile {command} (no {marker} of its own); "
@@ -320,3 +342,20 @@ def _shown(path) -> str:
     s = os.fspath(path) if not isinstance(path, str) else path
     s = s if isinstance(s, str) else os.fsdecode(s)
     return s if s.isprintable() and len(s) <= 200 else (repr(s)[:197] + "...")
+
+
+# -- JSON from the user's files: every failure a ValueError -----------------------------------
+#
+# json.loads recurses once per nesting level: a 50,000-deep array in a search database's row
+# raised RecursionError, which no reader caught, and the command ended in "internal error".
+# Every JSON that comes from a file the user gave or may have edited (a tuned file, a search
+# database's rows, the marker of an output folder, a results file) is decoded here. Graph files
+# have their own decoder with a depth limit and duplicate keys refused (ir.decode_json).
+
+def load_json(text: str | bytes | bytearray):
+    """json.loads(text); whatever makes text unusable is a ValueError (one line): a syntax error,
+    bytes that are not UTF-8, an integer too long to convert, nesting deeper than the stack."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep to read") from None

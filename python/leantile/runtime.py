@@ -71,6 +71,9 @@ def _arguments(candidate, tiles, check) -> None:
     if tiles is not None and not isinstance(tiles, dict):
         raise ir.GraphError([f"leantile.compile: tiles= is a {type(tiles).__name__}; expected a dict such as "
                              "{'block_m': 128}"])
+    if tiles:  # names, ranges and blocks the kernels can use (tiles.UserTiles), as --tile
+        from .tiles import check_tiles
+        check_tiles(tiles, "leantile.compile: tiles=")
     if not isinstance(check, bool):
         raise ir.GraphError([f"leantile.compile: check= is a {type(check).__name__}; expected True or False"])
 

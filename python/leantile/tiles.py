@@ -1,15 +1,20 @@
-"""Tile parameters: the one definition of their names and ranges.
+"""Tile parameters: the one definition of their names, ranges and allowed values.
 
-Read by `--tile k=v` on the command line, by `derive`/`replay` (a plan is never built with a
-tile the emitter does not know or a block of 0), and by tuned entries (leantile.tuned) on read
-(leantile.tuned). The names are the emitter's tunables (leantile.emit.tilelang.TUNABLE; a
+Two models. `Tiles`: the names the emitter tunes, integers in range; what `derive`/`replay`
+build a plan with (a plan is never built with a tile the emitter does not know or a block of
+0; the interpreter's soundness checks derive at blocks of 1, 2, 3, 5 rows, never emitted).
+`UserTiles`: what a user may ask for, where the tiles go to the emitter: `--tile k=v`
+(parse_tiles), a tuned entry (leantile.tuned, on read and before a write) and
+`leantile.compile(tiles=)` (check_tiles): Tiles, and every block one the kernels can be built
+with (BLOCK_RULE). The names are the emitter's tunables (leantile.emit.tilelang.TUNABLE; a
 test holds the two together).
 """
 from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from . import ir
 
@@ -33,6 +38,43 @@ class Tiles(BaseModel):
     ftz: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.flush_subnormals
 
 
+BLOCKS = ("block_m", "block_n", "block_k", "block_r")
+BLOCK_MAX = 1024  # _Block's range
+BLOCK_STEP = 32
+BLOCK_RULE = f"a power of two (1, 2, 4, ..., {BLOCK_MAX}) or a multiple of {BLOCK_STEP} up to {BLOCK_MAX}"
+# Why (TileLang 0.1.15 lowering for sm_90, on the CPU, matmul 512 x 512 x 1024 f16): a block of
+# 3 or 5 rows or columns has no fragment layout over the threads ("no available layout found");
+# 48, 80, 112 and 16 columns of the N-major weight tile are "Not a canonical GMMA_MN layout",
+# while 32, 96, 160, 192, 224 lowered. Every block the shipped code uses is allowed: the search's
+# domains (16..256), the tuned configs (64..256), the shapes' defaults (derive/shape_tiles: 2 x
+# 1024 softmax rows, 16 swapped rows, 96 and 192 one-wave columns, f64's halved 64 x 32).
+# (A 16-column weight tile passes this rule and still fails to lower: a limit of one kernel kind,
+# not of the value.)
+
+
+def block_allowed(v: int) -> bool:
+    """Whether v is a block the kernels can be built with (BLOCK_RULE)."""
+    return 1 <= v <= BLOCK_MAX and (v & (v - 1) == 0 or v % BLOCK_STEP == 0)
+
+
+def _nearest(v: int) -> str:
+    lo = next((x for x in range(min(v, BLOCK_MAX), 0, -1) if block_allowed(x)), None)
+    hi = next((x for x in range(v, BLOCK_MAX + 1) if block_allowed(x)), None)
+    return " or ".join(str(x) for x in dict.fromkeys(x for x in (lo, hi) if x is not None))
+
+
+class UserTiles(Tiles):
+    """Tiles a user asks for (--tile, a tuned entry, leantile.compile): every block BLOCK_RULE."""
+
+    @field_validator(*BLOCKS)
+    @classmethod
+    def _emittable(cls, v):
+        if v is not None and not block_allowed(v):
+            raise PydanticCustomError("tile_block", "{value} is not a block the kernels can use: allowed is "
+                                      "{rule} (nearest: {near})", {"value": v, "rule": BLOCK_RULE, "near": _nearest(v)})
+        return v
+
+
 NAMES = tuple(Tiles.model_fields)
 # tile parameters that choose a schedule, not a block size (plan_passes.overlap, pingpong, swap_operands,
 # dependent_launch, flush_subnormals):
@@ -46,10 +88,11 @@ def schedule_of(tiles: dict) -> dict:
     return {p: v for p, v in tiles.items() if p in SCHEDULE}
 
 
-def tile_problems(tiles: dict, where: str = "tile") -> list[str]:
-    """One line per bad tile parameter (unknown name, not an integer, out of range)."""
+def tile_problems(tiles: dict, where: str = "tile", user: bool = True) -> list[str]:
+    """One line per bad tile parameter (unknown name, not an integer, out of range, and where
+    `user`, a block the kernels cannot use: UserTiles)."""
     try:
-        Tiles.model_validate(dict(tiles))
+        (UserTiles if user else Tiles).model_validate(dict(tiles))
     except ValidationError as e:
         out = []
         for err in e.errors(include_url=False):
@@ -61,9 +104,10 @@ def tile_problems(tiles: dict, where: str = "tile") -> list[str]:
     return []
 
 
-def check_tiles(tiles: dict | None, where: str = "tile") -> dict:
-    """tiles, or a GraphError naming every bad parameter."""
-    problems = tile_problems(tiles or {}, where)
+def check_tiles(tiles: dict | None, where: str = "tile", user: bool = True) -> dict:
+    """tiles, or a GraphError naming every bad parameter (user False: Tiles' ranges only, what a
+    plan may be built with; derive's own check)."""
+    problems = tile_problems(tiles or {}, where, user)
     if problems:
         raise ir.GraphError(problems)
     return dict(tiles or {})

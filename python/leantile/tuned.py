@@ -41,7 +41,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .tiles import Tiles  # the one definition of tile names and ranges
+from .tiles import Tiles, UserTiles  # the one definition of tile names, ranges and allowed blocks
 
 SCHEMA = "leantile-tuned/v1"
 BESIDE = ".new.json"  # <arch>.new.json: where entries go while <arch>.json cannot be parsed
@@ -57,7 +57,7 @@ class TunedEntry(BaseModel):
     dtype: Literal["f16", "bf16", "f32", "f64"]
     gpu: Annotated[str, Field(min_length=1, max_length=120, pattern=r"^[ -~]+$")]
     candidate: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_+.-]+$")]
-    tiles: Tiles
+    tiles: UserTiles  # blocks the kernels can use (tiles.BLOCK_RULE)
     time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
     @field_validator("shape")
@@ -152,17 +152,17 @@ def _paths(arch: str, root) -> tuple[Path, Path]:
 
 def _parse(path: Path, arch: str) -> tuple[list | None, str | None]:
     """(the file's entries, None), ([], None) when it does not exist, or (None, why it cannot be parsed)."""
-    from .files import NotReadable, read_capped
+    from .files import NotReadable, load_json, read_capped
 
     if not path.exists() and not path.is_symlink():
         return [], None
     try:  # a FIFO, a device, an 8 GiB sparse file: refused, not read
-        data = json.loads(read_capped(path, MAX_TUNED_BYTES, "tuned file").decode("utf-8"))
+        data = load_json(read_capped(path, MAX_TUNED_BYTES, "tuned file").decode("utf-8"))
     except NotReadable as e:
         return None, str(e).split(": ", 1)[-1]
     except UnicodeDecodeError:
         return None, "not UTF-8 text"
-    except (ValueError, RecursionError) as e:
+    except ValueError as e:  # load_json: nesting past the stack too
         return None, f"not JSON ({str(e).splitlines()[0][:80] if str(e) else type(e).__name__})"
     if not isinstance(data, dict):
         return None, f"not a {SCHEMA} object"

@@ -159,6 +159,9 @@ CLI_CASES = [
     ("kernels", "matmul", "--size", "m=0"),
     ("show", "matmul", "--size", "m=64", "m=128"),
     ("derive", "matmul", "--tile", "block_m=64", "block_m=128"),
+    ("derive", "matmul", "--tile", "block_n=3"),
+    ("derive", "matmul", "--tile", "block_k=48"),
+    ("derive", "matmul", "--size", "m=64", "d=64", "n=64", "--tile", "block_m=100"),
 ]
 
 
@@ -178,6 +181,93 @@ def test_bad_out_folder_is_one_line_and_writes_nothing(command, make_out, box):
     code, _, err = box.run(command, "matmul", "--size", "m=8", "d=16", "n=8", "--out", out, *extra, expect=(1,))
     assert "--out" in err or "afile" in err, err
     assert (box.work / "afile").read_text() == "keep me"
+
+
+# -- tile values the kernels cannot use: refused where they are parsed (tiles.UserTiles) ----------
+
+@pytest.mark.parametrize("pair", ["block_n=3", "block_m=100", "block_k=48", "block_r=5", "block_n=1000"])
+def test_a_block_the_kernels_cannot_use_is_one_line_naming_it(pair, box):
+    """`--tile block_n=3` derived a plan whose GEMM has no fragment layout (TileLang: "no
+    available layout found" when lowered): refused at parse time, one line naming the
+    parameter, the value and what is allowed."""
+    name, value = pair.split("=")
+    code, _, err = box.run("derive", "matmul", "--tile", pair, expect=(1,))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"error: --tile {name}: {value} is not a block"), err
+    assert "power of two" in lines[0] and "multiple of 32" in lines[0] and "nearest" in lines[0], err
+
+
+def test_the_block_rule_allows_every_block_the_shipped_code_uses():
+    """The rule refuses 3 or 48 and keeps every block leantile itself asks for: the search's
+    domains, the tuned configs, DEFAULT_TILES, the shapes' defaults (2 x 1024 softmax rows, 16
+    swapped rows, 96 and 192 one-wave columns, f64's halved tiles) and get_configs' options."""
+    from leantile.derive import shape_tiles
+    from leantile.derive.kernels import DEFAULT_TILES
+    from leantile.search.space import DOMAINS
+    from leantile.tiles import BLOCKS, UserTiles, block_allowed, tile_problems
+
+    used = {(p, v) for p, vs in DOMAINS.items() if p in BLOCKS for v in vs}
+    for f in (Path(__file__).parents[2] / "python" / "leantile" / "tuned_configs").glob("*.json"):
+        for e in json.loads(f.read_text())["entries"]:
+            used |= {(p, v) for p, v in e["tiles"].items() if p in BLOCKS}
+            UserTiles.model_validate(e["tiles"])
+    consts = [DEFAULT_TILES] + [v for v in vars(shape_tiles).values() if isinstance(v, dict)]
+    used |= {(p, v) for d in consts for p, v in d.items() if p in BLOCKS}
+    used |= {("block_n", c) for c in shape_tiles.WAVE_COLUMNS}
+    used |= {(p, v // 2) for p, v in DEFAULT_TILES.items() if p in ("block_m", "block_k")}  # f64's
+    assert {("block_m", 2), ("block_n", 1024), ("block_m", 16), ("block_n", 96), ("block_n", 192)} <= used
+    assert [x for x in used if not block_allowed(x[1])] == []
+    assert [v for v in (1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192, 224, 256, 512, 1024) if not block_allowed(v)] == []
+    assert [v for v in (0, 3, 5, 6, 12, 24, 48, 80, 100, 112, 1000, 1025, 2048) if block_allowed(v)] == []
+    assert tile_problems({"block_n": 3}, user=False) == []  # derive's own check: any block (the interpreter's)
+
+
+def test_compile_refuses_a_block_the_kernels_cannot_use():
+    import leantile
+
+    with pytest.raises(ir.GraphError) as e:
+        leantile.compile("matmul", device="cpu", tiles={"block_n": 3})
+    assert str(e.value).count("\n") == 0 and "tiles= block_n: 3 is not a block" in str(e.value)
+
+
+def test_a_tuned_entry_with_a_block_the_kernels_cannot_use_is_ignored(tmp_path, capsys):
+    from leantile import tuned
+
+    shape = {"m": 64, "d": 64, "n": 64}
+    good = {"arch": "matmul", "shape": shape, "dtype": "f16", "gpu": "NVIDIA H100 80GB HBM3", "candidate": "direct",
+            "tiles": {"block_m": 64, "block_n": 96}, "time_ms": 0.01}
+    bad = {**good, "tiles": {"block_m": 64, "block_n": 3}, "time_ms": 0.005}
+    (tmp_path / "matmul.json").write_text(json.dumps({"schema": tuned.SCHEMA, "arch": "matmul", "entries": [bad, good]}))
+    found = tuned.tuned_entries("matmul", shape, root=tmp_path)
+    assert [e["tiles"] for e, _ in found] == [good["tiles"]]
+    err = capsys.readouterr().err
+    assert "entry 0: tiles.block_n: 3 is not a block the kernels can use" in err, err
+    with pytest.raises(ValueError, match="block_n: 3 is not a block"):
+        tuned.check_entry(bad)
+
+
+# -- an --out that is a symlink loop: one line, nothing written, the link untouched ---------------
+
+OUT_COMMANDS = {"export": (), "kernels": (), "report": ("--examples", "1"),
+                "search": ("--fake", "--budget", "1", "--db", "s.sqlite")}
+
+
+@pytest.mark.parametrize("loop", ["self", "pair", "under"])
+@pytest.mark.parametrize("command", sorted(OUT_COMMANDS))
+def test_out_that_is_a_symlink_loop_is_one_line(command, loop, box):
+    """`ln -s loop loop; leantile kernels --out loop` was an internal error, and `report` swapped
+    the link away for its folder and left a stage behind."""
+    os.symlink("loop", box.work / "loop")
+    os.symlink("b", box.work / "a")
+    os.symlink("a", box.work / "b")
+    out = {"self": "loop", "pair": "a", "under": "loop/sub"}[loop]
+    code, _, err = box.run(command, "matmul", "--size", "m=8", "d=16", "n=8", "--out", out, *OUT_COMMANDS[command],
+                           expect=(1,))
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert lines == [f"error: --out {out}: is {'under ' if loop == 'under' else ''}a symlink loop, not a folder"], err
+    assert sorted(p.name for p in box.work.iterdir()) == ["a", "b", "loop"]  # no stage, no database
+    assert (os.readlink(box.work / "loop"), os.readlink(box.work / "a")) == ("loop", "b")
 
 
 def test_without_torch_help_list_validate_show_work(tmp_path):

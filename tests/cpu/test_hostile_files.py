@@ -142,3 +142,91 @@ def test_strings_from_a_tuned_file_never_reach_the_terminal_raw(tmp_path):
     assert "\x1b" not in text and not any(x.startswith("error: forged") for x in text.splitlines()), text
     assert "NVIDIA H100 80GB HBM3: direct" in r.stdout  # the good entry is still listed
     assert text.count("warning:") >= 2 and "\\x1b" in text, text
+
+
+# -- JSON nested past the stack (files.load_json): never an internal error ----------------------
+
+DEEP = "[" * 50_000 + "]" * 50_000
+
+
+def test_load_json_turns_nesting_past_the_stack_into_a_value_error():
+    from leantile.files import load_json
+
+    assert load_json('{"a": [1, [2]]}') == {"a": [1, [2]]}
+    for text in (DEEP, DEEP.encode(), '{"a": ' * 50_000):
+        with pytest.raises(ValueError):
+            load_json(text)
+
+
+def _deep_rows(path, workload: str, run: str):
+    """A point and an event nested 50,000 deep, as a hand edit (or a hostile file) would leave them."""
+    import sqlite3
+    import time
+
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO measurements (workload, run, point, candidate, tiles, compile_ok, verified_ok, time_ms,"
+                " timestamp, measurer, gpu) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (workload, run, DEEP, "direct", DEEP, 1, 1, 0.1, time.time(), "fake", "fake"))
+    con.execute("INSERT INTO events (workload, run, seq, kind, detail, timestamp, measurer) VALUES (?,?,?,?,?,?,?)",
+                (workload, run, 99, "crossover", DEEP, time.time(), "fake"))
+    con.commit()
+    con.close()
+
+
+def test_a_search_database_row_nested_50000_deep_is_skipped(tmp_path):
+    """A row whose point is JSON nested 50,000 deep was a RecursionError (an internal error of
+    `leantile search`); it is skipped like any row that is not a point, its event likewise."""
+    from leantile.search.db import SearchDB
+    from leantile.search.space import Point
+    from leantile.search.workers import Measurement
+
+    path = tmp_path / "s.sqlite"
+    db = SearchDB(path)
+    p = Point.make("direct", {"block_m": 64})
+    db.append("w", "r", p, Measurement.checked(True, True, 0.5, None), gpu="fake")
+    db.add_events("w", "r", [{"kind": "backtrack", "island": 0}], "fake")
+    db.close()
+    _deep_rows(path, "w", "r")
+    db = SearchDB(path)
+    assert list(db.results("w", "r", "fake")) == [p]
+    assert [e["kind"] for e in db.events("w", "r", "fake")] == ["backtrack"]
+    with pytest.raises(ValueError):
+        Point.from_key(DEEP)
+
+
+def test_search_resumes_over_a_row_nested_50000_deep(tmp_path):
+    """End to end: `leantile search --fake` over a database holding such rows of its own run."""
+    db = tmp_path / "s.sqlite"
+    first = _leantile("search", "matmul", "--fake", "--budget", "1", "--db", db, "--out", "tn", cwd=tmp_path, timeout=300)
+    assert first.returncode == 0, first.stderr
+    import sqlite3
+
+    workload, run = sqlite3.connect(db).execute("SELECT workload, run FROM measurements").fetchone()
+    _deep_rows(db, workload, run)
+    r = _leantile("search", "matmul", "--fake", "--budget", "2", "--db", db, "--out", "tn", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0 and "internal error" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_tuned_file_nested_50000_deep_is_skipped_with_one_warning(tmp_path, capsys):
+    folder = tmp_path / "tuned"
+    folder.mkdir()
+    (folder / "matmul.json").write_text(DEEP)
+    assert tuned.tuned_entries("matmul", {"m": 64, "d": 64, "n": 64}, root=folder) == []
+    err = capsys.readouterr().err
+    assert str(folder / "matmul.json") in err and "nested too deep" in err, err
+
+
+@pytest.mark.parametrize("marker", ["fifo", "deep"])
+def test_an_out_folder_whose_index_is_a_fifo_or_too_deep_is_refused_at_once(tmp_path, marker):
+    """kernels may replace a folder it wrote (its index.json): a FIFO put there as the index
+    blocked the check forever; one nested past the stack is not an index either."""
+    out = tmp_path / "kn"
+    out.mkdir()
+    if marker == "fifo":
+        os.mkfifo(out / "index.json")
+    else:
+        (out / "index.json").write_text('{"candidates": ' + DEEP + "}")
+    r = _leantile("kernels", "matmul", "--size", "m=8", "d=16", "n=8", "--out", out, cwd=tmp_path)
+    line = _one_line(r, str(out), "--out")
+    assert "not written by leantile kernels" in line
+    assert sorted(p.name for p in out.iterdir()) == ["index.json"]

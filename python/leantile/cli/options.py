@@ -39,7 +39,8 @@ def add_candidate(p) -> None:
 def add_tile(p) -> None:
     p.add_argument("--tile", nargs="*", metavar="K=V", default=None,
                    help="tile parameters (block_m block_n block_k block_r stages threads swizzle overlap pingpong swap_ab pdl ftz); "
-                        "an unknown name or a value out of range is refused")
+                        "an unknown name, a value out of range or a block the kernels cannot use is refused "
+                        "(blocks: a power of two or a multiple of 32, at most 1024)")
 
 
 def add_out(p, default: str, what: str = "output folder") -> None:

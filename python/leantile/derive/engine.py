@@ -338,7 +338,7 @@ def _check(families: list[list[list[Option]]], steps) -> list[str]:
 def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | None, name: str) -> Plan:
     options, chosen = _match(families, steps)
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
-    given = check_tiles(tiles)
+    given = check_tiles(tiles, user=False)  # the interpreter's checks derive at any block; users are held to UserTiles
     plan = _shaped_plan(cx, picked, given, name) or plan_passes.run(
         _assemble(cx, picked, {**default_tiles(cx), **given}, name))
     problems = verify(plan, cx.g)

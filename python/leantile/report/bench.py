@@ -83,11 +83,11 @@ class Bench:
 
 
 def _load(p: Path):
-    from ..files import NotReadable, read_capped
+    from ..files import NotReadable, load_json, read_capped
 
     try:
-        return json.loads(read_capped(p, 64 << 20, "results file").decode().replace("NaN", "null"))
-    except (NotReadable, ValueError, RecursionError):
+        return load_json(read_capped(p, 64 << 20, "results file").decode().replace("NaN", "null"))
+    except (NotReadable, ValueError):
         return None
 
 

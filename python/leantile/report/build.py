@@ -19,7 +19,8 @@ import shutil
 from pathlib import Path
 
 from .. import ir
-from ..files import UnsafePath, check_out_dir, check_replaceable, discard, make_stage, publish, under, write_atomic
+from ..files import (MAX_MARKER_BYTES, UnsafePath, check_out_dir, check_replaceable, discard, load_json, make_stage, publish,
+                     read_capped, under, write_atomic)
 from ..lean import find_root, theorem_status
 from ..sources import load_source
 from . import html, md
@@ -58,9 +59,9 @@ def _entry(e) -> tuple | None:
 
 
 def _earlier(out: Path) -> list[tuple]:
-    try:
-        entries = json.loads((out / "reports.json").read_text())["entries"]
-    except (OSError, ValueError, KeyError, TypeError, IndexError):
+    try:  # the folder's own list, but a user may have edited it (or put a FIFO there)
+        entries = load_json(read_capped(out / MARKER[0], MAX_MARKER_BYTES, "marker file"))[MARKER[1]]
+    except (ValueError, KeyError, TypeError, IndexError):  # NotReadable is a ValueError
         return []
     return [e for e in map(_entry, entries if isinstance(entries, list) else []) if e is not None]
 

@@ -25,7 +25,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from ..files import read_only
+from ..files import load_json, read_only
 from .space import Point
 from .workers import Measurement
 
@@ -184,7 +184,7 @@ class SearchDB:
                 continue
             try:
                 p = Point.from_key(r["point"])
-            except (ValueError, TypeError, KeyError, AttributeError):  # a row edited by hand: not a point
+            except (ValueError, TypeError, KeyError, AttributeError):  # edited by hand, nested too deep: no point
                 continue
             out.setdefault((r["workload"], p), Measurement.checked(
                 bool(r["compile_ok"]), bool(r["verified_ok"]), r["time_ms"], r["error"]))
@@ -202,12 +202,21 @@ class SearchDB:
             self.con.commit()
 
     def events(self, workload: str | None = None, run: str | None = None, measurer: str | None = None) -> list[dict]:
+        """The events, in order; a row whose detail is not a JSON object (edited by hand, nested
+        past the stack) is skipped, as `measured` skips a row that is not a point."""
         where, args = _where(workload, run, measurer)
         with self._guard("cannot be read: "):
-            return [{"workload": w, "run": r, "seq": s, "measurer": ms or None, **json.loads(d)}
-                    for w, r, s, ms, d in self.con.execute(
-                        "SELECT workload, run, seq, measurer, detail FROM events" + where
-                        + " ORDER BY workload, run, measurer, seq", args)]
+            rows = list(self.con.execute("SELECT workload, run, seq, measurer, detail FROM events" + where
+                                         + " ORDER BY workload, run, measurer, seq", args))
+        out = []
+        for w, r, s, ms, d in rows:
+            try:
+                detail = load_json(d)
+            except (ValueError, TypeError):
+                continue
+            if isinstance(detail, dict):
+                out.append({"workload": w, "run": r, "seq": s, "measurer": ms or None, **detail})
+        return out
 
     def runs(self) -> list[tuple[str, str]]:
         with self._guard("cannot be read: "):

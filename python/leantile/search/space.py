@@ -26,6 +26,7 @@ import random
 from dataclasses import dataclass, field
 
 from .. import ir
+from ..files import load_json
 from ..plan import Plan
 from ..plan_verify import DTYPE_BYTES, extent, smem_problem, warps_problem
 from ..tiles import SCHEDULE
@@ -68,7 +69,9 @@ class Point:
 
     @staticmethod
     def from_key(s: str) -> "Point":
-        d = json.loads(s)
+        """The point of a key (a database row's `point`); ValueError, TypeError, KeyError or
+        AttributeError where s is not one (files.load_json: nesting too deep is a ValueError)."""
+        d = load_json(s)
         return Point.make(d["candidate"], d["tiles"])
 
     def __str__(self) -> str:
