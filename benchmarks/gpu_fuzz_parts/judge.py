@@ -112,7 +112,8 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
         rec = {"candidate": p["candidate"], "default": p["default"], "key": p["key"], "failures": []}
         t0 = time.time()
         try:
-            k = leantile.compile(g, candidate=p["candidate"], device=dev, tuned=False)
+            # the CPU dry run checks the plan (the interpreter), not the graph's reference
+            k = leantile.compile(g, candidate=p["candidate"], device=dev, tuned=False, interpret=dev.type != "cuda")
         except (DerivationError, ir.GraphError) as e:
             outq.put(("plan", gid, i, {**rec, "status": "refused", "error": error_text(e)}))
             continue

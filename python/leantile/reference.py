@@ -121,6 +121,27 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
     return {name: arg(i, dtype_of(i)) for name, i in g.outputs.items()}
 
 
+def peak_bytes(g: ir.Graph, dtype_of) -> tuple[int, tuple[int, int]]:
+    """An upper bound of the bytes `evaluate` holds at once (inputs not counted), from the shapes
+    alone, so that a run too large is refused before it allocates (runtime.cpu_memory_limit):
+    each value from its node until its last reader (outputs to the end), as evaluate frees them,
+    plus, while a node is computed, a converted copy of each argument (align and .to may copy).
+    dtype_of(i): the dtype node i's value has. (peak, (bytes, node id) of the largest value)."""
+    last = {a: n.id for n in g.nodes for a in n.args()}
+    keep = set(g.outputs.values())
+    size = {n.id: math.prod(g.shape(n.id)) * dtype_of(n.id).itemsize for n in g.nodes
+            if not isinstance(n, (ir.Const, ir.SizeConst))}  # a constant is a 0-d fill
+    live = peak = 0
+    for n in g.nodes:
+        if n.id not in size:
+            continue
+        args = set(a for a in n.args() if a in size)
+        live += size[n.id]
+        peak = max(peak, live + sum(size[a] for a in args))
+        live -= sum(size[a] for a in args if last[a] == n.id and a not in keep)
+    return peak, max(((b, i) for i, b in size.items()), default=(0, -1))
+
+
 def _scalar(value: float, like: dict, dtype: torch.dtype) -> torch.Tensor:
     """A 0-d tensor on the inputs' device, made by a fill (torch.full), not a host copy: the
     eager graph stays capturable in a CUDA graph (the benchmarks time it that way). A constant

@@ -13,8 +13,11 @@ Kernels are compiled by TileLang, whose disk cache (~/.tilelang/cache, keyed by 
 TVMScript, target and TileLang version) lets a second process skip nvcc; within a process
 compiled kernels are kept by emitted source and device.
 
-On a machine without a GPU, `device="cpu"` runs the same plan with the interpreter
-(leantile.interp): slow, for testing a model's wiring (validation, outputs, torch ops).
+On a machine without a GPU, `device="cpu"` runs the graph's float reference (leantile.reference,
+float32 arithmetic rounded where every plan rounds), not the fused plan: fast, for testing a
+model's wiring (validation, outputs, torch ops). `interpret=True` runs the plan itself with the
+interpreter (leantile.interp): slow, for checking the plan. Either refuses a run whose estimated
+memory passes `cpu_memory_limit()` before it allocates anything.
 """
 from __future__ import annotations
 
@@ -63,7 +66,7 @@ def _graph(source, sizes: dict | None) -> ir.Graph:
     return load_source(os.fspath(source), sizes)
 
 
-def _arguments(candidate, tiles, check) -> None:
+def _arguments(candidate, tiles, check, interpret=False) -> None:
     """compile()'s other arguments, each of the type it takes (GraphError naming the one that is not)."""
     if candidate is not None and not isinstance(candidate, str):
         raise ir.GraphError([f"leantile.compile: candidate= is a {type(candidate).__name__}; expected a "
@@ -76,6 +79,8 @@ def _arguments(candidate, tiles, check) -> None:
         check_tiles(tiles, "leantile.compile: tiles=")
     if not isinstance(check, bool):
         raise ir.GraphError([f"leantile.compile: check= is a {type(check).__name__}; expected True or False"])
+    if not isinstance(interpret, bool):
+        raise ir.GraphError([f"leantile.compile: interpret= is a {type(interpret).__name__}; expected True or False"])
 
 
 def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = None,
@@ -117,15 +122,39 @@ def _compiled(source: str, device: torch.device) -> _Compiled:
     return hit
 
 
+# A CPU run (reference or interpreter) estimated past this is refused before it allocates: past
+# it torch raises an allocation error deep in a run, or the machine swaps (issue: verify on the
+# CPU drew its inputs and ran before any estimate, past 5 GiB or into a torch RuntimeError).
+MAX_CPU_BYTES = 8 << 30
+
+
+def cpu_memory_limit() -> int:
+    """The bytes a CPU run may take: MAX_CPU_BYTES, or half this machine's physical memory where
+    that is less (the other half is the caller's: its model, its own tensors)."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        return MAX_CPU_BYTES
+    return min(MAX_CPU_BYTES, physical // 2) if physical > 0 else MAX_CPU_BYTES
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else (f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n} bytes")
+
+
 class Kernel:
     """A derived plan, compiled for one device, called like a function."""
 
-    def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device, check: bool = False):
+    def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device, check: bool = False,
+                 interpret: bool = False):
         device = torch.device(device)
         if device.type == "cuda" and device.index is None:  # "cuda" is the current GPU: tensors say cuda:N
             device = torch.device("cuda", torch.cuda.current_device())
         self.graph, self.plan, self.how, self.device = graph, plan, how, device
         self.check = check  # compile(check=True): run() verifies the first call of each input shape
+        if interpret and device.type == "cuda":
+            raise CompileError("leantile.compile: interpret=True runs the plan on the CPU; pass device='cpu'")
+        self.interpret = interpret  # on the CPU: the plan interpreter (True) or the graph's reference
         self._checked: set[tuple] = set()  # the input shapes whose first call was judged right
         self.source = emit_module(plan)
         self._c = _compiled(self.source, device)
@@ -137,7 +166,8 @@ class Kernel:
         self.output_specs = {o: (shapes[b], dts[b]) for o, b in m.OUTPUTS.items()}
 
     def __repr__(self) -> str:
-        return (f"<leantile.Kernel {self.graph.name} / {self.plan.candidate} ({self.how}) on {self.device}: "
+        path = "" if self.device.type == "cuda" else (" (interpreter)" if self.interpret else " (reference)")
+        return (f"<leantile.Kernel {self.graph.name} / {self.plan.candidate} ({self.how}) on {self.device}{path}: "
                 f"{', '.join(self.input_names)} -> {', '.join(self.output_names)}>")
 
     # -- calling
@@ -204,11 +234,93 @@ class Kernel:
         return self._launch(inputs, fill)
 
     def _launch(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
-        if self.device.type != "cuda":  # the interpreter runs the same plan (its buffers start as NaN)
-            outs = interp.run(self.plan, inputs)
-            return {o: t.to(self.output_specs[o][1]) for o, t in outs.items()}
+        if self.device.type != "cuda":
+            self._fits_cpu()
+            if self.interpret:  # the interpreter runs the plan itself (its buffers start as NaN)
+                outs = interp.run(self.plan, inputs)
+                return {o: t.to(self.output_specs[o][1]) for o, t in outs.items()}
+            return self._reference_outputs(inputs)
         m = self._c.module  # the emitted module's own allocate and launch loop
         return m.run(self._c.launchers, m.allocate(inputs, device=self.device, fill=fill))
+
+    def _reference_dtype(self) -> torch.dtype:
+        """The CPU default's arithmetic: float32, as the kernels' registers (float64 where the
+        graph has an f64 value, which float32 would round)."""
+        return torch.float64 if "f64" in ir.value_dtypes(self.graph) else torch.float32
+
+    def _reference_outputs(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The CPU default: the unfused graph in float32, rounded to its IR dtype where every plan
+        rounds (reference.plan_rounded: outputs, casts, GEMM operands), each output a new
+        contiguous tensor of its output_specs shape and dtype. One torch op per node where the
+        interpreter runs one per tile step (at docs/pytorch.md's sizes: 0.26 s a call, against 255 s)."""
+        g = self.graph
+        ref = reference.evaluate(g, inputs, compute_dtype=self._reference_dtype(), check=False,
+                                 round_at=reference.plan_rounded(g))
+        # copied into fresh tensors: an output that is an input (or two outputs of one node)
+        # would otherwise come back as the same storage, which no kernel returns
+        return {o: torch.empty(self.output_specs[o][0], dtype=self.output_specs[o][1]).copy_(ref[o])
+                for o in self.output_names}
+
+    def cpu_bytes(self, verify: bool = False) -> tuple[int, str, int]:
+        """(bytes, the largest tensor named, its bytes): an upper bound of what one CPU run takes,
+        from the shapes alone. The inputs and outputs; with the interpreter every global buffer of
+        the plan (all allocated at once), else the reference's peak (reference.peak_bytes). verify
+        adds its float64 draw of an input, the float32 oracle's outputs, the larger of its
+        references' peaks (the oracle, the graph in its own dtypes: one after the other) and the
+        float64 copies rel_err makes of an output and its two references."""
+        g = self.graph
+        own = ir.value_dtypes(g)
+
+        def dtype(i: int) -> torch.dtype:
+            return reference.TORCH_DTYPES[own[i]]
+
+        def named(n, dt: torch.dtype) -> tuple[int, str]:  # one tensor: bytes, what it is
+            what = f"input {n.name!r}" if isinstance(n, ir.Input) else f"node {n.id} ({n.op})"
+            return math.prod(g.shape(n.id)) * dt.itemsize, f"{what} {list(n.axes)} in {dt}"
+
+        def peak(dtype_of) -> tuple[int, tuple[int, str]]:
+            total, (size, i) = reference.peak_bytes(g, dtype_of)
+            return total, ((size, named(g.nodes[i], dtype_of(i))[1]) if i >= 0 else (0, ""))
+
+        def output(o: str, dt: torch.dtype) -> tuple[int, str]:
+            shape = self.output_specs[o][0]
+            return math.prod(shape) * dt.itemsize, f"output {o!r} {list(shape)} in {dt}"
+
+        tensors = [named(n, dtype(n.id)) for n in g.inputs()]
+        tensors += [output(o, dt) for o, (_, dt) in self.output_specs.items()]
+        total = sum(b for b, _ in tensors)
+        if self.interpret:
+            for b in self.plan.globals:
+                if b.name not in self.input_names:  # the inputs' buffers are the caller's tensors
+                    dt = torch.float32 if b.dtype == "acc" else reference.TORCH_DTYPES[b.dtype]
+                    tensors.append((math.prod(self.plan.axes[a] for a in b.axes) * dt.itemsize,
+                                    f"plan buffer {b.name!r} {list(b.axes)} in {dt}"))
+                    total += tensors[-1][0]
+        else:
+            computed = self._reference_dtype()
+            work, largest = peak(lambda i: computed)
+            total, tensors = total + work, tensors + [largest]
+        if verify:  # references(): the float32 oracle, then the graph in its own dtypes
+            oracle, own_dtypes = peak(lambda i: torch.float32), peak(dtype)
+            drawn = max((named(n, torch.float64) for n in g.inputs()), default=(0, ""))
+            judged = max((output(o, torch.float64) for o in self.output_specs), default=(0, ""))
+            total += (drawn[0] + sum(output(o, torch.float32)[0] for o in self.output_specs)
+                      + max(oracle[0], own_dtypes[0]) + 3 * judged[0])
+            tensors += [drawn, judged, oracle[1], own_dtypes[1]]
+        size, largest = max(tensors, default=(0, "nothing"))
+        return total, largest, size
+
+    def _fits_cpu(self, verify: bool = False) -> None:
+        """One GraphError, before anything is allocated, where a CPU run's estimate (cpu_bytes)
+        passes cpu_memory_limit()."""
+        need, largest, size = self.cpu_bytes(verify)
+        limit = cpu_memory_limit()
+        if need > limit:
+            how = "the plan interpreter" if self.interpret else "the graph's reference"
+            raise ir.GraphError([
+                f"{self.graph.name}: {'verify' if verify else 'a run'} on the CPU ({how}) would need about "
+                f"{_bytes(need)}, past the limit of {_bytes(limit)} (leantile.runtime.cpu_memory_limit); the largest "
+                f"tensor is {largest} ({_bytes(size)}): compile smaller sizes, or run on a GPU"])
 
     def __call__(self, *args, **kwargs):
         outs = self.run(self.bind(args, kwargs))
@@ -232,6 +344,8 @@ class Kernel:
         {"ok", "rel_err": {output: error judged}, "tolerance": {output: tolerance},
         "plain_rel_err": {output: ||out - ref|| / ||ref||, nothing forgiven (what tables show)},
         "ill_conditioned": [failing outputs these inputs cannot judge (ill_conditioned)]}."""
+        if self.device.type != "cuda":  # before its inputs are drawn: those may be what does not fit
+            self._fits_cpu(verify=True)
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed, scale)
         return self.judge(inputs, self._launch(inputs, fill=float("nan")), tolerance)
 
@@ -328,7 +442,7 @@ class Kernel:
     def benchmark(self, inputs: dict | None = None, seed: int = 0, rep: int = 100) -> float:
         """GPU time in ms (triton's do_bench_cudagraph median: launch overhead excluded)."""
         if self.device.type != "cuda":
-            raise CompileError("benchmark: needs a CUDA GPU (this kernel runs on the interpreter)")
+            raise CompileError("benchmark: needs a CUDA GPU (on the CPU this kernel runs the reference or the interpreter)")
         import triton.testing as tt
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
         self._launch(inputs)  # the launches alone (a check=True kernel's check is no part of its time)
@@ -349,10 +463,19 @@ def ieee_fp32_matmuls():
 
 
 def compile(source, *, candidate: str | None = None, tiles: dict | None = None, device=None,
-            sizes: dict | None = None, tuned: bool = True, check: bool = False) -> Kernel:
+            sizes: dict | None = None, tuned: bool = True, check: bool = False,
+            interpret: bool = False) -> Kernel:
     """A Kernel for `source` (a Graph, a leantile.dag.DagM, a built-in name, an exports/*.json
     path or module.py:function, at `sizes` where given). device: a CUDA device (default: the
-    current one), or "cpu" to run the plan with the interpreter.
+    current one), or "cpu".
+
+    On the CPU the default runs the graph's float reference, NOT the fused plan: the unfused graph
+    in float32, rounded where every plan rounds, outputs of the kernel's dtypes and shapes (fast:
+    one torch op per node; for a model's wiring). interpret=True runs the derived plan itself with
+    the interpreter, tile by tile (slow: minutes at model sizes; for checking the plan). Either
+    raises one GraphError, before allocating, where a run's estimated memory passes
+    cpu_memory_limit() (MAX_CPU_BYTES, 8 GiB, or half the machine's memory). On a GPU the
+    plan's TileLang kernels run; interpret=True there is a CompileError.
 
     check=True: the first call of each input shape (through the kernel, `run`, or
     leantile.torch.op) runs NaN-poisoned and is judged as `verify` judges, on the caller's own
@@ -361,12 +484,12 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
     Later calls of that shape run unchecked (an output those inputs could not judge,
     ill_conditioned, leaves the shape to be checked at its next call). The check synchronises
     the device: make the first call outside CUDA graph capture."""
-    _arguments(candidate, tiles, check)
+    _arguments(candidate, tiles, check, interpret)
     g = _graph(source, sizes)
     if device is None:
         if not torch.cuda.is_available():
-            raise CompileError("leantile.compile: no CUDA GPU here; pass device='cpu' to run the plan with the "
-                               "interpreter (slow, for testing)")
+            raise CompileError("leantile.compile: no CUDA GPU here; pass device='cpu' to run the graph's reference "
+                               "(or interpret=True: the plan with the interpreter, slow)")
         device = torch.device("cuda", torch.cuda.current_device())
     try:
         device = torch.device(device)
@@ -375,9 +498,9 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
     if device.type == "cuda" and not torch.cuda.is_available():
         raise CompileError(f"leantile.compile: device {device} asked, but there is no CUDA GPU here")
     if device.type not in ("cuda", "cpu"):
-        raise CompileError(f"leantile.compile: device {device}: only CUDA GPUs and the CPU interpreter")
+        raise CompileError(f"leantile.compile: device {device}: only CUDA GPUs and the CPU")
     if device.type == "cuda" and device.index is None:  # "cuda": the current GPU, as tensors name it (cuda:N)
         device = torch.device("cuda", torch.cuda.current_device())
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     plan, how = choose_plan(g, candidate, tiles, gpu, tuned)
-    return Kernel(g, plan, how, device, check=check)
+    return Kernel(g, plan, how, device, check=check, interpret=interpret)

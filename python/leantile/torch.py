@@ -28,7 +28,9 @@ _OPS: dict[str, object] = {}  # op name -> registered op (registering twice is a
 def op(kernel: Kernel):
     """The custom op that runs `kernel`: positional tensors in the graph's input order; returns
     the output tensor, or a tuple in the graph's output order."""
-    digest = hashlib.sha256(f"{kernel.source}\0{kernel.device}".encode()).hexdigest()[:12]
+    # the CPU's two paths (reference, interpreter) are two ops: the op calls the kernel it was made for
+    path = "\0interpret" if kernel.interpret else ""
+    digest = hashlib.sha256(f"{kernel.source}\0{kernel.device}{path}".encode()).hexdigest()[:12]
     name = f"leantile::{kernel.graph.name}_{digest}"
     if name in _OPS:
         return _OPS[name]

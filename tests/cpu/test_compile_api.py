@@ -1,7 +1,8 @@
-"""leantile.compile and leantile.torch without a GPU: the CPU interpreter runs the same plan,
-so input validation, output allocation, several outputs, the custom op under
-torch.compile(fullgraph=True) and the nn.Module are checked here; tests/gpu/test_torch_api.py
-runs the same on the device with TileLang kernels."""
+"""leantile.compile and leantile.torch without a GPU: on the CPU a kernel runs the graph's
+reference (interpret=True: the plan, with the interpreter), so input validation, output
+allocation, several outputs, the custom op under torch.compile(fullgraph=True) and the
+nn.Module are checked here; tests/gpu/test_torch_api.py runs the same on the device with
+TileLang kernels. tests/cpu/test_cpu_path.py holds the CPU path's own tests."""
 import subprocess
 import sys
 
@@ -167,7 +168,7 @@ def test_generated_graphs_run_through_compile(gc, seed):
     kernel, called like a function, equals the float32 reference within the runtime's tolerance
     for its dtype (the one table verify() uses)."""
     g, _ = gc
-    k = leantile.compile(g, device="cpu")
+    k = leantile.compile(g, device="cpu", interpret=True)  # the plan itself, not the reference
     t = reference.random_inputs(g, seed=seed)
     out = k(**t)
     out = out if isinstance(out, dict) else {k.output_names[0]: out}

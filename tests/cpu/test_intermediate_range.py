@@ -56,7 +56,7 @@ def test_softplus_is_finite_where_exp_overflows_f16_in_every_candidate(m, d):
     names = [c.name for c in candidates(g)]
     assert "unfused" in names, names
     for name in names:
-        k = runtime.compile(g, candidate=name, device="cpu")
+        k = runtime.compile(g, candidate=name, device="cpu", interpret=True)
         out = k(inputs["X"])
         assert out.dtype == torch.float16 and bool(torch.isfinite(out).all()), name
         assert runtime.rel_err(out, exact) <= tolerance(torch.float16), name
@@ -80,7 +80,7 @@ def test_a_gemm_output_scaled_into_range_by_another_kernel():
     s = inputs["X"].float() @ inputs["W"].float()
     assert bool((s > F16_MAX).all()) and bool((s / 1024 < F16_MAX).all())
     for c in candidates(g):
-        v = runtime.compile(g, candidate=c.name, device="cpu").verify(inputs)
+        v = runtime.compile(g, candidate=c.name, device="cpu", interpret=True).verify(inputs)
         assert v["ok"], (c.name, v)
 
 
@@ -103,7 +103,7 @@ def test_the_graph_rounds_a_gemm_operand_and_a_cast_so_they_stay_16_bit():
 
 def test_verify_scale_draws_large_magnitudes():
     g = _softplus(37, 130)
-    k = runtime.compile(g, candidate="unfused", device="cpu")
+    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
     small, large = k.random_inputs(seed=1), k.random_inputs(seed=1, scale=8.0)
     assert float(small["X"].abs().max()) < 11.1 < float(large["X"].abs().max())  # the default never overflows exp
     assert k.verify(seed=1, scale=8.0)["ok"]
@@ -177,10 +177,10 @@ def ranged_graphs(draw):
 def test_generated_f16_graphs_at_large_magnitudes_pass_verify(g, seed, scale):
     """Inputs of standard deviation 4 or 8 (|x| up to ~25): where the graph's value fits (_fits),
     every candidate passes verify at its outputs' tolerances, however its kernels split it."""
-    k0 = runtime.compile(g, candidate=candidates(g)[0].name, device="cpu")
+    k0 = runtime.compile(g, candidate=candidates(g)[0].name, device="cpu", interpret=True)
     assume(_fits(g, k0.random_inputs(seed=seed, scale=scale)))
     for c in candidates(g):
-        k = runtime.compile(g, candidate=c.name, device="cpu")
+        k = runtime.compile(g, candidate=c.name, device="cpu", interpret=True)
         v = k.verify(seed=seed, scale=scale)
         assert v["tolerance"] == output_tolerances(g)
         assert v["ok"], (c.name, v)
@@ -196,7 +196,7 @@ def test_verify_judges_a_graph_whose_own_dtypes_overflow_inside():
     from leantile import architectures
 
     g = architectures.build("attention", h=2, t_q=9, t_kv=40, d_h=16)
-    k = runtime.compile(g, candidate="unfused", device="cpu")
+    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
     inputs = k.random_inputs(seed=3, scale=90.0)
     scores = torch.einsum("hqd,hkd->hqk", inputs["Q"].float(), inputs["K"].float())
     assert float(scores.abs().max()) > 65504  # the own-dtype scores overflow
@@ -221,11 +221,11 @@ def test_the_graph_in_its_own_dtypes_is_never_judged_wrong():
         return b.sub(b.add(x, b.const(65536.0)), b.const(65536.0))
 
     g = dag.build_graph_with_output("shifted_bf16", {"m": 7, "n": 33}, body)
-    k = runtime.compile(g, candidate="unfused", device="cpu")
+    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
     inputs = k.random_inputs(seed=2)
     ref, same = k.references(inputs)
     v = k.judge(inputs, dict(same), refs=(ref, same))
     assert v["plain_rel_err"]["out"] > 0.9  # the graph's own rounding: far past any tolerance
     assert v["ok"] or "out" in v["ill_conditioned"], v
-    fused = runtime.compile(g, device="cpu")  # one fused kernel: float32 registers, x exactly
+    fused = runtime.compile(g, device="cpu", interpret=True)  # one fused kernel: float32 registers, x exactly
     assert fused.plan.candidate != "unfused" and fused.verify(inputs)["rel_err"]["out"] == 0.0
