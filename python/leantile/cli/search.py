@@ -18,6 +18,7 @@ the round, saves each workload's best point so far, then reports the DB (exit 1)
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -40,6 +41,8 @@ def cmd_search(args) -> int:
     names = list(architectures.NAMES) if args.arch == ["all"] else args.arch
     if args.budget < 1 or args.islands < 1:
         raise GraphError([f"--budget {args.budget} --islands {args.islands}: both must be positive"])
+    if args.time_budget is not None and not (args.time_budget >= 0 and math.isfinite(args.time_budget)):
+        raise GraphError([f"--time-budget {args.time_budget}: a number of seconds, 0 or more"])
     try:
         gpus = None if args.gpus == "all" else [int(x) for x in args.gpus.split(",") if x.strip()]
     except ValueError:
@@ -98,7 +101,7 @@ def cmd_search(args) -> int:
         # all workloads advance together: a round compiles every workload's batch at once
         failed = None
         try:  # SIGTERM (`timeout`, schedulers) arrives as a KeyboardInterrupt too (leantile.interrupts)
-            results = run_lockstep(searches, measurer)
+            results = run_lockstep(searches, measurer, args.time_budget, log=print, from_default=True)
         except KeyboardInterrupt as e:  # keep what was found; rerunning the command resumes from the DB
             results = [r.result() for r in searches]
             print("search: interrupted; saving the best verified point of each workload so far "
@@ -166,8 +169,10 @@ def _default_wins(res, measurer) -> bool:
     from ..search.driver import default_point
 
     base = default_point(res.workload)
-    if base == res.best:
-        return False
+    if base == res.best:  # measured first (run_lockstep from_default) and never beaten
+        print(f"{res.workload.arch}: nothing searched beat the shipped default {base} ({res.best_ms:.4f} ms): "
+              "no entry written (the default is what runs without one)")
+        return True
     (m,) = measurer.measure(res.workload, [base])
     if not m.ok or m.score > res.best_ms:
         return False
@@ -264,6 +269,9 @@ def register(sub) -> None:
     s.add_argument("--missing-only", action="store_true",
                    help="skip workloads that already have a tuned entry for this GPU")
     s.add_argument("--budget", type=int, default=64, help="points evaluated per workload (default 64)")
+    s.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                   help="no round of compiles and timings starts past this many seconds (all workloads "
+                        "together; the shipped default plans are measured first)")
     s.add_argument("--islands", type=int, default=4, help="islands (momentum) / batch size (random)")
     s.add_argument("--gpus", default="0", help="GPU ids, one measuring process each, or 'all' (default 0)")
     s.add_argument("--db", default=None,

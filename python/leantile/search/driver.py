@@ -145,6 +145,19 @@ class SearchRun:
             except DBError as e:
                 self.db_error = e
 
+    def start_from(self, point: Point, m) -> None:
+        """The shipped default plan's measurement (run_lockstep takes it first): the best to beat
+        from the start, in the history as step -1 (outside the point budget, unknown to the policy,
+        which proposes only points of its domains)."""
+        res = self.res
+        if m.ok and m.score < res.best_ms:
+            res.best, res.best_ms = point, m.score
+        res.history.append({"step": -1, "island": -1, "why": "shipped default", "point": str(point), "ok": m.ok,
+                            "time_ms": m.time_ms, "best_ms": res.best_ms, "replayed": False})
+        if self.log:
+            self.log(f"{res.workload.arch}: the shipped default {point} " +
+                     (f"runs {m.time_ms:.4f} ms: the point to beat" if m.ok else f"did not verify ({m.error})"))
+
     def result(self) -> SearchResult:
         self.res.events = list(self.pol.events)
         return self.res
@@ -158,14 +171,42 @@ def run_search(workload: Workload, measurer, policy: str = "momentum", budget: i
     return run_lockstep([r], measurer)[0]
 
 
-def run_lockstep(runs: list[SearchRun], measurer) -> list[SearchResult]:
-    """Advance every run one batch per round; measure the round's distinct points of each
-    workload in one call. Each run sees exactly what it would see alone (the policies are
-    deterministic given their observations), so lockstep changes wall time, not results."""
+def run_lockstep(runs: list[SearchRun], measurer, seconds: float | None = None, log=None,
+                 from_default: bool = False) -> list[SearchResult]:
+    """With `from_default`, first the shipped default plan of each workload (default_point),
+    measured: the point to beat (`leantile search` does). Then every run advances one batch per round; the round's distinct points of each
+    workload are measured in one call. Each run sees exactly what it would see alone (the
+    policies are deterministic given their observations), so lockstep changes wall time, not
+    results. `seconds`: no round starts past this time budget (a round is a batch of compiles
+    and timings: the budget is overrun by one round at most); `log` gets a line per round with
+    the time left."""
+    t0 = time.time()
+    by_wl: dict[Workload, list[SearchRun]] = {}
+    for r in runs:
+        by_wl.setdefault(r.res.workload, []).append(r)
+    for wl, rs in (by_wl.items() if from_default else ()):
+        base = default_point(wl)
+        (m,) = measurer.measure(wl, [base])
+        for r in rs:
+            r.start_from(base, m)
+    rounds = 0
     while True:
         live = [r for r in runs if not r.done]
+        spent = time.time() - t0
+        if live and seconds is not None and spent >= seconds:
+            if log:
+                log(f"search: time budget of {seconds:.0f} s spent after {rounds} round(s); "
+                    f"{len(live)} workload(s) stop early with their best so far")
+            live = []
         if not live:
             return [r.result() for r in runs]
+        if log and rounds:
+            per = spent / rounds  # seconds a round, so far
+            left = max(math.ceil((r.budget - r.res.evaluated) / max(1.0, r.res.evaluated / rounds)) for r in live)
+            eta = per * left if seconds is None else min(per * left, seconds - spent)
+            log(f"search: round {rounds + 1}, {spent:.0f} s spent{f' of {seconds:.0f}' if seconds else ''}, "
+                f"{len(live)} workload(s) searching, about {eta:.0f} s left")
+        rounds += 1
         asked = [(r, r.propose()) for r in live]
         by_wl: dict[Workload, dict[Point, None]] = {}  # ordered sets: the round's distinct points
         for r, pts in asked:
