@@ -198,9 +198,9 @@ def run_bench(a) -> int:
     from .files import write_atomic
     gpu = torch.cuda.get_device_name().replace(" ", "-")
     out = Path(a.out)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": _now(), "rows": rows}
     write_atomic(out / f"bench-{gpu}.json", json.dumps(meta, indent=1) + "\n")
-    lines = [f"# leantile bench on {meta['device']} (torch {meta['torch']})", "",
+    lines = [f"# leantile bench on {meta['device']} (torch {meta['torch']}), {meta['date']}", "",
              "GPU time: `triton.testing.do_bench_cudagraph` medians, best of two interleaved rounds; "
              "launch-inclusive `do_bench` times are in the JSON.", "", *table(rows)]
     write_atomic(out / f"bench-{gpu}.md", "\n".join(lines) + "\n")
@@ -208,3 +208,9 @@ def run_bench(a) -> int:
     print("\n".join(table(rows)))
     return 0 if all(r.get("ok") for r in rows) else 1
 
+
+
+def _now() -> str:
+    """When the table was measured (UTC, to the minute): the file says how old it is."""
+    from datetime import datetime, timezone
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
