@@ -312,22 +312,3 @@ def _shape(plan: Plan) -> tuple:
 def simt_work(plan: Plan) -> float:
     """The plan's CUDA-core element operations (kernel_cost's simt, over every kernel)."""
     return sum(kernel_cost(plan, k).simt_flops for k in plan.kernels)
-
-
-def shipped_plan(g, gpu: str | None = None, tuned: bool = True) -> tuple[Plan, str]:
-    """(plan, how): THE plan leantile runs for g where nothing is asked, shared by
-    leantile.compile, `leantile derive` and `leantile kernels`: the tuned entry for g's shape,
-    dtype and `gpu` (user folder, then shipped; a usable one: its candidate exists for g), how
-    "tuned"; else the candidate this cost model ranks first at the shape's default tiles (choose),
-    how "default"."""
-    from .derive import DerivationError, derive
-
-    if tuned and gpu:
-        from .tuned import load_tuned
-        best = load_tuned(g.name, g.axes, g.inputs()[0].dtype if g.inputs() else "f16", gpu)
-        if best:
-            try:  # an entry of another graph of the same name may name a candidate g does not have
-                return derive(g, best[0], best[1]), "tuned"
-            except DerivationError:
-                pass
-    return choose(g)[0], "default"

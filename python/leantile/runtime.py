@@ -85,12 +85,12 @@ def _arguments(candidate, tiles, check, interpret=False) -> None:
 
 def choose_plan(g: ir.Graph, candidate: str | None = None, tiles: dict | None = None,
                 gpu: str | None = None, tuned: bool = True):
-    """(plan, how): the asked candidate/tiles, how "asked"; else cost.shipped_plan (the tuned
+    """(plan, how): the asked candidate/tiles, how "asked"; else tuned.shipped_plan (the tuned
     entry for g's shape, dtype and `gpu`, else the cost model's first candidate at the shape's
     default tiles: the plan `leantile derive` shows by default too)."""
     if candidate is not None or tiles:
         return derive(g, candidate, tiles), "asked"  # an unknown candidate: DerivationError listing them
-    from .cost import shipped_plan
+    from .tuned import shipped_plan
     return shipped_plan(g, gpu, tuned)
 
 

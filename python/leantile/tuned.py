@@ -302,3 +302,23 @@ def load_tuned(arch: str, shape: dict, dtype: str = "f16", gpu: str | None = Non
         return None
     best = found[0][0]
     return best["candidate"], dict(best["tiles"])
+
+
+def shipped_plan(g, gpu: str | None = None, tuned: bool = True):
+    """(plan, how): THE plan leantile runs for g where nothing is asked, shared by
+    leantile.compile, `leantile derive` and `leantile kernels`: the tuned entry for g's shape,
+    dtype and `gpu` (user folder, then shipped; a usable one: its candidate exists for g), how
+    "tuned"; else the candidate the cost model ranks first at the shape's default tiles
+    (cost.choose), how "default". It lives with the tuned store, above the derivation and the
+    cost model it calls."""
+    from .cost import choose
+    from .derive import DerivationError, derive
+
+    if tuned and gpu:
+        best = load_tuned(g.name, g.axes, g.inputs()[0].dtype if g.inputs() else "f16", gpu)
+        if best:
+            try:  # an entry of another graph of the same name may name a candidate g does not have
+                return derive(g, best[0], best[1]), "tuned"
+            except DerivationError:
+                pass
+    return choose(g)[0], "default"

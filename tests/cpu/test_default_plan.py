@@ -1,6 +1,6 @@
 """One notion of the default plan: where nothing is asked and no tuned entry applies,
 `leantile derive` shows, `leantile kernels` marks ("default" in its index) and leantile.compile
-runs the same plan, cost.shipped_plan's (the cost model's first candidate at the shape's tiles).
+runs the same plan, tuned.shipped_plan's (the cost model's first candidate at the shape's tiles).
 Before, derive showed the first candidate offered, or an export's carried derivation."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from leantile import ir
 from leantile.cli import kernels as kernels_command
 from leantile.cli.kernels import build_kernels
 from leantile.cli import main
-from leantile.cost import shipped_plan
+from leantile.tuned import shipped_plan
 from leantile.derive import candidates
 from leantile.runtime import choose_plan
 

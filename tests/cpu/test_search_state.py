@@ -385,7 +385,7 @@ def test_db_opened_read_only_by_sqlite_is_reported(tmp_path, monkeypatch):
 def test_cli_db_write_failing_mid_run_keeps_the_best(tmp_path, capsys, monkeypatch):
     """The DB is locked by another process during the second batch: the search stops after that
     round, saves the best point it observed (both batches), reports the DB in one line, exit 1.
-    (The shipped default plan, measured first and again beside the best, is not a batch.)"""
+    (The shipped default plan, measured first, is not a batch.)"""
     monkeypatch.setattr(dbmod, "LOCK_TIMEOUT_S", 0.05)
     db, seen, lock, calls = tmp_path / "d.sqlite", [], [], []
     real = FakeMeasurer.measure

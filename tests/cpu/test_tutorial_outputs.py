@@ -42,9 +42,8 @@ def blocks(text: str) -> list[tuple[int, int]]:
 
 
 def _sources_exist(cmd: str) -> bool:
-    srcs = [a.split(":")[0] for a in cmd.split()[2:] if a.endswith(".json") or ".py" in a]
-    return all((ROOT / a).exists() for a in srcs if not a.startswith("exports/")) and \
-        all((ROOT / a).exists() or "export" in cmd.split()[1:2] for a in srcs)
+    """Every file the command reads is in the repository (the tutorial's my_geglu.py is not)."""
+    return all((ROOT / a.split(":")[0]).exists() for a in cmd.split()[2:] if a.endswith(".json") or ".py" in a)
 
 
 def run_block(body: list[str], scratch: Path) -> list[str]:

@@ -93,7 +93,7 @@ def _derive(args) -> int:
     cx = Ctx(g)
     families = _families(cx)
     cands = _candidates(families, computed(g))
-    # nothing asked: the plan leantile.compile and `leantile kernels` ship (cost.shipped_plan at
+    # nothing asked: the plan leantile.compile and `leantile kernels` ship (tuned.shipped_plan at
     # no GPU: the cost model's pick; the tuned entries per GPU are listed below). A carried
     # derivation (Lean's export) was checked at load (sources.load_source) and is named, not run
     how = "asked"
@@ -101,7 +101,7 @@ def _derive(args) -> int:
         chosen = _pick(g, cands, args.candidate)
         plan = _replay(cx, families, chosen.steps, tiles, chosen.name)
     else:
-        from ..cost import shipped_plan
+        from ..tuned import shipped_plan
         plan, how = shipped_plan(g, tuned=False)
         chosen = _pick(g, cands, plan.candidate)
     if args.json:

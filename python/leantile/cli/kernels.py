@@ -75,8 +75,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
-    from ..cost import shipped_plan
-    from ..tuned import load_tuned
+        from ..tuned import load_tuned, shipped_plan
 
     entries = []
     for g in progress(graphs, "kernels"):
@@ -98,7 +97,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
                 "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
                 "tuned": tuned,  # tiles of the tuned lookup (user folder, then shipped): what compile() runs
-                "default": c.name == default,  # cost.shipped_plan's pick: compile() where no entry is tuned
+                "default": c.name == default,  # tuned.shipped_plan's pick: compile() where no entry is tuned
                 "lowered": None, "cuda": None, "error": None,
             }
             if can_lower:

@@ -235,10 +235,10 @@ def default_point(wl: Workload) -> Point:
     candidate at the shape's tiles, leantile.cost.choose) as a point: its schedule (swap_ab,
     overlap) and blocks off the search's domains (a 16-row tile) included. A search's best is
     saved only where it beats this point, measured in the same run (cli.search)."""
-    from ..cost import choose
+    from ..tuned import shipped_plan
     from .space import ORDER
 
-    plan = choose(wl.graph())[0]
+    plan = shipped_plan(wl.graph(), tuned=False)[0]
     return Point.make(plan.candidate, {p: v for p, v in plan.tiles.items() if p in ORDER})
 
 
