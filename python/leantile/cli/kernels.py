@@ -75,7 +75,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
-        from ..tuned import load_tuned, shipped_plan
+    from ..tuned import load_tuned, shipped_plan
 
     entries = []
     for g in progress(graphs, "kernels"):
