@@ -59,7 +59,7 @@ for p in (ROOT / "python", ROOT / "tests", ROOT / "benchmarks"):
 
 from gpu_fuzz_parts.families import families, graph_key, graph_stream  # noqa: E402
 from gpu_fuzz_parts.plans import plans_of, precompile  # noqa: E402
-from gpu_fuzz_parts.results import Results, slug, table  # noqa: E402
+from gpu_fuzz_parts.results import Results, code_fingerprint, slug, table  # noqa: E402
 from gpu_fuzz_parts.sizes import DTYPES, Profile  # noqa: E402
 from gpu_fuzz_parts.worker import Worker, init_compile_process, log_tail  # noqa: E402
 
@@ -93,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-large", action="store_true", help="no large-magnitude draws")
     ap.add_argument("--plan-timeout-s", type=float, default=300.0,
                     help="a plan silent this long is a crash (hang); its worker is restarted")
+    ap.add_argument("--new-code", action="store_true",
+                    help="--resume a file written by other compiler code (its counts then mix two versions)")
     ap.add_argument("--resume", nargs="?", const="latest", default=None,
                     help="add to a results file (default: the latest gpu-fuzz-<gpu>-*.json in --out), skipping its graphs")
     a = ap.parse_args(argv)
@@ -148,6 +150,13 @@ def main(argv=None) -> int:
             print(f"resuming {path}: {old.get('graphs')} graphs, {old.get('plans')} plans done", flush=True)
     if path is None:
         path = out_dir / f"gpu-fuzz-{slug(gpu)}-{date.today().isoformat()}{'-' + a.tag if a.tag else ''}.json"
+    code = code_fingerprint(ROOT / "python" / "leantile")
+    if old is not None and old.get("code") != code and not a.new_code:
+        print(f"gpu_fuzz: {path} was written by compiler code {old.get('code')}, this is {code}: its plans and "
+              f"these would count as one version; start a new file (no --resume) or pass --new-code", file=sys.stderr)
+        for w in workers:
+            w.kill()
+        return 2
     seed = a.seed if a.seed is not None else int((old or {}).get("seed", 0))
     versions = dict(workers[0].versions)
     try:
@@ -155,7 +164,7 @@ def main(argv=None) -> int:
         versions["leantile"] = __version__
     except Exception:
         pass
-    meta = {"gpu": gpu, "gpu_slug": slug(gpu), "gpus": n_gpus, "device": a.device, "date": date.today().isoformat(),
+    meta = {"gpu": gpu, "gpu_slug": slug(gpu), "code": code, "gpus": n_gpus, "device": a.device, "date": date.today().isoformat(),
             "seed": seed, "versions": versions, "options": {k: v for k, v in vars(a).items() if k not in ("resume",)},
             "families": sorted(fams), "dtypes": dtypes, "max_elements": prof.max_elements, "max_flops": prof.max_flops}
     res = Results(path, meta, old)

@@ -2,9 +2,21 @@
 atomically after every graph and resumable) and the per-family table printed at the end."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
+
+
+def code_fingerprint(package: Path) -> str:
+    """sha256 (first 16 hex digits) of the compiler's source: every .py under the package, by
+    relative path and bytes. A campaign's plans count towards one code version only where this
+    matches, so --resume refuses a file written by other code (the .cleanhead copies sent to the
+    GPU machine have no .git: the source itself is the version)."""
+    h = hashlib.sha256()
+    for f in sorted(package.rglob("*.py")):
+        h.update(f.relative_to(package).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def slug(gpu: str) -> str:

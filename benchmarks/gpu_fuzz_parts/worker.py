@@ -107,5 +107,7 @@ def init_compile_process(n_gpus: int) -> None:
     compile makes is spread over the GPUs, not all on the first; its chatter goes nowhere (a
     failed compile's error comes back as its result)."""
     redirect_output(None)
-    if n_gpus > 1:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(os.getpid() % n_gpus)
+    if n_gpus > 1:  # one of the GPUs this campaign was given (CUDA_VISIBLE_DEVICES=1,2,3 leaves 0 to others)
+        given = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        ids = given or [str(i) for i in range(n_gpus)]
+        os.environ["CUDA_VISIBLE_DEVICES"] = ids[os.getpid() % len(ids)]

@@ -1,6 +1,7 @@
 """benchmarks/gpu_fuzz.py on the CPU: its sizes cross the lengths issue 46 asks for and respect
 the caps, its graph sequence is the same for the same seed, and its dry run (the interpreter,
-tiny sizes, the GPU worker process and the results file) works end to end."""
+tiny sizes, the GPU worker process and the results file) works end to end, and a resumed
+file is refused where other compiler code wrote it."""
 import json
 import math
 import random
@@ -63,3 +64,11 @@ def test_dry_run_writes_the_results_file(tmp_path):
     assert {"gpu", "graphs", "plans", "mismatch", "crash", "largest_axis", "failures"} <= set(d)
     assert d["graphs"] == 3 and d["plans"] >= 3 and d["mismatch"] == d["crash"] == 0
     assert "total" in r.stdout
+    # the file names the compiler code it ran; a resume by other code is refused, not mixed in
+    assert d["code"] == gpu_fuzz.code_fingerprint(ROOT / "python" / "leantile")
+    d["code"] = "another-version"
+    path.write_text(json.dumps(d))
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_fuzz.py"), "--device", "cpu", "--max-graphs", "1",
+                        "--out", str(tmp_path), "--resume", str(path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 2 and "another-version" in r.stderr
+    assert json.loads(path.read_text())["graphs"] == 3
