@@ -12,7 +12,9 @@ n in 1, 2, 31, 32, 33 and blocks 64 .. 1024), the others short ones (1 included)
 shrink until every tensor has at most --max-elements elements and every GEMM at most --max-flops.
 Each graph runs at the natural input scale (reference.natural_scale) and, where the graph's value
 stays finite and representable at every node it rounds (outputs, casts, GEMM operands), at a
-large one (f16 8, bf16 / f32 32): a stored intermediate that overflows shows there.
+large one (f16 8, bf16 / f32 32): a stored intermediate that overflows shows there; graphs of
+bf16 / f32 inputs only also at a huge one (2^14: scores past 2^60, where a kernel's own rounding
+of a shift can overflow its exponent).
 
 Outcomes per plan: `ok`; `mismatch` (an output wrong where the inputs can judge it: not
 ill-conditioned, at any of three draws); `crash` (any exception in derive, emit, compile or run
@@ -368,7 +370,7 @@ def main(argv=None) -> int:
     t = res.totals()
     print(f"\n{t['graphs']} graphs, {t['plans']} plans: {t['mismatch']} mismatch, {t['crash']} crash, "
           f"{t['unjudged']} unjudged, {t['refused']} refused; largest axis {res.largest}; "
-          f"{t['graphs_axis_ge_65536']} graphs with an axis >= 65536; {t['large_draws']} large-magnitude draws judged"
+          f"{t['graphs_axis_ge_65536']} graphs with an axis >= 65536; {t['large_draws']} large-magnitude and {t['huge_draws']} huge draws judged"
           + (f"; median compile (worker) {sorted(compile_s)[len(compile_s) // 2]:.2f} s" if compile_s else "")
           + f"\nseconds: {', '.join(f'{k} {v:.0f}' for k, v in stages.items())} "
           f"({n_compile if pool else 0} compile processes, {n_workers} GPU workers, {elapsed():.0f} s wall)"

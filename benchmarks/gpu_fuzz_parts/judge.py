@@ -12,6 +12,10 @@ import traceback
 from .plans import error_text
 
 LARGE_SCALE = {"f16": 8.0, "bf16": 32.0, "f32": 32.0, "f64": 32.0}
+# graphs of wide-exponent inputs only (no f16) are also drawn at 2^14: projections of 2^30, scores
+# past 2^60, the magnitudes where a kernel's own rounding of a shift overflows its exponent (the
+# FMA form of online softmax, exp2(m c' - round(m c')): NaN at scores of 5e11, gpu-fuzz 2026-11-28)
+HUGE_SCALE = {"bf16": 16384.0, "f32": 16384.0, "f64": 16384.0}
 RETRIES = 2  # more draws for a plan whose every failing output is ill-conditioned
 
 
@@ -93,6 +97,8 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
     dtypes = {n.dtype for n in g.inputs()} or {"f32"}
     large = min(LARGE_SCALE[d] for d in dtypes)  # the narrowest input dtype sets the scale
     kinds = [("normal", natural_scale(g))] + ([("large", large)] if job.get("large", True) else [])
+    if job.get("large", True) and dtypes <= set(HUGE_SCALE):
+        kinds.append(("huge", min(HUGE_SCALE[d] for d in dtypes)))
     draws: dict[str, _Draw] = {}
     info = {"draws": {}, "ref_s": 0.0}
 
@@ -132,7 +138,7 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
             stage = "reference"  # the inputs and the float64 reference (once per graph and draw)
             try:
                 if kind not in draws:
-                    draws[kind] = draw(kind, scale, seed + (0 if kind == "normal" else 1), k)
+                    draws[kind] = draw(kind, scale, seed + {"normal": 0, "large": 1, "huge": 2}[kind], k)
                 d = draws[kind]
                 info["draws"][kind] = d.skip or "judged"
                 if d.skip:

@@ -39,7 +39,7 @@ class Results:
     def family(self, name):
         return self.counts.setdefault(name, {"graphs": 0, "plans": 0, "ok": 0, "mismatch": 0, "crash": 0,
                                              "unjudged": 0, "skipped": 0, "refused": 0, "largest_axis": 0,
-                                             "graphs_axis_ge_65536": 0, "large_draws": 0})
+                                             "graphs_axis_ge_65536": 0, "large_draws": 0, "huge_draws": 0})
 
     def add_graph(self, job, statuses: dict, info: dict):
         fam = self.family(job["family"])
@@ -52,6 +52,7 @@ class Results:
         fam["crash"] += len(job["crashed"])
         fam["plans"] += len(job["crashed"])
         fam["large_draws"] += info.get("draws", {}).get("large") == "judged"
+        fam["huge_draws"] = fam.get("huge_draws", 0) + (info.get("draws", {}).get("huge") == "judged")
         for st in statuses.values():
             fam["plans"] += st in ("ok", "mismatch", "crash", "unjudged")
             fam[st] = fam.get(st, 0) + 1
@@ -73,7 +74,7 @@ class Results:
 
     def totals(self) -> dict:
         t = {k: 0 for k in ("graphs", "plans", "ok", "mismatch", "crash", "unjudged", "skipped", "refused", "large_draws",
-                            "graphs_axis_ge_65536")}
+                            "huge_draws", "graphs_axis_ge_65536")}
         for c in self.counts.values():
             for k in t:
                 t[k] += c.get(k, 0)
@@ -85,7 +86,7 @@ class Results:
         t = self.totals()
         doc = {**self.meta, "graphs": t["graphs"], "plans": t["plans"], "mismatch": t["mismatch"], "crash": t["crash"],
                "largest_axis": self.largest, "ok": t["ok"], "unjudged": t["unjudged"], "skipped": t["skipped"],
-               "refused": t["refused"], "large_draws": t["large_draws"], "graphs_axis_ge_65536": t["graphs_axis_ge_65536"],
+               "refused": t["refused"], "large_draws": t["large_draws"], "huge_draws": t["huge_draws"], "graphs_axis_ge_65536": t["graphs_axis_ge_65536"],
                "elapsed_s": round(elapsed, 1), "complete": final,
                "sessions": self.sessions + [{"date": self.meta["date"], "seed": self.meta["seed"], "elapsed_s": round(elapsed, 1)}],
                "counts_by_family": self.counts, "failures": self.failures, "refusals": self.refusals,
@@ -94,7 +95,7 @@ class Results:
 
 
 def table(counts: dict) -> str:
-    cols = ("graphs", "plans", "ok", "mismatch", "crash", "unjudged", "skipped", "refused", "large_draws", "largest_axis")
+    cols = ("graphs", "plans", "ok", "mismatch", "crash", "unjudged", "skipped", "refused", "large_draws", "huge_draws", "largest_axis")
     rows = [["family", *cols]]
     tot = {c: 0 for c in cols}
     for name in sorted(counts):

@@ -72,3 +72,18 @@ def test_dry_run_writes_the_results_file(tmp_path):
                         "--out", str(tmp_path), "--resume", str(path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 2 and "another-version" in r.stderr
     assert json.loads(path.read_text())["graphs"] == 3
+
+
+def test_dry_run_huge_draws_of_attention_and_softmax(tmp_path):
+    """f32 graphs of the attention and softmax families at the huge draw (inputs of 2^14: scores
+    past 2^60) on the interpreter: every plan right where the graph's value fits. The class it
+    pins: flash kernels' FMA exponent exp2(s c' - round(m c')) carried exp2(m c' - round(m c')),
+    inf past |m c'| of 2^32 (this run found 7 of 42 plans NaN on that code)."""
+    fams = "overlap_attention,user_attention,biased_attention,masked_attention,user_softmax,masked_softmax"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_fuzz.py"), "--device", "cpu", "--max-graphs", "12",
+                        "--dtypes", "f32", "--families", fams, "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (path,) = tmp_path.glob("gpu-fuzz-cpu-*.json")
+    d = json.loads(path.read_text())
+    assert d["mismatch"] == d["crash"] == 0 and d["huge_draws"] >= 6, {k: d[k] for k in ("mismatch", "crash", "huge_draws")}

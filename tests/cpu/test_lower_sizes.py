@@ -5,7 +5,8 @@ here on the CPU.
 "Downcast from tirx.Sub to ir.IntImm failed": a split-K GEMM slice whose loads all go through
 cp.async (f32 rows of an odd length: no TMA) pipelines over a run-time trip count; TileLang's
 drain loop then waits on a non-constant cp.async group count with 3 stages or more
-(emit.streams.cp_async_pipeline caps such a loop at 2)."""
+(emit.streams.cp_async_pipeline caps such a loop at 2), and with 2 too where the body loads in
+two places (flash attention: K, then V; emit.streams.dynamic_stage_cap caps it at 1)."""
 from __future__ import annotations
 
 import pytest
@@ -56,3 +57,34 @@ def test_float32_flash_attention_lowers_at_real_head_dims(candidate, d_h):
     half = derive(inputs_in(architectures.build("attention", h=2, t_q=130, t_kv=300, d_h=d_h), "f16"), candidate)
     assert [b.scope for b in next(k for k in half.kernels if k.name.startswith("flash")).buffers
             if b.name.endswith("_cast")] == ["fragment"]
+
+
+def _lengths_attention(h: int, t_q: int, t_kv: int, d_h: int):
+    """Attention with a per-head valid key count: keys j < L[h] t_kv kept (strategies.masked_scores'
+    "lengths" kind; L an input: a run-time bound of the key blocks)."""
+    from leantile.dag import DagM
+    g = DagM("lengths_attention", {"h": h, "t_q": t_q, "t_kv": t_kv, "d_h": d_h})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    s = g.matmul(q, k, "d_h", "d_h")
+    keep = g.lt(g.iota("t_kv"), g.mul(g.input("L", ["h"], "f32"), g.size_const("t_kv")))
+    g.output("out", g.matmul(g.softmax(g.select(keep, s, g.const("-inf")), "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
+@pytest.mark.parametrize("dtype,d_h,mask", [("f32", 1, "lengths"), ("f16", 100, "causal")])
+def test_masked_flash_over_unaligned_rows_lowers_at_two_stages(dtype, d_h, mask):
+    """Key blocks skipped under a mask (a run-time trip count), rows no TMA takes (4 or 200
+    bytes), K and V loaded at two places of the body: at stages 2 this failed to lower (gpu-fuzz
+    2026-11-28: the default plan of f32 attention with per-head lengths, d_h = 1)."""
+    from leantile import architectures
+    from leantile.derive import derive
+    from strategies import inputs_in
+    g = _lengths_attention(2, 5, 70, d_h) if mask == "lengths" else \
+        architectures.build("causal_attention", d_h=d_h)
+    g = inputs_in(g, dtype)
+    plan = derive(g, "online_exp2", {"stages": 2})
+    flash = next(k for k in plan.kernels if k.name.startswith("flash"))
+    assert flash.stream.skip, "the key-block range this test is about"
+    mod = load_module(emit_module(plan), f"sizes_masked_flash_{dtype}_{d_h}_{mask}")
+    cu = lower_to_cuda(mod.build_kernel(pdl=True)[flash.name], pass_configs=mod.PASS_CONFIGS.get(flash.name))
+    assert "__global__" in cu

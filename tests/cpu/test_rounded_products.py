@@ -2,9 +2,10 @@
 __fmul_rn, never contracted). nvcc contracts a multiply and a following add into one FMA wherever
 it likes, the product then unrounded, and two plans changed meaning on the GPU (gpu-fuzz
 2026-11-28, an H100):
-- flash attention's M = round(m c') is one value in P = exp2(s c' - M) and in the rescale
+- flash attention's M = round(m c') was one value in P = exp2(s c' - M) and in the rescale
   exp2(M_prev - M); contracted into the rescale, exp2(m c' - round(m c')) != 1 compounded over
-  512 key blocks into inf (f32 scores of 1e7, d_h = 2: 59 of 1000 rows);
+  512 key blocks into inf (f32 scores of 1e7, d_h = 2: 59 of 1000 rows). Flash kernels now take
+  s - m first (derive/online_update.py says why): no product of theirs is reused;
 - the row softmax's normaliser computes c x - c m (c m stored by the stats kernel), 0 at the
   row's max only if c x is rounded.
 The rule checked here over every candidate of every built-in and of scaled softmax / attention
@@ -88,9 +89,9 @@ def test_products_used_as_one_rounded_value_are_mul_rn(g):
     assert checked
 
 
-def test_the_rule_finds_the_two_products_nvcc_contracted():
-    """The checker is not vacuous: the two plans as they were (mul for mul_rn) break it."""
-    for g, name in ((_attention("f32", 2, 0.37), "online_exp2"), (_softmax_rows(0.37), "online_row_exp2")):
+def test_the_rule_finds_the_product_nvcc_contracted():
+    """The checker is not vacuous: the plan as it was (mul for mul_rn) breaks it."""
+    for g, name in ((_softmax_rows(0.37), "online_row_exp2"),):
         plan = derive(g, name)
         ks = [k.model_copy(update={"body": tuple(s.model_copy(update={"fn": "mul"}) if isinstance(s, Map)
                                                  and s.fn == "mul_rn" else s for s in k.body)})
@@ -99,9 +100,8 @@ def test_the_rule_finds_the_two_products_nvcc_contracted():
 
 
 @pytest.mark.parametrize("g,candidate,kernel_part,n_rn", [
-    (_attention("f32", 2, 0.37), "online_exp2", "flash", 2),
-    (_attention("f16", 64, 0.37), "online_exp2", "flash", 2),
-    (_softmax_rows(0.37), "online_row_exp2", "normalize", 1)], ids=lambda v: v if isinstance(v, str) else None)
+    (_softmax_rows(0.37), "online_row_exp2", "normalize", 1),
+    (_softmax_rows(0.37, 70000), "online_row_exp2", "normalize", 1)], ids=lambda v: v if isinstance(v, str) else None)
 def test_the_rounded_products_reach_the_ptx(g, candidate, kernel_part, n_rn):
     pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
     from leantile.lower import compile_cuda, lower_to_cuda, nvcc_path
@@ -115,5 +115,3 @@ def test_the_rounded_products_reach_the_ptx(g, candidate, kernel_part, n_rn):
     rounded = re.findall(r"^\s*mul\.rn(\.ftz)?\.f32\s", ptx, re.M)
     # the body may be unrolled or peeled (the stream's last block): at least once per product
     assert len(rounded) >= n_rn, (name, len(rounded))
-    if kernel_part == "flash":
-        assert re.search(r"^\s*fma\.rn(\.ftz)?\.f32\s", ptx, re.M)

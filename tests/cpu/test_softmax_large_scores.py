@@ -118,3 +118,31 @@ def test_flash_rescale_at_large_scores_over_many_blocks(base_exp):
     the blocks (measured here before the change: rel err 6.5e-3 at scores of 2^14, 0.86 at 2^22)."""
     g = _attention_f32(3, 4100)
     _check_attention(g, [(n, {"block_n": 32}) for n in ("online_exp2", "online")], base_exp)
+
+
+@pytest.mark.parametrize("exp_q", [17, 40])
+def test_flash_at_scores_past_2_32(exp_q):
+    """Scores of 2^34 and 2^80 (Q = 2^e, K = 2^e + n 2^(e - 22), d_h = 1: s = 2^(2e) + n 2^(2e - 22),
+    exact in float32; softmax one-hot on the largest n, ties averaged). The FMA form P =
+    exp2(s c' - round(m c')) leaves exp2(m c' - round(m c')) in every P: far past 2^128 here, inf,
+    NaN once divided (gpu-fuzz 2026-11-28 on an H200: f32 projections of 1e5, scores of 5e11, every
+    flash candidate NaN, the interpreter too). Every flash and split candidate, blocks of 32 keys."""
+    g = _attention_f32(3, 1000)
+    t_kv = g.axes["t_kv"]
+    gen = torch.Generator().manual_seed(exp_q)
+    n = torch.randint(0, 12, (2, t_kv, 1), generator=gen).double()
+    inputs = {"Q": torch.full((2, 3, 1), 2.0 ** exp_q, dtype=torch.float64),
+              "K": 2.0 ** exp_q + n * 2.0 ** (exp_q - 22),
+              "V": torch.randn(2, t_kv, 1, generator=gen).double()}
+    assert all(torch.equal(v.float().double(), v) for v in inputs.values())
+    top = (n == n.max(dim=1, keepdim=True).values).double()  # the argmax keys (ties)
+    want = (top * inputs["V"]).sum(1, keepdim=True) / top.sum(1, keepdim=True)  # [h, 1, 1]
+    names = [c.name for c in candidates(g) if c.name != "unfused"]
+    assert {"online", "online_exp2"} <= set(names), names
+    for name in names:
+        tiles = None if name.endswith("_split") else {"block_n": 32}
+        out = interp.run(derive(g, name, tiles), {k: v.float() for k, v in inputs.items()}, dtype=torch.float32)
+        got = next(iter(out.values())).double()
+        assert torch.isfinite(got).all(), f"{name} at scores 2^{2 * exp_q}: non-finite"
+        err = ((got - want).abs().max() / want.abs().max()).item()
+        assert err <= 1e-6, f"{name} at scores 2^{2 * exp_q}: rel err {err:.3g}"

@@ -218,9 +218,9 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                 sm.exp, key=("cast", sm.exp))
     o = kb.buf(g.value(s.pv), pv.axes, "fragment", "acc", s.pv, key=("value", s.pv))
     kb.prologue = [Load(src=g.value(q.id), dst=Qs)]
-    # a slice's lse = c m + log l is weighed against the other slices': its l must be the sum
-    # relative to that exact c m, not to the FMA's rounded shift (see online_update._exponent)
-    update, m, l, alpha = online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes, fma=not split)
+    # P and l relative to the exact m (online_update._exponent): a split slice's lse = c m + log l
+    # is weighed against the other slices' too
+    update, m, l, alpha = online_update(g, kb, sm, S, P, exp2, g.node(sm.mx).axes)
     kb.states.append(State(buffer=o, init="0", combine="rescaled_sum"))
     kb.prologue.append(Fill(dst=o, value="0"))
     kb.body = [Load(src=g.value(k.id), dst=Ks),
@@ -264,7 +264,7 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
                        _split(_stream(t, "block_n", tiles), split), tiles["threads"])
     xt = kb.buf(f"{g.value(sm.src)}_frag", x.axes, "fragment", "acc", sm.src, key=("frag", sm.src))
     P = kb.buf(g.value(sm.exp), x.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
-    update, m, l, _ = online_update(g, kb, sm, xt, P, exp2, row_axes, fma=False)
+    update, m, l, _ = online_update(g, kb, sm, xt, P, exp2, row_axes)
     kb.body = [Load(src=g.value(sm.src), dst=xt), *update]
     # m is the max of the raw scores; the max node's buffer holds its true value max(c x) = c m
     # (c > 0): it may be a graph output, and the normalising kernel reads it as such

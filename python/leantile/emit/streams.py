@@ -9,7 +9,9 @@ from ..plan_verify import DTYPE_BYTES, extent, row_bytes
 from .common import EmitError, _size, pass_configs
 from .unaligned import one_block_stream
 
-# the most stages TileLang's cp.async software pipeline lowers over a run-time trip count
+# the most stages TileLang's cp.async software pipeline lowers over a run-time trip count, where
+# the stream's shared loads are one run of statements (one cp.async group per block; see
+# dynamic_stage_cap)
 CP_ASYNC_DYNAMIC_STAGES = 2
 
 
@@ -33,6 +35,21 @@ def cp_async_pipeline(plan: Plan, k) -> bool:
     if not loads:
         return False
     return bool(cfg.get("tl.disable_warp_specialized")) or not any(_surely_tma(plan, k, g, b) for g, b in loads)
+
+
+def dynamic_stage_cap(k) -> int:
+    """The stages a cp.async pipeline over a run-time trip count lowers with: 2 where the body's
+    shared loads are one run of statements (a GEMM slice's A and B), 1 where they are several
+    (flash attention's K, then V after the softmax): TileLang then waits on a count that depends
+    on the loop variable ("Downcast from tirx.Sub to ir.IntImm failed" at 2 stages too: gpu-fuzz
+    2026-11-28, f32 attention with a per-head length mask at d_h = 1; f16 causal attention at
+    d_h = 100 alike; upstream: tile-ai/TileOPs#1852)."""
+    runs, inside = 0, False
+    for s in k.body:
+        load = isinstance(s, Load) and any(b.name == s.dst and b.scope == "shared" for b in k.buffers)
+        runs += load and not inside
+        inside = load
+    return CP_ASYNC_DYNAMIC_STAGES if runs <= 1 else 1
 
 
 def _surely_tma(plan: Plan, k, g, b) -> bool:
@@ -117,7 +134,7 @@ class StreamWriter:
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
             if (st.skip or st.split) and cp_async_pipeline(self.plan, k):  # a run-time trip count
-                stages = f"min({stages}, {CP_ASYNC_DYNAMIC_STAGES})"
+                stages = f"min({stages}, {dynamic_stage_cap(k)})"
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
             nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
             if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
