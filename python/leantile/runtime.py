@@ -428,9 +428,18 @@ class Kernel:
         with ieee_fp32_matmuls():  # which rounding `same` modelled (references' choice; failures only)
             own = self._own_dtypes_judge(ref, self._unfused(inputs, own=True))
         gen = torch.Generator().manual_seed(seed)
+        # float32 GEMM operands run on TF32 tensor cores on the GPU (references' `same` models it,
+        # though not bit for bit: the MMA drops what cuBLAS rounds): there a unit is TF32's, 2^-10
+        # of the value, not float32's (scores of 2^50 pick among rows TF32 cannot tell apart:
+        # every candidate, the unfused one included, 10% off at gpu-fuzz 2026-11-28's huge draw)
+        tf32 = self.device.type == "cuda" and any(isinstance(n, ir.Matmul) for n in self.graph.nodes)
         moved = {}
         for name, t in inputs.items():
-            way = torch.where(torch.rand(t.shape, generator=gen) < 0.5, math.inf, -math.inf).to(t.dtype)
+            up = torch.rand(t.shape, generator=gen) < 0.5
+            if tf32 and t.dtype == torch.float32:
+                moved[name] = t + torch.where(up, 1.0, -1.0).to(t.device) * t.abs() * 2.0 ** -10
+                continue
+            way = torch.where(up, math.inf, -math.inf).to(t.dtype)
             moved[name] = torch.nextafter(t.cpu(), way).to(t.device)
         with ieee_fp32_matmuls():
             shifted = self._unfused(moved, own)

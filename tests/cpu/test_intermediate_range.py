@@ -229,3 +229,19 @@ def test_the_graph_in_its_own_dtypes_is_never_judged_wrong():
     assert v["ok"] or "out" in v["ill_conditioned"], v
     fused = runtime.compile(g, device="cpu", interpret=True)  # one fused kernel: float32 registers, x exactly
     assert fused.plan.candidate != "unfused" and fused.verify(inputs)["rel_err"]["out"] == 0.0
+
+
+def test_float32_gemm_graphs_are_judged_at_the_tf32_unit_on_the_gpu():
+    """f32 GEMM operands run on TF32 tensor cores on the GPU: attention scores of 2^31 then pick
+    among keys TF32 cannot tell apart, and every candidate, the unfused one included, missed the
+    float64 reference by 10% at the GPU campaign's huge draw (2026-11-28). ill_conditioned moves
+    f32 inputs by TF32's unit there (2^-10 of the value), so such an output is one these inputs
+    cannot judge; at natural inputs, and on the CPU (float32 products), nothing changes."""
+    g = DagM("proj_attention", {"h": 8, "t_q": 64, "t_kv": 256, "d_h": 16})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    g.output("out", g.matmul(g.softmax(g.matmul(q, k, "d_h", "d_h"), "t_kv"), v, "t_kv", "t_kv"))
+    kern = runtime.compile(g.graph(), candidate="unfused", device="cpu", interpret=True)
+    natural, huge = kern.random_inputs(seed=5), kern.random_inputs(seed=5, scale=2.0 ** 14)
+    assert kern.ill_conditioned(natural) == [] and kern.ill_conditioned(huge) == []
+    kern.device = torch.device("cuda")  # its judgement as the GPU's kernel (no GPU needed: references run here)
+    assert kern.ill_conditioned(natural) == [] and kern.ill_conditioned(huge) == ["out"]

@@ -184,10 +184,14 @@ class Ctx:
         log(1 + exp(x)) kept exp(x) = inf for x > 11.1 and returned inf where the graph's value
         (about x) is an ordinary f16; a GEMM's output scaled back into range by another kernel,
         x^4 normalised by a norm kernel, likewise."""
+        if isinstance(self.nodes[i], ir.Input) or i in self._output_ids:
+            return self.dtype_of(i)
+        return self.internal_dtype(i)
+
+    def internal_dtype(self, i: int) -> str:
+        """The dtype node i's global would have were it no graph output: what kernels that read
+        it need (an output of a narrower dtype gets a float32 copy for them: derive.wide_outputs)."""
         dt = self.dtype_of(i)
-        n = self.nodes[i]
-        if isinstance(n, ir.Input) or i in self._output_ids:
-            return dt
         if self.is_statistic(i) or (dt in NARROW_RANGE and not self.rounds_to_own_dtype(i)):
             return "acc"
         return dt

@@ -27,6 +27,7 @@ from .region_kernels import region_kernel, region_loads
 from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
 from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_ROW
 from .split_kernels import split_flash, split_gemm, split_row
+from .wide_outputs import wide_copies
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
@@ -507,7 +508,8 @@ def _assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     ordered = [kernels[k] for k in _static_order(deps)]
     globals_ = [Buffer(name=n.name, axes=n.axes, scope="global", dtype=n.dtype, node=n.id) for n in g.inputs()]
     globals_ += [_intermediate(cx, i) for i in sorted(i for i in produced if isinstance(i, int))]
-    globals_ += extra_globals
+    ordered, wide = wide_copies(cx, ordered, globals_)  # narrow outputs other kernels read: a float32 twin
+    globals_ += extra_globals + wide
     names = [b.name for b in globals_]
     if len(set(names)) != len(names):
         raise RuntimeError(f"leantile bug: two global buffers share a name in plan {g.name}/{name}")
