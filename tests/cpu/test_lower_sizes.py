@@ -88,3 +88,29 @@ def test_masked_flash_over_unaligned_rows_lowers_at_two_stages(dtype, d_h, mask)
     mod = load_module(emit_module(plan), f"sizes_masked_flash_{dtype}_{d_h}_{mask}")
     cu = lower_to_cuda(mod.build_kernel(pdl=True)[flash.name], pass_configs=mod.PASS_CONFIGS.get(flash.name))
     assert "__global__" in cu
+
+
+def test_norm_into_a_narrow_gemm_compiles_at_wide_tiles():
+    """A bf16 LayerNorm into two GEMMs, the second 7 columns wide (rows of 14 bytes: no TMA),
+    at the plan's 128 x 256 tiles: TileLang's warp specialisation gave the cp.async producer as
+    many threads as the consumers (__launch_bounds__(512)), 128 registers a thread, and ptxas
+    refused the 128-register wgmma accumulator (gpu-fuzz 2026-11-28, H200, 4 candidates).
+    emit.common.producer_starves_registers lowers such a kernel without warp specialisation."""
+    from leantile.dag import DagM
+    from leantile.derive import derive
+    from leantile.emit.common import producer_starves_registers
+    from leantile.lower import compile_cuda, nvcc_path
+    g = DagM("norm_dual", {"m": 511, "d": 8192, "n": 8192, "p": 7})
+    x, w, u = g.input("X", ["m", "d"], "bf16"), g.input("W", ["d", "n"], "bf16"), g.input("U", ["d", "p"], "bf16")
+    h = g.layer_norm(x, "d")
+    g.output("out", g.silu(g.matmul(h, w, "d", "d")))
+    g.output("other", g.matmul(h, u, "d", "d"))
+    plan = derive(g.graph(), "stats_fused+colsum_streamed+stats_fused+colsum_precomputed")
+    narrow = next(k for k in plan.kernels if k.name.startswith("gemm") and "p" in [t.axis for t in k.grid])
+    assert producer_starves_registers(plan, narrow)
+    mod = load_module(emit_module(plan), "sizes_norm_dual_narrow")
+    cu = lower_to_cuda(mod.build_kernel(pdl=True)[narrow.name], arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(narrow.name))
+    assert f"__launch_bounds__({narrow.threads}, 1)" in cu
+    if nvcc_path() is None:
+        pytest.skip("nvcc not found: the cubin is not built")
+    compile_cuda(cu, arch="sm_90a", flags=mod.NVCC_FLAGS.get(narrow.name))

@@ -8,7 +8,7 @@ import re
 
 from .. import ops
 from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store
-from ..plan_verify import row_bytes
+from ..plan_verify import extent, row_bytes
 
 class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""
@@ -131,9 +131,39 @@ def pass_configs(plan: Plan) -> dict[str, dict[str, bool]]:
                 if g.axes and row_bytes(plan, g) % 4:
                     out[k.name] = {"tirx.use_async_copy": False}
                     break
-        if shared_reread_without_tma(plan, k):
+        if shared_reread_without_tma(plan, k) or producer_starves_registers(plan, k):
             out[k.name] = {**out.get(k.name, {}), "tl.disable_warp_specialized": True}
     return out
+
+
+# accumulator elements per consumer thread past which a doubled launch (see below) cannot hold
+# the GEMM: 65536 registers / (2 x threads) is 128 at 256 threads, and a 128 x 256 float32
+# accumulator is 128 of them in one wgmma
+WS_ACC_PER_THREAD = 64
+
+
+def producer_starves_registers(plan: Plan, k: Kernel) -> bool:
+    """Whether TileLang 0.1.15's warp specialisation would launch k with too few registers: where
+    a stream tile is loaded without TMA (rows no multiple of 16 bytes) its producer takes as many
+    threads as the consumers (__launch_bounds__(2 x threads)), halving each thread's registers,
+    and a GEMM whose accumulator is WS_ACC_PER_THREAD or more per thread then fails in ptxas
+    ("Insufficient registers (128)": gpu-fuzz 2026-11-28, a bf16 norm into a 7-column GEMM at
+    128 x 256 tiles). Lowered without it, the kernel keeps 255 registers a thread."""
+    if k.stream is None or k.overlap or k.pingpong:
+        return False
+    shared = {b.name for b in k.buffers if b.scope == "shared"}
+    if not any(isinstance(s, Load) and s.dst in shared and plan.global_buffer(s.src).axes
+               and row_bytes(plan, plan.global_buffer(s.src)) % 16 for s in k.body):
+        return False
+    bufs = {b.name: b for b in k.buffers}
+    for s in k.statements():
+        if isinstance(s, Gemm):
+            n = 1
+            for a in bufs[s.acc].axes:
+                n *= extent(plan, k, a)
+            if n >= WS_ACC_PER_THREAD * k.threads:
+                return True
+    return False
 
 
 def _reads(s) -> tuple[str, ...]:
