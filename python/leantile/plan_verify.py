@@ -34,8 +34,8 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import (FIXED, GRID_X_MAX, GRID_YZ_MAX, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store,
-                   boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
+from .plan import (FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan,
+                   Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
 
 SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
@@ -215,6 +215,29 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
                 "pieces of 16 rows x 8 columns for every warp"
             return (f"{WARPS_PREFIX}: kernel {k.name}: {threads} threads ({warps} warps) cannot share its {m} x {n} "
                     f"GEMM tile into {s.acc} ({need}); choose other threads or blocks")
+        # TileLang's own warp split of a plain GEMM (the overlap and ping-pong schedules split
+        # theirs by hand, a warpgroup per block of rows or per tile)
+        own_split = not (rows or k.warp_policy == "full_row" or k.overlap or k.pingpong)
+        wg = _warpgroup_problem(m, n, warps, local[s.a], local[s.b], s.axis_b) if own_split else None
+        if wg:
+            return (f"{WARPS_PREFIX}: kernel {k.name}: {threads} threads ({warps} warps) cannot share its {m} x {n} "
+                    f"GEMM tile into {s.acc} ({wg}); choose other threads or blocks")
+    return None
+
+
+def _warpgroup_problem(m: int, n: int, warps: int, a: Buffer, b: Buffer, axis_b: str) -> str | None:
+    """TileLang 0.1.15's warpgroup MMA (sm_90, 16-bit operands, 64 rows or more) splits a tile
+    over warpgroups of 4 warps along M, the rest along N (measured by lowering a f16 GEMM at
+    blocks 64 / 96 / 128 x 16 / 32 / 48, 128 and 256 threads): the rows a multiple of 64 ("m_warp a
+    multiple of 4"), and where B is N-major each warpgroup's columns a multiple of 16 ("Not a
+    canonical GMMA_MN layout" at 16 or 48 columns over 2 warpgroups)."""
+    if m < 64 or warps < 4 or {a.dtype, b.dtype} - {"f16", "bf16"}:
+        return None
+    if m % 64:
+        return "a warpgroup MMA takes rows in 64s"
+    groups = warps // 4
+    if b.axes[-1] != axis_b and n % (16 * groups):
+        return f"an N-major B in {groups} warpgroups takes columns in {16 * groups}s"
     return None
 
 

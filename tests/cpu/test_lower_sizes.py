@@ -114,3 +114,28 @@ def test_norm_into_a_narrow_gemm_compiles_at_wide_tiles():
     if nvcc_path() is None:
         pytest.skip("nvcc not found: the cubin is not built")
     compile_cuda(cu, arch="sm_90a", flags=mod.NVCC_FLAGS.get(narrow.name))
+
+
+# (block_m, block_n, threads): refused by derive, or lowered (f16 matmul, B N-major)
+USER_TILES = [((64, 16, 256), False), ((96, 32, 128), False), ((128, 48, 256), False), ((96, 16, 256), False),
+              ((128, 32, 256), True), ((64, 16, 128), True), ((128, 48, 128), True)]
+
+
+@pytest.mark.parametrize("tiles,lowers", USER_TILES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else None)
+def test_user_tiles_derive_accepts_are_tiles_that_lower(tiles, lowers):
+    """`--tile` values a GEMM's warpgroups cannot split (rows no multiple of 64; an N-major B of
+    16 or 48 columns over 2 warpgroups) are refused by derive with the kernel and the reason, not
+    passed on to fail in TileLang ("m_warp a multiple of 4", "Not a canonical GMMA_MN layout");
+    every tile derive accepts lowers (plan_verify._warpgroup_problem, measured over 36 of them)."""
+    from leantile import architectures
+    from leantile.derive import derive
+    from leantile.ir import GraphError
+    bm, bn, th = tiles
+    g = architectures.build("matmul")
+    if not lowers:
+        with pytest.raises(GraphError, match="warps: kernel gemm_2"):
+            derive(g, "direct", {"block_m": bm, "block_n": bn, "threads": th})
+        return
+    plan = derive(g, "direct", {"block_m": bm, "block_n": bn, "threads": th})
+    mod = load_module(emit_module(plan), f"sizes_user_tiles_{bm}_{bn}_{th}")
+    assert "__global__" in lower_to_cuda(mod.build_kernel(pdl=True)["gemm_2"], pass_configs=mod.PASS_CONFIGS.get("gemm_2"))
