@@ -111,11 +111,11 @@ def test_split_kv_at_large_scores(t_kv, base_exp):
 
 @pytest.mark.parametrize("base_exp", [7, 9, 11])
 def test_flash_rescale_at_large_scores_over_many_blocks(base_exp):
-    """Flash attention computes P = exp2(s c' - M) with M = round(m c') (one FMA per score) and
-    rescales the running sums by exp2(M_prev - M): the product of the rescales telescopes, so
-    every block's P ends relative to the last M and o / l cancels it. A rescale of
-    exp2(m_prev c' - M) instead is exp2(rounding) != 1 while the max stays put, compounding over
-    the blocks (measured here before the change: rel err 6.5e-3 at scores of 2^14, 0.86 at 2^22)."""
+    """The running sums rescaled over 128 key blocks at large scores. When flash computed P =
+    exp2(s c' - M) with M = round(m c') (one FMA per score), a rescale of exp2(m_prev c' - M) was
+    exp2(rounding) != 1 while the max stayed put, compounding over the blocks (rel err 6.5e-3 at
+    scores of 2^14, 0.86 at 2^22). Flash now takes s - m first (online_update._exponent): the
+    rescale exp2((m_prev - m) c') is exactly 1 there."""
     g = _attention_f32(3, 4100)
     _check_attention(g, [(n, {"block_n": 32}) for n in ("online_exp2", "online")], base_exp)
 
