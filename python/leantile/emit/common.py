@@ -4,6 +4,7 @@ writes modules, leantile.emit.kernel writes one kernel's prim_func)."""
 from __future__ import annotations
 
 import keyword
+import math
 import re
 
 from .. import ops
@@ -149,21 +150,11 @@ def producer_starves_registers(plan: Plan, k: Kernel) -> bool:
     and a GEMM whose accumulator is WS_ACC_PER_THREAD or more per thread then fails in ptxas
     ("Insufficient registers (128)": gpu-fuzz 2026-11-28, a bf16 norm into a 7-column GEMM at
     128 x 256 tiles). Lowered without it, the kernel keeps 255 registers a thread."""
-    if k.stream is None or k.overlap or k.pingpong:
-        return False
-    shared = {b.name for b in k.buffers if b.scope == "shared"}
-    if not any(isinstance(s, Load) and s.dst in shared and plan.global_buffer(s.src).axes
-               and row_bytes(plan, plan.global_buffer(s.src)) % 16 for s in k.body):
+    if k.stream is None or k.overlap or k.pingpong or not _loaded_without_tma(plan, k):
         return False
     bufs = {b.name: b for b in k.buffers}
-    for s in k.statements():
-        if isinstance(s, Gemm):
-            n = 1
-            for a in bufs[s.acc].axes:
-                n *= extent(plan, k, a)
-            if n >= WS_ACC_PER_THREAD * k.threads:
-                return True
-    return False
+    return any(math.prod(extent(plan, k, a) for a in bufs[s.acc].axes) >= WS_ACC_PER_THREAD * k.threads
+               for s in k.statements() if isinstance(s, Gemm))
 
 
 def _reads(s) -> tuple[str, ...]:
@@ -190,10 +181,15 @@ def shared_reread_without_tma(plan: Plan, k: Kernel) -> bool:
     (overlap, ping-pong) are not TileLang's and keep theirs."""
     if k.stream is None or k.overlap or k.pingpong:
         return False
+    return any(sum(b in _reads(s) for s in k.body) > 1 for b in _loaded_without_tma(plan, k))
+
+
+def _loaded_without_tma(plan: Plan, k: Kernel) -> set[str]:
+    """The shared tiles k's stream body fills from global rows no multiple of 16 bytes (no TMA:
+    TileLang's producer stores them by plain or cp.async copies)."""
     shared = {b.name for b in k.buffers if b.scope == "shared"}
-    plain = {s.dst for s in k.body if isinstance(s, Load) and s.dst in shared
-             and plan.global_buffer(s.src).axes and row_bytes(plan, plan.global_buffer(s.src)) % 16}
-    return any(sum(b in _reads(s) for s in k.body) > 1 for b in plain)
+    return {s.dst for s in k.body if isinstance(s, Load) and s.dst in shared
+            and plan.global_buffer(s.src).axes and row_bytes(plan, plan.global_buffer(s.src)) % 16}
 
 
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:

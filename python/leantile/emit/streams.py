@@ -44,9 +44,10 @@ def dynamic_stage_cap(k) -> int:
     on the loop variable ("Downcast from tirx.Sub to ir.IntImm failed" at 2 stages too: gpu-fuzz
     2026-11-28, f32 attention with a per-head length mask at d_h = 1; f16 causal attention at
     d_h = 100 alike; upstream: tile-ai/TileOPs#1852)."""
+    shared = {b.name for b in k.buffers if b.scope == "shared"}
     runs, inside = 0, False
     for s in k.body:
-        load = isinstance(s, Load) and any(b.name == s.dst and b.scope == "shared" for b in k.buffers)
+        load = isinstance(s, Load) and s.dst in shared
         runs += load and not inside
         inside = load
     return CP_ASYNC_DYNAMIC_STAGES if runs <= 1 else 1
