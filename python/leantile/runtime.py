@@ -420,8 +420,9 @@ class Kernel:
         CAP / NOISE of its norm: its forgiven rounding (NOISE times that) would pass the CAP, so a
         right kernel, one computing exactly what the graph computes in its own dtypes included,
         may fail (bf16 decode attention at scores of 1e7, where one bf16 unit is 65536: the
-        softmax picks among ties). A failing output NOT in this list is a wrong kernel; one in
-        it asks for other inputs."""
+        softmax picks among ties). And an output the inputs drive past the graph's own range
+        (_out_of_range: a cast or a GEMM operand overflows its dtype). A failing output NOT in
+        this list is a wrong kernel; one in it asks for other inputs."""
         outputs = self.output_names if outputs is None else outputs
         if ref is None or same is None:
             ref, same = self.references(inputs)
@@ -446,7 +447,18 @@ class Kernel:
         def beyond(a, b, o) -> bool:
             both = torch.isfinite(a) & torch.isfinite(b)
             return (a[both].double() - b[both].double()).norm().item() > CAP / NOISE * ref[o][both].double().norm().item()
-        return [o for o in outputs if beyond(shifted[o], same[o], o) or beyond(same[o], ref[o], o)]
+        out_of_range = self._out_of_range(inputs, ref, outputs)
+        return [o for o in outputs if o in out_of_range or beyond(shifted[o], same[o], o) or beyond(same[o], ref[o], o)]
+
+    def _out_of_range(self, inputs: dict, ref: dict, outputs) -> set[str]:
+        """The outputs these inputs drive past the graph's own range: the exact value (float64,
+        rounded where every plan rounds: reference.plan_rounded, the user's casts, the outputs,
+        the GEMM operands) is inf or NaN where the reference is finite. An f32 -> f16 cast of
+        7e10 is inf in every plan that rounds it, finite in the exact semantics (Lean's, where a
+        cast is the identity): no kernel can be judged against either there."""
+        rounded = reference.evaluate(self.graph, inputs, compute_dtype=torch.float64, check=False,
+                                     round_at=reference.plan_rounded(self.graph))
+        return {o for o in outputs if bool((~torch.isfinite(rounded[o]) & torch.isfinite(ref[o])).any())}
 
     def benchmark(self, inputs: dict | None = None, seed: int = 0, rep: int = 100) -> float:
         """GPU time in ms (triton's do_bench_cudagraph median: launch overhead excluded)."""

@@ -27,6 +27,16 @@ from .rules.regions import padded, row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .sites import FlashSite, GemmSite, SoftmaxSite
 
+
+def node_map(n: ir.Node, dst: str, args: tuple, **fields) -> Map:
+    """Node n's elementwise statement: dst = n.op(args). A cast names its dtype, so that it
+    rounds there in registers as the unfused plan's store of it does (every candidate rounds a
+    cast: Ctx.rounds_to_own_dtype, reference.plan_rounded); a conversion to the fragment's
+    float32 alone kept an f16 cast's 7e10 where the unfused plan held inf (gpu-fuzz s24)."""
+    if isinstance(n, ir.Cast):
+        return Map(dst=dst, fn="cast", args=tuple(args), dtype=n.dtype, **fields)
+    return Map(dst=dst, fn=n.op, args=tuple(args), **fields)
+
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
                  "swizzle": 10}
 # The shape's own defaults (a large GEMM, few rows, a split): derive/shape_tiles.py.
@@ -174,8 +184,8 @@ def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
             body.append(Iota(dst=dst, axis=n.axis))
         else:
             args = tuple(g.literal(a) or have[a] for a in n.args())
-            body.append(Map(dst=dst, fn="cast", args=args, dtype=n.dtype) if isinstance(n, ir.Cast)
-                        else Map(dst=dst, fn=n.op, args=args, boundary_only=i in s.exact and bool(kb.stream.skip)))
+            body.append(node_map(n, dst, args, boundary_only=not isinstance(n, ir.Cast) and i in s.exact
+                                 and bool(kb.stream.skip)))
         have[i] = dst
     return body
 
@@ -406,7 +416,7 @@ def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: li
             have[i] = stat(unary_chain(g, n.x, s.base))
         else:
             v = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
-            into.append(Map(dst=v, fn=n.op, args=tuple(g.literal(a) or have[a] for a in n.args())))
+            into.append(node_map(n, v, tuple(g.literal(a) or have[a] for a in n.args())))
             have[i] = v
 
 
@@ -520,7 +530,7 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
         n = g.node(i)
         args = tuple(_operand(g, a, kb, have) for a in n.args())
         dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
-        kb.epilogue.append(Map(dst=dst, fn=n.op, args=args))
+        kb.epilogue.append(node_map(n, dst, args))
         have[i] = dst
     for i in stores:
         kb.epilogue.append(Store(src=have[i], dst=g.value(i)))
@@ -558,6 +568,7 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
     lit = g.literal(i)
     args = (lit,) if lit else tuple(_operand(g, a, kb, have) for a in n.args())  # a constant output
     dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
-    fn = "copy" if n.op == "cast" or lit else n.op
-    kb.body += [Map(dst=dst, fn=fn, args=args), Store(src=dst, dst=g.value(i))]
+    # a cast rounds in registers (node_map), not only where a store in its dtype would: a
+    # statistic's cast is stored wide (Ctx.stored_dtype)
+    kb.body += [Map(dst=dst, fn="copy", args=args) if lit else node_map(n, dst, args), Store(src=dst, dst=g.value(i))]
     return kb.build()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .. import ir
 from ..plan import FIXED, Fill, Iota, Map, Reduce, State, Store
 from .context import Ctx
-from .kernels import KernelBuilder, _load, _stream_of, _tile
+from .kernels import KernelBuilder, _load, _stream_of, _tile, node_map
 from .rules.regions import RegionSite, padded, row_block, row_threads, streamed_rows
 
 
@@ -175,8 +175,6 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
             dst = reuse.pop() if reuse else kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
             if isinstance(n, ir.Iota):
                 where.append(Iota(dst=dst, axis=n.axis))
-            elif isinstance(n, ir.Cast):  # a conversion to the fragment's type, as every other path writes it
-                where.append(Map(dst=dst, fn="cast", args=tuple(args)))
             elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row
                 r = recips.get(n.b)
                 if r is None:
@@ -185,8 +183,8 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
                                              key=("recip", n.b))
                     where.append(Map(dst=r, fn="recip", args=(args[1],)))
                 where.append(Map(dst=dst, fn="mul", args=(args[0], r)))
-            else:
-                where.append(Map(dst=dst, fn=n.op, args=tuple(args)))
+            else:  # a cast rounds to its dtype here, as a store of it would (node_map)
+                where.append(node_map(n, dst, tuple(args)))
         have[i] = dst
         home[i] = where
         if isinstance(n, ir.Reduce):

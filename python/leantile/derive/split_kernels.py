@@ -17,7 +17,7 @@ import math
 from .. import ir
 from ..plan import FIXED, Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
 from .context import Ctx
-from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel,
+from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel, node_map,
                       softmax_row_kernels)
 from .region_kernels import MAP_TILE, map_grid
 from .rules.split import SMS, value_columns
@@ -69,7 +69,7 @@ def split_gemm(cx: Ctx, c: GemmChoice, tiles: dict, stores: list[int], axes: dic
         n = cx.node(i)
         args = tuple(_operand(cx, a, kb, have) for a in n.args())
         have[i] = kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
-        kb.epilogue.append(Map(dst=have[i], fn=n.op, args=args))
+        kb.epilogue.append(node_map(n, have[i], args))
     kb.epilogue += [Store(src=have[i], dst=cx.value(i)) for i in stores]
     return sliced, kb.build(), buf
 
