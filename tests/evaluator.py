@@ -4,9 +4,9 @@ It shares no code with leantile.reference (no align, no contract, no op tables):
 is spelled here again with numpy einsum over named axes, so a bug in the oracle cannot hide
 the same bug in a plan. A value is a pair (numpy float64 array, tuple of axis names).
 
-Casts: `round_casts=False` (the default, what interp(dtype=float64) computes, every buffer
-float64) keeps the value; `round_casts=True` rounds to the target dtype as the GPU would
-(f16/bf16/f32 modelled with torch `.to(dtype).double()`).
+Casts: a cast rounds to its target dtype (docs/ir.md: the user's rounding, which every plan
+and interp(dtype=float64) make too; f16/bf16/f32 modelled with torch `.to(dtype).double()`);
+`round_casts=False` keeps the value (the exact semantics, Lean's, where a cast is the identity).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def _matmul(x, ax_a, y, ax_b, axis_a, axis_b):
     return np.einsum(f"{sa},{sb}->{''.join(table[a] for a in out_axes)}", x, y), out_axes
 
 
-def evaluate(g: ir.Graph, inputs: dict, round_casts: bool = False) -> dict[str, torch.Tensor]:
+def evaluate(g: ir.Graph, inputs: dict, round_casts: bool = True) -> dict[str, torch.Tensor]:
     """Every output of g as a float64 torch tensor over the output node's axes."""
     vals: dict[int, tuple[np.ndarray, tuple]] = {}
     with np.errstate(all="ignore"):

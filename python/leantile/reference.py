@@ -76,7 +76,9 @@ def plan_rounded(g: ir.Graph) -> frozenset[int]:
 def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None,
              check: bool = True, tf32: bool = False, round_at: frozenset[int] = frozenset()) -> dict[str, torch.Tensor]:
     """Evaluate every output of g. With compute_dtype (float64 for oracles) all arithmetic
-    runs in that dtype; otherwise each node's value has the IR's dtype (`ir.value_dtype`: a
+    runs in that dtype, except that a cast rounds to its own dtype (the user's rounding: inf past
+    its range, as torch's .to(); every plan rounds it too, derive.kernels.node_map); otherwise
+    each node's value has the IR's dtype (`ir.value_dtype`: a
     constant takes its operand's dtype, `x - 0.25` on an f16 x is f16), as the unfused graph
     computes it and as the kernels write their outputs. With tf32, a float32 contraction's
     operands are first rounded to TF32 (10-bit mantissa), as the GPU's tensor cores take them.
@@ -113,7 +115,7 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
         dt = dtype_of(n.id)
         vals[n.id] = _eval_node(g, n, lambda i, dt=dt: arg(i, dt), inputs, dt,
                                 tf32 and (compute_dtype is None or bool(round_at)))
-        if n.id in round_at and compute_dtype is not None:
+        if compute_dtype is not None and (n.id in round_at or isinstance(n, ir.Cast)):
             vals[n.id] = vals[n.id].to(TORCH_DTYPES[dtypes[n.id]]).to(dt)
         for a in set(n.args()):  # a long chain holds one intermediate at a time, not all of them
             if last[a] == n.id and a not in keep:

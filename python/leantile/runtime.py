@@ -421,7 +421,7 @@ class Kernel:
         right kernel, one computing exactly what the graph computes in its own dtypes included,
         may fail (bf16 decode attention at scores of 1e7, where one bf16 unit is 65536: the
         softmax picks among ties). And an output the inputs drive past the graph's own range
-        (_out_of_range: a cast or a GEMM operand overflows its dtype). A failing output NOT in
+        (_out_of_range: an output or a GEMM operand overflows its dtype). A failing output NOT in
         this list is a wrong kernel; one in it asks for other inputs."""
         outputs = self.output_names if outputs is None else outputs
         if ref is None or same is None:
@@ -451,11 +451,11 @@ class Kernel:
         return [o for o in outputs if o in out_of_range or beyond(shifted[o], same[o], o) or beyond(same[o], ref[o], o)]
 
     def _out_of_range(self, inputs: dict, ref: dict, outputs) -> set[str]:
-        """The outputs these inputs drive past the graph's own range: the exact value (float64,
-        rounded where every plan rounds: reference.plan_rounded, the user's casts, the outputs,
-        the GEMM operands) is inf or NaN where the reference is finite. An f32 -> f16 cast of
-        7e10 is inf in every plan that rounds it, finite in the exact semantics (Lean's, where a
-        cast is the identity): no kernel can be judged against either there."""
+        """The outputs these inputs drive past the graph's own range: the value rounded where
+        every plan rounds (float64 at reference.plan_rounded: the outputs and the GEMM operands
+        beside the casts the reference rounds itself) is inf or NaN where the reference is
+        finite. An f16 row sum of 1e5 is inf in every plan's f16 output, finite in the float32
+        reference: no kernel can be judged against it there."""
         rounded = reference.evaluate(self.graph, inputs, compute_dtype=torch.float64, check=False,
                                      round_at=reference.plan_rounded(self.graph))
         return {o for o in outputs if bool((~torch.isfinite(rounded[o]) & torch.isfinite(ref[o])).any())}

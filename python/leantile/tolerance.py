@@ -16,9 +16,8 @@ absolute floor is what must never be used: an output that is small everywhere (a
 65536 columns, ~1.5e-5 per element) would then pass as all zeros. Without `ref_same` (float64
 oracles, the GPU checks of the published shapes) it is the plain relative error.
 
-A reference that is exactly 0 where the graph in its own dtype is not (`x - f32(f16(x))`: the
-residual of a cast, which the exact semantics, like Lean's, does not round) has no norm to be
-relative to: the output is pure rounding, so the error beyond NOISE times the graph's own is
+A reference that is exactly 0 where the graph in its own dtype is not (an output that cancels
+exactly in float64, `x + 1 - 1 - x`, but not in the graph's dtypes) has no norm to be relative to: the output is pure rounding, so the error beyond NOISE times the graph's own is
 measured relative to that rounding (an all-zero output is exact there, so CAP has nothing to
 guard).
 

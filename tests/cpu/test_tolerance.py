@@ -65,9 +65,9 @@ def test_non_finite_and_zero_references():
 
 
 def test_an_output_that_is_only_rounding_is_judged_against_the_graphs_own_rounding():
-    """x - f32(f16(x)): exactly 0 in the exact semantics (casts are precision, not values), the
-    f16 residual where the cast rounds. A kernel that rounds as the graph does, or not at all,
-    is right; one off by more than NOISE times that rounding is wrong."""
+    """A reference exactly 0 where the graph in its own dtypes is pure rounding (shaped here as
+    an f16 residual, x - f32(f16(x))): an output that rounds as the graph does, or not at all, is
+    right; one off by more than NOISE times that rounding is wrong."""
     x = torch.randn(6, 5, dtype=torch.float32)
     ref = torch.zeros(6, 5, dtype=torch.float64)
     same = x - x.half().float()

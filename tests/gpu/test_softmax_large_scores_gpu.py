@@ -30,7 +30,7 @@ def _attention(dtype: str, d_h: int, t_kv: int):
 
 def _softmax_rows(rows: int, cols: int):
     def body(g):
-        return g.softmax(g.mul(g.input("X", ["rows", "cols"]), g.const(SCALE)), "cols")
+        return g.softmax(g.mul(g.input("X", ["rows", "cols"], "f32"), g.const(SCALE)), "cols")  # f32: exact integers
     return dag.build_graph_with_output("softmax_rows", {"rows": rows, "cols": cols}, body)
 
 
