@@ -12,9 +12,9 @@ Per kernel, from the plan's statements (what the emitter prints, so the model se
     GEMM costs 128 rows), elementwise maps and reductions on the CUDA cores;
   - one CTA cannot stream faster than its pipeline lets it: `stages` tiles in flight per memory
     latency; a kernel's time is at least its CTA's time times its waves;
-  - a launch costs LAUNCH_S (CUDA-graph replay, back to back).
-The figures below are the H200's (the maintainers' measurements, 2026-11); the model ranks, it does not predict to the
-microsecond: `benchmarks/cost_model_check.py` measures its rank correlation with the search
+  - a launch costs the target's launch_s (CUDA-graph replay, back to back).
+The hardware figures are the target's (leantile.target: DEFAULT, the H200, unless a caller
+passes another); the model ranks, it does not predict to the microsecond: `benchmarks/cost_model_check.py` measures its rank correlation with the search
 database (per workload, Spearman) and the note of the shapes issue quotes it.
 """
 from __future__ import annotations
@@ -24,25 +24,14 @@ from dataclasses import dataclass
 
 from .plan import Gemm, Kernel, Load, Map, Plan, Reduce, Store, key_block_interior, key_block_range, map_runs
 from .plan_verify import DTYPE_BYTES, extent, shared_bytes, statement_effects
+from .target import DEFAULT, Target
 
-SMS = 132
-DRAM_BPS = 4.2e12  # device copy, read + write counted
-# what L2 serves to the SMs in all: 256 x 524288 x 256 split over 256 CTAs moved 1.07 GB through L2
-# in 0.206 ms, over 128 CTAs of 128 x 256 tiles 0.81 GB in 0.153 (issue16-k2-19-probe-2026-11-25.json)
-L2_BPS = 5.5e12
-MMA_FLOPS = 660e12  # dense fp16 tensor cores, as cuBLAS reaches them
-SIMT_FLOPS = 60e12  # fp32 CUDA-core element operations
-LATENCY_S = 1.2e-6  # a global load's round trip, what a pipeline stage hides
-LAUNCH_S = 2.0e-6
 # a block-wide reduction between a GEMM kernel's k steps: layernorm -> GEMM at GPT-2 m = 1 (12 k
 # steps, 3 reductions a step) ran 0.028 ms with the statistics fused and 0.0126 with a row kernel
 # before the GEMM (benchmarks/results/issue16-prenorm-probe-2026-11-25.md)
 REDUCE_SYNC_S = 0.4e-6
 TIE = 0.02  # model times this close are a tie for choose()
-SMEM_PER_SM = 228 * 1024
 MAX_RANKED = 12  # candidates `choose` derives and ranks (derive lists the likeliest first)
-THREADS_PER_SM = 2048
-REGS_PER_SM = 65536
 MAX_REGS = 200  # fp32 registers a thread keeps for fragments before it spills (255 in all)
 
 
@@ -140,7 +129,7 @@ def _ctas(plan: Plan, k: Kernel, tiles) -> int:
     return math.prod(math.ceil(plan.axes[t.axis] / extent(plan, k, t.axis, tiles)) for t in k.grid)
 
 
-def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
+def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None, target: Target = DEFAULT) -> KernelCost:
     tiles = tiles if tiles is not None else dict(plan.tiles)
     ctas = _ctas(plan, k, tiles)
     steps, boundary = _stream_steps(plan, k, tiles)
@@ -182,9 +171,10 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     regs = sum(_elems(plan, k, b.axes, tiles) * DTYPE_BYTES.get(b.dtype, 4) / 4 for b in local.values()
                if b.scope == "fragment" and b.name not in temps) / max(threads, 32) + 40
     spill = max(1.0, regs / MAX_REGS) ** 2
-    per_sm = max(1, min(SMEM_PER_SM // smem, THREADS_PER_SM // max(threads, 32), 32,
-                        REGS_PER_SM // int(max(threads, 32) * min(regs, MAX_REGS))))
-    slots = SMS * per_sm
+    sms = target.sms
+    per_sm = max(1, min(target.smem_per_sm // smem, target.threads_per_sm // max(threads, 32), 32,
+                        target.regs_per_sm // int(max(threads, 32) * min(regs, MAX_REGS))))
+    slots = sms * per_sm
     waves = math.ceil(ctas / slots)
     mma_total, simt_total = mma * ctas, simt * ctas
     # attention's softmax sits between its two GEMMs on the same warps (no ping-pong of two
@@ -192,8 +182,9 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     chained = _chained_gemms(k)
 
     def compute(m: float, e: float) -> float:
-        return m / MMA_FLOPS + e / SIMT_FLOPS if chained else max(m / MMA_FLOPS, e / SIMT_FLOPS)
-    ideal = max(dram / DRAM_BPS, total / L2_BPS, compute(mma_total, simt_total))
+        mma_s, simt_s = m / target.mma_flops, e / target.simt_flops
+        return mma_s + simt_s if chained else max(mma_s, simt_s)
+    ideal = max(dram / target.dram_bps, total / target.l2_bps, compute(mma_total, simt_total))
     # the busiest SM runs `load` CTAs, `per_sm` at a time: their pipelines overlap (each keeps
     # `stages` stream tiles in flight per memory round trip), its tensor cores, CUDA cores and
     # load bandwidth they share. (Counting each co-resident CTA a whole SM's tensor cores ranked
@@ -201,7 +192,7 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     stages = k.stream.stages if k.stream else 1
     if k.stream and tiles.get("stages") and k.stream.param:
         stages = tiles["stages"]
-    load = math.ceil(ctas / SMS)
+    load = math.ceil(ctas / sms)
     # a reduction in the mainloop of a tensor-core kernel over a loaded tile (fused row
     # statistics, column sums) is a block-wide barrier on every step: the pipeline drains. (One
     # over the GEMM's own accumulator, a flash kernel's running max, stays within a warp's rows.)
@@ -215,16 +206,16 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None) -> KernelCost:
     # the same and keep ranking second.
     syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
     serial = steps * syncs * REDUCE_SYNC_S * math.ceil(load / per_sm)
-    pipeline = per_cta / (max(per_step, 1.0) * stages / LATENCY_S) * math.ceil(load / per_sm)
-    shared = load * max(per_cta / (DRAM_BPS / SMS * 2), compute(mma, simt) * SMS)
+    pipeline = per_cta / (max(per_step, 1.0) * stages / target.latency_s) * math.ceil(load / per_sm)
+    shared = load * max(per_cta / (target.dram_bps / sms * 2), compute(mma, simt) * sms)
     ideal *= spill
-    seconds = max(ideal, max(pipeline, shared) * spill) + serial + LAUNCH_S
+    seconds = max(ideal, max(pipeline, shared) * spill) + serial + target.launch_s
     return KernelCost(k.name, ctas, waves, dram, total, mma_total, simt_total, seconds)
 
 
-def plan_seconds(plan: Plan, tiles: dict | None = None) -> float:
+def plan_seconds(plan: Plan, tiles: dict | None = None, target: Target = DEFAULT) -> float:
     """The estimated GPU time of the whole plan, kernels back to back."""
-    return sum(kernel_cost(plan, k, tiles).seconds for k in plan.kernels)
+    return sum(kernel_cost(plan, k, tiles, target).seconds for k in plan.kernels)
 
 
 # Tiles `choose` also ranks where a GEMM's output tiles at the shape's defaults are at most half
@@ -247,21 +238,21 @@ def output_tiles(plan: Plan, k: Kernel) -> int:
     return ctas // plan.axes[k.stream.split] if k.stream and k.stream.split else ctas
 
 
-def underfilled(plan: Plan) -> bool:
+def underfilled(plan: Plan, target: Target = DEFAULT) -> bool:
     """A plan of GEMMs (no attention) whose largest GEMM has at most half as many output tiles as
     SMs. (At 96 of 132, GPT-2's c_proj, no other tiles ran faster; at 192, layernorm -> GEMM at
     GPT-2 m = 2048, 128 x 64 tiles ran 0.042 ms against 0.032 at 128 x 256.)"""
     gemms = [k for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.body)]
     if not gemms or any(_chained_gemms(k) for k in gemms):
         return False
-    return 2 * max(output_tiles(plan, k) for k in gemms) <= SMS
+    return 2 * max(output_tiles(plan, k) for k in gemms) <= target.sms
 
 
 def _split(plan: Plan) -> bool:
     return any(k.stream and k.stream.split for k in plan.kernels)
 
 
-def choose(g, candidates=None) -> tuple[object, float]:
+def choose(g, candidates=None, target: Target = DEFAULT) -> tuple[object, float]:
     """(plan, estimated seconds): the cheapest candidate derive offers for g at its default
     tiles for the shape, by the model, and where those leave the GPU underfilled, at the
     UNDERFILLED_TILES too: every candidate where derive offers no split, the split ones where it
@@ -273,29 +264,29 @@ def choose(g, candidates=None) -> tuple[object, float]:
     from .derive import derive
     from .ir import GraphError
 
-    cands = list(candidates or all_candidates(g))
+    cands = list(candidates or all_candidates(g, target=target))
     plans = []
     for c in cands[:MAX_RANKED]:
         if c.name == "unfused" and len(cands) > 1:
             continue
         try:
-            plans.append((c.name, derive(g, c.name)))
+            plans.append((c.name, derive(g, c.name, target=target)))
         except GraphError:  # does not fit the target at the default tiles
             continue
     split = any(_split(p) for _, p in plans)
     scored: list = []
     for name, plan in plans:
         ranked = [plan]
-        if underfilled(plan) and _split(plan) == split:
+        if underfilled(plan, target) and _split(plan) == split:
             for tiles in UNDERFILLED_TILES:
                 try:
-                    ranked.append(derive(g, name, tiles=tiles))
+                    ranked.append(derive(g, name, tiles=tiles, target=target))
                 except GraphError:  # these tiles do not fit this candidate's kernels
                     pass
-        scored += [(p, plan_seconds(p)) for p in ranked]
+        scored += [(p, plan_seconds(p, target=target)) for p in ranked]
     if not scored:  # no fused candidate fits at its shape's tiles: the unfused plan is the product's
-        plan = derive(g, "unfused") if any(c.name == "unfused" for c in cands) else derive(g)
-        return plan, plan_seconds(plan)
+        plan = derive(g, "unfused" if any(c.name == "unfused" for c in cands) else None, target=target)
+        return plan, plan_seconds(plan, target=target)
     # Twins (the same kernels on the same grids: plans that differ in their arithmetic, exp
     # against exp2) within TIE of the fastest, the model cannot tell apart (a latency-bound
     # stream hides their arithmetic); the one with less CUDA-core work wins there: exp2 against

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .target import DEFAULT
+
 __all__ = ["LoweringError", "lower_to_cuda", "compile_cuda", "hopper_features", "nvcc_path",
            "include_flags"]
 
@@ -23,7 +25,7 @@ class LoweringError(RuntimeError):
     """TileLang could not lower a kernel, or nvcc rejected the generated CUDA."""
 
 
-def lower_to_cuda(func: Any, arch: str = "sm_90", pass_configs: dict | None = None, info: dict | None = None,
+def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None = None, info: dict | None = None,
                   repair: bool = True) -> str:
     """Return the device CUDA C source TileLang generates for ``func``.
 
@@ -92,7 +94,7 @@ def include_flags() -> list[str]:
     return [f"-I{env.TILELANG_TEMPLATE_PATH}", f"-I{env.CUTLASS_INCLUDE_DIR}"]
 
 
-def compile_cuda(source: str, arch: str = "sm_90a", out: str | Path | None = None, report: list | None = None,
+def compile_cuda(source: str, arch: str = DEFAULT.arch_features, out: str | Path | None = None, report: list | None = None,
                  flags: list[str] | None = None, ptx: bool = False) -> bytes:
     """Compile TileLang CUDA source to a cubin with nvcc; return its bytes.
 

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 
 from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, running_maxes
 from .plan_verify import deferrable, mma_shaped, statement_effects
+from .target import DEFAULT, Target
 
 PARTS = ("prologue", "body", "epilogue")
 
@@ -338,7 +339,7 @@ def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
     return PingPongParts(load_a, load_b, gemm, rows, cols)
 
 
-def pingpong(plan: Plan) -> Plan:
+def pingpong(plan: Plan, target: Target = DEFAULT) -> Plan:
     """Kernel.pingpong where the tile parameter `pingpong` is 1, the kernel has the cut
     (pingpong_parts) and its shared memory fits; elsewhere the plain pipelined loop (the
     parameter asks, the kernel decides). Measured on an H200: benchmarks/pingpong_gemm_probe.py,
@@ -354,7 +355,7 @@ def pingpong(plan: Plan) -> Plan:
         # each consumer stages its own epilogue tiles beside the ring (plan_verify.shared_bytes):
         # a kernel with several GEMM outputs may not fit where the plain loop, reusing the
         # pipelined buffers for them, does; it stays plain
-        if smem_problem(plan, pp) is None:
+        if smem_problem(plan, pp, target) is None:
             kernels[j], changed = pp, True
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
 
@@ -382,7 +383,11 @@ PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, 
                                               dependent_launch, flush_subnormals)
 
 
-def run(plan: Plan) -> Plan:
+# the passes that decide by the target's limits: called with it
+ON_TARGET = frozenset({pingpong})
+
+
+def run(plan: Plan, target: Target = DEFAULT) -> Plan:
     for p in PASSES:
-        plan = p(plan)
+        plan = p(plan, target) if p in ON_TARGET else p(plan)
     return plan

@@ -15,7 +15,7 @@ It checks what the interpreter and the emitter take for granted:
     batch axis of the grid; the code-generation fields
     (plan_passes) fit the kernel: FullRow and swizzle only on GEMM kernels (swizzle with two
     tiled grid axes), a staged store only from a 2-D fragment;
-  - the shared memory of each kernel fits the target (SMEM_LIMIT, 227 KiB on sm_90): the sum
+  - the shared memory of each kernel fits the target (Target.smem_per_cta, 227 KiB on sm_90): the sum
     over its shared buffers of the product of their extents at the plan's tiles (the grid
     block of a tiled axis, the stream block of the streamed axis and its aliases, else the
     whole axis) times the bytes of their dtype ('acc' accumulates in f32: 4 bytes), times the
@@ -36,8 +36,8 @@ import math
 from . import ir
 from .plan import (FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan,
                    Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
+from .target import DEFAULT, Target
 
-SMEM_LIMIT = 227 * 1024  # bytes of shared memory one CTA may use on sm_90 (H100, H200)
 SMEM_PREFIX = "shared memory"
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4}
 
@@ -128,8 +128,8 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     return max(stream, fixed + epilogue)
 
 
-def smem_problem(plan: Plan, k: Kernel, limit: int = SMEM_LIMIT, tiles: dict | None = None) -> str | None:
-    used = shared_bytes(plan, k, tiles)
+def smem_problem(plan: Plan, k: Kernel, target: Target = DEFAULT, tiles: dict | None = None) -> str | None:
+    used, limit = shared_bytes(plan, k, tiles), target.smem_per_cta
     if used <= limit:
         return None
     at = {**plan.tiles, **(tiles or {})}
@@ -377,7 +377,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
                 out.append(f"{at} stores into {s.dst!r}, which is no global buffer of the plan")
 
 
-def verify(plan: Plan, graph: ir.Graph, smem_limit: int = SMEM_LIMIT) -> list[str]:
+def verify(plan: Plan, graph: ir.Graph, target: Target = DEFAULT) -> list[str]:
     """Every problem of `plan` (built for `graph`), one line each; [] when well formed."""
     out: list[str] = []
     globals_ = {b.name: b for b in plan.globals}
@@ -403,7 +403,7 @@ def verify(plan: Plan, graph: ir.Graph, smem_limit: int = SMEM_LIMIT) -> list[st
                 if k.name not in writers.setdefault(s.dst, []):
                     writers[s.dst].append(k.name)
                 stored.add(s.dst)
-        for problem in (smem_problem(plan, k, smem_limit), grid_problem(plan, k)):
+        for problem in (smem_problem(plan, k, target), grid_problem(plan, k)):
             if problem:
                 out.append(problem)
     if plan.kernels and (plan.kernels[0].wait_previous or plan.kernels[-1].launch_next):

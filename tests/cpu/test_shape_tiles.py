@@ -13,11 +13,14 @@ from leantile import architectures, interp, reference
 from leantile.cost import choose, output_tiles
 from leantile.derive import candidates, derive
 from leantile.derive.shape_tiles import (FLASH_OVERLAP_TILES, FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS,
-                                         FLASH_WIDE_TILES, SMS)
+                                         FLASH_WIDE_TILES)
 from leantile.plan_verify import DTYPE_BYTES, verify
 from leantile.sources import load_source
+from leantile.target import DEFAULT
 from leantile.tolerance import output_tolerances, rel_err
 from strategies import biased_attention
+
+SMS = DEFAULT.sms  # the SMs the shipped plans are made for
 
 SCALED = "examples/architectures/attention_scaled.py:build"
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from .. import architectures, ir
 from ..files import UnsafePath, check_out_dir, check_replaceable, discard, make_stage, publish, under, write_atomic
 from ..sources import load_source, parse_sizes
+from ..target import DEFAULT
 from ..progress import progress
 from .options import add_out, add_size, add_sources
 
@@ -44,7 +45,7 @@ MARKER = ("index.json", "candidates")  # a folder this command wrote (and may re
 
 
 def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc: bool = False,
-                  arch: str = "sm_90", log=print, flag: str = "--out") -> dict:
+                  arch: str = DEFAULT.arch, log=print, flag: str = "--out") -> dict:
     """Do the work of `leantile kernels`; return the index (also written to out/index.json)."""
     out_path = check_out_dir(out, flag)
     graphs = [load_source(s, sizes) for s in sources]  # every source parses before anything is written
@@ -128,7 +129,7 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, ro
             feats[k.name] = f
             parts.append(f"// ---- kernel {k.name}: {k.role}\n{cu}")
             if nvcc:
-                compile_cuda(cu, arch="sm_90a" if arch.startswith("sm_90") else arch,
+                compile_cuda(cu, arch=DEFAULT.arch_features if arch == DEFAULT.arch else arch,
                              flags=getattr(mod, "NVCC_FLAGS", {}).get(k.name))
         cu_path = under(root, *path.with_suffix(".cu").relative_to(root).parts)
         write_atomic(cu_path, f"// {plan.graph} / {plan.candidate}: CUDA C from TileLang for {arch}\n\n"

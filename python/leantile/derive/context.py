@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import ir, ops
+from ..target import DEFAULT, Target
 from .axes import unclash
 
 _SCALAR_FNS = ops.SCALAR  # constant folding, from the op registry
@@ -83,9 +84,10 @@ class Ctx:
     def refuse(self, rule: str, at, reason: str) -> None:
         self.refused.append(Refusal(rule, tuple(at), reason))
 
-    def __init__(self, g: ir.Graph):
+    def __init__(self, g: ir.Graph, target: Target = DEFAULT):
         g = unclash(g)  # one name, one axis in every kernel (axes.py); most graphs: g itself
         self.g = g
+        self.target = target  # the GPU the plan is for: its SMs and shared memory decide tiles and splits
         self.nodes = g.nodes
         self.axes = g.axes
         self.outputs = g.outputs

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from .. import ir, plan_passes
 from ..plan import Buffer, Gemm, Plan
 from ..plan_verify import TILE_PROBLEMS, smem_problem, verify
+from ..target import DEFAULT, Target
 from ..tiles import check_tiles
 from . import kernels as K
 from .context import Ctx, gc_paused
@@ -102,7 +103,7 @@ def _fits(cx: Ctx, o: Option) -> bool:
         cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {e.problems[0]}")
         return False
     for k in kernels:
-        problem = smem_problem(plan, k)
+        problem = smem_problem(plan, k, cx.target)
         if problem:
             cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {problem}")
             return False
@@ -278,17 +279,17 @@ def _candidates(families: list[list[list[Option]]], computed: int = 0) -> list[C
     return out
 
 
-def candidates(g: ir.Graph) -> list[Candidate]:
+def candidates(g: ir.Graph, target: Target = DEFAULT) -> list[Candidate]:
     with gc_paused():
-        return _candidates(_families(Ctx(g)), computed(g))
+        return _candidates(_families(Ctx(g, target)), computed(g))
 
 
-def refusals(g: ir.Graph) -> list[str]:
+def refusals(g: ir.Graph, target: Target = DEFAULT) -> list[str]:
     """Where a rule's pattern almost matches but the rule does not fire, and why (a side
     condition of its lemma, or a kernel too big for the target at the default tiles): one
     line each, in graph order. The candidates derive offers are built without them."""
     with gc_paused():
-        cx = Ctx(g)
+        cx = Ctx(g, target)
         _families(cx)
         return refusal_lines(cx)
 
@@ -321,11 +322,11 @@ def candidate(g: ir.Graph, name: str | None) -> Candidate:
 
 
 # ------------------------------------------------------------------ replay
-def check_derivation(g: ir.Graph) -> list[str]:
+def check_derivation(g: ir.Graph, target: Target = DEFAULT) -> list[str]:
     """One line per problem with g's derivation (empty when it replays; the empty derivation
     does). g must be a valid graph (ir.parse)."""
     with gc_paused():
-        return _check(_families(Ctx(g)), g.derivation)
+        return _check(_families(Ctx(g, target)), g.derivation)
 
 
 def _check(families: list[list[list[Option]]], steps) -> list[str]:
@@ -341,8 +342,8 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles, user=False)  # the interpreter's checks derive at any block; users are held to UserTiles
     plan = _shaped_plan(cx, picked, given, name) or plan_passes.run(
-        _assemble(cx, picked, {**default_tiles(cx), **given}, name))
-    problems = verify(plan, cx.g)
+        _assemble(cx, picked, {**default_tiles(cx), **given}, name), cx.target)
+    problems = verify(plan, cx.g, cx.target)
     bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
     if bugs:  # derive built a plan that is not well formed: ours to fix, never the user's
         more = f" (and {len(bugs) - 1} more)" if len(bugs) > 1 else ""
@@ -361,8 +362,8 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
         shaped = shape_tiles(cx, picked, swap)
         if not shaped or set(given) & set(shaped):
             return None
-        plan = plan_passes.run(_assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name))
-        fits = not verify(plan, cx.g)
+        plan = plan_passes.run(_assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name), cx.target)
+        fits = not verify(plan, cx.g, cx.target)
         if not shaped.get("swap_ab"):
             return plan if fits else None
         if fits and all(k.swapped for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.statements())):
@@ -370,18 +371,20 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
     return None
 
 
-def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom") -> Plan:
+def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom", target: Target = DEFAULT) -> Plan:
     """Check the steps against the graph (they must be a derivation derive would produce)
     and build the plan they describe."""
     with gc_paused():
-        cx = Ctx(g)
+        cx = Ctx(g, target)
         return _replay(cx, _families(cx), steps, tiles, name)
 
 
-def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = None) -> Plan:
-    """The pipeline: pick a candidate derivation, replay it, return the plan."""
+def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = None,
+           target: Target = DEFAULT) -> Plan:
+    """The pipeline: pick a candidate derivation, replay it, return the plan (for `target`: the
+    GPU whose SMs and shared memory the tiles and splits are chosen for)."""
     with gc_paused():
-        cx = Ctx(g)
+        cx = Ctx(g, target)
         families = _families(cx)
         c = _pick(g, _candidates(families, computed(g)), candidate_name)
         return _replay(cx, families, c.steps, tiles, c.name)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 from .. import ir
-from ..cost import SMS  # the one SM count (the cost model's)
 from ..plan_passes import PINGPONG_BLOCK_M, PINGPONG_DTYPES, PINGPONG_THREADS, SWAP_DTYPES
 from ..plan_verify import DTYPE_BYTES
 from . import kernels as K
@@ -235,14 +234,14 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
         unaligned = any(cx.axes[s.axis] * DTYPE_BYTES.get(cx.dtype_of(i), 4) % 16
                         for s in softmax_rows for i in (s.src, s.div))
         return dict(UNALIGNED_SOFTMAX_ROW_TILES if unaligned else SOFTMAX_ROW_TILES)
-    if pingpong_fits(cx, picked, 2 * SMS, read=True):
+    if pingpong_fits(cx, picked, 2 * cx.target.sms, read=True):
         return dict(PINGPONG_TILES)
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
     if wave := wave_tiles(cx):
         return wave
-    if pingpong_fits(cx, picked, SMS, read=False):  # where the plain kernel takes 128 x 128 tiles (below)
+    if pingpong_fits(cx, picked, cx.target.sms, read=False):  # where the plain kernel takes 128 x 128 tiles (below)
         return dict(PINGPONG_TILES)
     # a GEMM split over k streams its slice with few CTAs per SM: a deeper pipeline hides the
     # loads' latency (H200: 128 x 4096 x 4096 in 8 slices 0.0237 ms at 2 stages, 0.0212 at 4;
@@ -261,7 +260,7 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
         return {}
     cols = [gemm_cols(cx, n) for n in cx.nodes if isinstance(n, ir.Matmul)]
     block = SWAP_AB_TILES["block_n"]
-    return SWAP_NARROW_TILES if 2 * max(math.ceil(c / block) for c in cols) <= SMS else {}
+    return SWAP_NARROW_TILES if 2 * max(math.ceil(c / block) for c in cols) <= cx.target.sms else {}
 
 
 def wave_tiles(cx: Ctx) -> dict:
@@ -278,11 +277,11 @@ def wave_tiles(cx: Ctx) -> dict:
     # (the plan would fall back to the plain defaults while the split rule judged at these tiles)
     if not {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} <= SWAP_DTYPES:
         return {}
-    if _ctas(cx, mm, 128, 128) >= SMS:
+    if _ctas(cx, mm, 128, 128) >= cx.target.sms:
         return {}
     # more than half a wave (fewer: a split over k fills the GPU better, split._splits), at most one
-    fits = [c for c in WAVE_COLUMNS if SMS < 2 * _ctas(cx, mm, WAVE_TILES["block_m"], c) and
-            _ctas(cx, mm, WAVE_TILES["block_m"], c) <= SMS]
+    fits = [c for c in WAVE_COLUMNS if cx.target.sms < 2 * _ctas(cx, mm, WAVE_TILES["block_m"], c) and
+            _ctas(cx, mm, WAVE_TILES["block_m"], c) <= cx.target.sms]
     if not fits:
         return {}
     if cx.axes[mm.axis_a] < WAVE_DEEP_K:
@@ -324,7 +323,7 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
                     and not any(c.pack or c.site.leaves for c in flash))
     if not masked and all(64 < h <= 128 for h in heads) and keys >= FLASH_WIDE_KEYS:
         return dict(FLASH_OVERLAP_TILES if overlappable else FLASH_WIDE_TILES)
-    if not masked and all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < SMS:
+    if not masked and all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < cx.target.sms:
         return dict(FLASH_SMALL_GRID_TILES)
     if overlappable and keys > (FLASH_OVERLAP_MASKED_MIN_KEYS if masked else FLASH_OVERLAP_MIN_KEYS):
         return dict(FLASH_OVERLAP_TILES)
@@ -395,11 +394,11 @@ def _large_gemm(cx: Ctx) -> bool:
             batch = math.prod(sizes[2:])
             wide = math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 256) * batch
             square = math.ceil(sizes[1] / 128) * math.ceil(sizes[0] / 128) * batch
-            if wide >= LARGE_GEMM_CTAS and not (wave_fill(wide) < 0.75 and wave_fill(square) >= 0.9):
+            if wide >= LARGE_GEMM_CTAS and not (wave_fill(wide, cx.target.sms) < 0.75 and wave_fill(square, cx.target.sms) >= 0.9):
                 return True
     return False
 
 
-def wave_fill(ctas: int) -> float:
-    """The share of SMs busy over a grid's waves: ctas / (waves * SMS)."""
-    return ctas / (math.ceil(ctas / SMS) * SMS)
+def wave_fill(ctas: int, sms: int) -> float:
+    """The share of SMs busy over a grid's waves: ctas / (waves * sms)."""
+    return ctas / (math.ceil(ctas / sms) * sms)

@@ -20,7 +20,7 @@ from .context import Ctx
 from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel, node_map,
                       softmax_row_kernels)
 from .region_kernels import MAP_TILE, map_grid
-from .rules.split import SMS, value_columns
+from .rules.split import value_columns
 from .sites import FlashSite, SoftmaxSite
 
 SPLIT_WHY = "float32: the partial results of a split reduction, combined in slice order"
@@ -43,7 +43,7 @@ def combine_grid(cx: Ctx, axes) -> list:
     would leave it as idle as the unsplit GEMM: at 256 x 524288 x 256 they made 4 CTAs, each
     reading 64 slices of 128 x 128 float32."""
     total = math.prod(cx.axes[a] for a in axes)
-    per = min(MAP_TILE, max(COMBINE_MIN, 1 << max(0, (total // (2 * SMS)).bit_length() - 1)))
+    per = min(MAP_TILE, max(COMBINE_MIN, 1 << max(0, (total // (2 * cx.target.sms)).bit_length() - 1)))
     return map_grid(cx, list(axes), per)
 
 

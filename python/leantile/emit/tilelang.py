@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from ..files import under, write_atomic
-from ..cost import SMS
+from ..target import DEFAULT
 from ..plan import Plan
 from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags, pass_configs,  # noqa: F401
                      _graph_dtype, _size, tile_param_of)
@@ -169,7 +169,7 @@ def emit_module(plan: Plan) -> str:
     L.append("# TileLang pass options per kernel, for every lowering of it (emit.common.pass_configs: cp.async off")
     L.append("# where a copy into shared memory reads rows of an odd number of 16-bit elements)")
     L.append(f"PASS_CONFIGS = {pass_configs(plan)!r}")
-    L.append(f"SMS = {SMS}  # SMs assumed where no GPU says (H100 / H200 SXM): see sm_count()")
+    L.append(f"SMS = {DEFAULT.sms}  # SMs assumed where no GPU says (H100 / H200 SXM): see sm_count()")
     L.append("")
     for src in kernel_src:
         L.append("")

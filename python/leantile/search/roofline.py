@@ -7,9 +7,9 @@ next to the GEMMs of these workloads, and a floor may be optimistic). Minimal by
 graph input read once and every output written once, each in its own dtype: what any
 kernel, fused or not, must move.
 
-Ceilings (measured by the maintainers on an H200, 2026-11): cuBLAS fp16 8192^3 reaches 669 TFLOP/s and 691 TFLOP/s was seen
-on 1024x4096x4096, so the default peak is 790 TFLOP/s: a floor below every measured time
-keeps relative progress (prev - new) / (prev - target) positive. Copy: 4.2 TB/s.
+Ceilings: the target's (leantile.target) peak_flops, above every GEMM time measured (a floor below
+every measured time keeps relative progress (prev - new) / (prev - target) positive), and its
+device copy bandwidth.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from .. import ir
+from ..target import DEFAULT, Target
 from .space import DTYPE_BYTES
 
 
@@ -27,8 +28,11 @@ class Ceilings:
     bytes_per_s: float
 
 
-H200 = Ceilings("H200 fp16 dense", 790e12, 4.2e12)
-H200_CUBLAS = Ceilings("H200 cuBLAS-measured", 669e12, 4.2e12)
+def ceilings(target: Target) -> Ceilings:
+    return Ceilings(f"{target.name} fp16 dense", target.peak_flops, target.dram_bps)
+
+
+H200 = ceilings(DEFAULT)  # the default target's (named so by the search's callers)
 
 
 @dataclass(frozen=True)

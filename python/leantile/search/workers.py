@@ -165,7 +165,7 @@ def compile_job(source: str, sizes: dict, candidate: str, tiles: dict, build_dir
 
             mod = emitted_module(src)
             for name, f in mod.build_kernel().items():
-                lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+                lower_to_cuda(f, pass_configs=mod.PASS_CONFIGS.get(name))
         return {"ok": True, "path": str(path)}
     except Exception as e:
         msg = str(e).strip().splitlines()

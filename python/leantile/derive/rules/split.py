@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import math
 
-from ...cost import SMS
 from ..context import Ctx
 from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
 
-# SMS, streaming multiprocessors of the target (cost.SMS: H100 SXM and H200, 132). A grid of fewer
+# The target's SMs (Target.sms: H100 SXM and H200, 132). A grid of fewer
 # CTAs than this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over
 # the keys: both measured) or two (a softmax row's statistics).
 MAX_SPLITS = 64
@@ -38,16 +37,16 @@ MIN_KV_BLOCKS = 2
 MIN_ROW_BLOCKS = 4
 
 
-def _splits(ctas: int, blocks: int, min_blocks: int, waves: int = 2) -> int | None:
-    """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about `waves` * SMS CTAs
+def _splits(ctas: int, blocks: int, min_blocks: int, sms: int, waves: int = 2) -> int | None:
+    """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about `waves` * sms CTAs
     in all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
     not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
     cuBLAS's 0.017 (benchmarks/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
     reduces over the slices with a butterfly, which TileLang builds for powers of two only
     (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and c m = -inf)."""
-    if 2 * ctas > SMS or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
+    if 2 * ctas > sms or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
         return None
-    want = min(math.ceil(waves * SMS / ctas), blocks // min_blocks, MAX_SPLITS)
+    want = min(math.ceil(waves * sms / ctas), blocks // min_blocks, MAX_SPLITS)
     return 1 << (want.bit_length() - 1) if want >= 2 else None
 
 
@@ -103,7 +102,7 @@ class SplitK(_Split):
         for a in mm.axes:
             block = tiles["block_m"] if a == m_axis else tiles["block_n"] if a == n_axis else 1
             ctas *= math.ceil(cx.axes[a] / block)
-        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS, waves=1)
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_k"]), MIN_K_BLOCKS, cx.target.sms, waves=1)
 
     def option(self, cx: Ctx, s: GemmSite, splits: int, tail: tuple, label: str = "split_k") -> Option:
         step = self.step(s.matmuls, splits=splits)
@@ -159,7 +158,7 @@ class SplitKV(_Split):
         # h32 t2048 0.0159 / 0.0119 / 0.0160 ms (cuDNN 0.0107), h32 t8192 0.0538 / 0.0498 /
         # 0.0533, h32 t32768 0.1923 / 0.1789 / 0.1806, h64 t8192 0.0932 / 0.0957 (4); GPT-2
         # h12 t2048 keeps its 8 (0.0074; 4: 0.0090). Two waves had 8, 8, 8, 4 and 8 slices.
-        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS, waves=1)
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_KV_BLOCKS, cx.target.sms, waves=1)
 
     def at(self, s: FlashSite) -> tuple[int, ...]:
         return (s.qk, s.pv)
@@ -202,7 +201,7 @@ class SplitRow(_Split):
         ctas = 1
         for a in rows:
             ctas *= math.ceil(cx.axes[a] / tiles["block_m"]) if a == rows[-1] else cx.axes[a]
-        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_ROW_BLOCKS)
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / tiles["block_n"]), MIN_ROW_BLOCKS, cx.target.sms)
 
     def at(self, s: SoftmaxSite) -> tuple[int, ...]:
         return (s.mx, s.sm)
