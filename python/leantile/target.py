@@ -4,7 +4,7 @@ Every hardware number the compiler uses is a field of a `Target`: derive's wave 
 the verifier's shared-memory budget, the cost model's bandwidths and occupancy limits, the
 architecture TileLang lowers for and nvcc compiles for. `DEFAULT` is the machine the shipped
 plans and tuned entries were made on (an H200 SXM: its figures are the maintainers' measurements,
-../shared/anchors-h200.md); `current()` describes the GPU this process sees, for callers that
+2026-11); `current()` describes the GPU this process sees, for callers that
 plan for it. A number measured elsewhere says so where it is set, with its evidence.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Target:
     launch_s: float  # one kernel launch, CUDA-graph replay, back to back
 
 
-# H200 SXM: copy 4.2 TB/s and cuBLAS fp16 669 TFLOP/s (anchors-h200.md); L2 5.5 TB/s from
+# H200 SXM: copy 4.2 TB/s and cuBLAS fp16 669 TFLOP/s (the maintainers' measurements); L2 5.5 TB/s from
 # 256 x 524288 x 256 split over 256 CTAs (1.07 GB through L2 in 0.206 ms,
 # benchmarks/results/issue16-k2-19-probe-2026-11-25.json); 660 TFLOP/s what the cost model ranks
 # with; 790 the roofline peak, above the 691 TFLOP/s seen on 1024 x 4096 x 4096.
