@@ -9,7 +9,7 @@ SEARCH_SECONDS ?= 150
 # The tuned configurations that ship (package data); a user's own searches go to leantile.tuned.user_dir().
 SHIPPED_TUNED := python/leantile/tuned_configs
 
-.PHONY: setup test export kernels lean check-lean tune report clean
+.PHONY: setup test test-fast export kernels lean check-lean tune report clean
 
 setup: $(STAMP)
 
@@ -28,6 +28,12 @@ $(STAMP): pyproject.toml
 TEST_WORKERS ?= 2
 test: setup
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests
+
+# The quick tier, for every edit: no test marked slow (the lowering sweeps, the longest plan
+# checks), hypothesis at a fifth of the examples (the `fast` profile); GPU and Lean tests skip
+# where their machine is absent, as in make test. make test runs everything.
+test-fast: setup
+	HYPOTHESIS_PROFILE=fast $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" tests
 
 # With a Lean toolchain the Lean exporter is authoritative (it writes the built-ins and the
 # user architectures registered in lean/LeanTile/Architectures.lean); without one, the Python

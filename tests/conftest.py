@@ -1,5 +1,7 @@
-"""Hypothesis profiles: `ci` is repeatable (derandomized, no deadline); `dev` digs deeper.
-`slow` is the issue-13 soundness sweep. Select with HYPOTHESIS_PROFILE (make test uses ci)."""
+"""Hypothesis profiles: `ci` is repeatable (derandomized, no deadline); `fast` is ci at a fifth
+of the examples (make test-fast; tests/profiles.examples scales the counts tests name); `dev`
+digs deeper; `slow` is the issue-13 soundness sweep. Select with HYPOTHESIS_PROFILE (make test
+uses ci)."""
 import os
 import tempfile
 
@@ -8,6 +10,10 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, max_examples=40, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "fast", derandomize=True, deadline=None, max_examples=8, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(

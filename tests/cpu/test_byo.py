@@ -23,6 +23,7 @@ from leantile.derive import candidates, derive, replay
 from leantile.sources import load_source
 
 from plan_checks import check, rel_err  # noqa: F401
+from profiles import examples  # noqa: E402
 
 NAMES = list(EXAMPLES)
 
@@ -86,7 +87,7 @@ tiles = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]),
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(data=st.data())
 def test_every_candidate_matches_reference(name, dtype, data):
     g = load_source(EXAMPLES[name], data.draw(sizes_of(name), label="sizes"))
@@ -109,7 +110,7 @@ def test_partial_tiles(name, sizes, t, dtype):
         check(g, derive(g, c.name, t), 3, dtype)
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.integers(1, 9), st.integers(1, 40), st.integers(0, 2**31 - 1))
 def test_softmax_row_stays_finite_on_huge_logits(rows, cols, seed):
     """Logits around 1e3: naive exp overflows; the streamed online softmax does not."""
@@ -182,6 +183,7 @@ def test_every_candidate_lowers_for_sm90(arch, cand):
             assert hopper_features(srcs[k.name])["wgmma"], k.name
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_fused_candidates_compile_with_nvcc():
     pytest.importorskip("tilelang", reason="tilelang not installed: lowering skipped")
     from leantile.lower import compile_cuda, nvcc_path
@@ -194,6 +196,7 @@ def test_fused_candidates_compile_with_nvcc():
             assert len(compile_cuda(cu, arch="sm_90a")) > 1000, (arch, name)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_kernels_command_on_a_folder_of_exports(tmp_path):
     """`make kernels` runs `leantile kernels exports`: every graph in the folder, the exported
     (Lean) derivation marked in the index."""

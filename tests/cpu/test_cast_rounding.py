@@ -23,6 +23,7 @@ from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.plan import Map
 from strategies import random_graphs
+from profiles import examples  # noqa: E402
 
 NARROW = {"f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -83,7 +84,7 @@ def test_every_candidate_rounds_a_cast_as_the_graph_does(build, sizes, dt):
     assert fused, "no candidate computes the cast inside a fused kernel: the test does not reach the region path"
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(random_graphs(max_ops=4), st.sampled_from(["f16", "bf16"]), st.integers(0, 99))
 def test_generated_graphs_round_a_cast_of_their_output_in_every_candidate(g, dt, seed):
     """Any generated graph, its output's cast residual added as a second output (fused into

@@ -17,6 +17,7 @@ from leantile.dag import DagM
 from leantile.derive import DerivationError
 from leantile.runtime import TOLERANCE, CompileError, rel_err
 from strategies import user_graphs
+from profiles import examples  # noqa: E402
 
 
 def _mlp(m=5, d=7, f=9, dtype="f16"):
@@ -160,7 +161,7 @@ def test_import_leantile_does_not_import_torch():
     assert r.returncode == 0, r.stderr[-500:]
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(gc=user_graphs(), seed=st.integers(0, 2**16))
 def test_generated_graphs_run_through_compile(gc, seed):
     """What users build (several outputs, computed Q/K/V, reused weights, clashing axis names,

@@ -11,6 +11,7 @@ from leantile import interp, reference, runtime
 from leantile.dag import DagM
 from leantile.runtime import TOLERANCE, rel_err
 from strategies import user_graphs
+from profiles import examples  # noqa: E402
 
 
 def _gated_mlp(m=2048, d=1024, f=2816):
@@ -90,7 +91,7 @@ def test_the_default_returns_fresh_outputs_of_the_specs():
     assert torch.equal(out["same"], X) and torch.equal(out["a"], torch.exp(X)) and torch.equal(out["a"], out["b"])
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(gc=user_graphs(), seed=st.integers(0, 2**16))
 def test_the_default_and_the_interpreter_agree_on_generated_graphs(gc, seed):
     """What users build: the default's outputs have the interpreter's dtypes and shapes (the

@@ -20,6 +20,7 @@ from leantile.derive.engine import MAX_CANDIDATE_NAME, MAX_CANDIDATES, MAX_UNFUS
 from leantile.derive.rules.regions import MAX_REGION_INPUTS, MAX_REGION_OPS
 from plan_checks import check
 from strategies import WITH_F64, random_graphs, structured_graphs
+from profiles import examples  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -185,7 +186,7 @@ def _mutations(g):
     return [drop, repeat, swap, at, param, unparam, rule]
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(st.one_of(random_graphs(dtypes=WITH_F64), structured_graphs()), st.data())
 def test_a_damaged_derivation_replays_iff_it_is_a_candidate(g, data):
     cands = candidates(g)

@@ -343,6 +343,7 @@ def test_issue46_generated_graphs_every_candidate_equals_reference(gc):
 
 
 # 11. a norm -> GEMM whose rows are longer than one streamed block of the row statistics ------
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 @pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
 def test_11_norm_statistics_over_several_streamed_blocks(norm):
     """Over 8192 columns (two rows no longer fit on chip) the row-statistics kernel streams the

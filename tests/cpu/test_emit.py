@@ -20,6 +20,7 @@ from leantile import architectures as A
 from leantile.derive import candidates, derive
 from leantile.emit import emit_module, emit_plan_to_dir, load_module
 from leantile.plan import Gemm, Load
+from profiles import examples  # noqa: E402
 
 SIZES = {
     "attention": dict(h=2, t_q=256, t_kv=200, d_h=128),   # t_kv: partial key tile (block_n 128)
@@ -175,6 +176,7 @@ def test_every_candidate_lowers_for_sm90(arch, cand):
                 assert feats["tma"], (k.name, feats["markers"])
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_tile_params_override_and_configs():
     _tilelang()
     from leantile.lower import lower_to_cuda
@@ -223,6 +225,7 @@ def _nvcc_available() -> bool:
     return nvcc_path() is not None
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_representative_kernels_compile_with_nvcc():
     _tilelang()
     if not _nvcc_available():
@@ -245,6 +248,7 @@ def test_generated_file_imports(tmp_path):
     assert list(mod.build_kernel()) == ["row_stats_10", "gemm_10"]
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_random_graphs_lower():
     """A sample of random graphs (vectors, scalars, softmax/norm chains, matmuls) at sizes
     from 64 to ~250: every candidate's kernels emit and lower."""
@@ -255,7 +259,7 @@ def test_random_graphs_lower():
     from leantile.derive import DerivationError
     from leantile.lower import lower_to_cuda
 
-    @settings(max_examples=8, deadline=None, derandomize=True,
+    @settings(max_examples=examples(8), deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(random_graphs(max_ops=6), st.sampled_from([64, 96, 200]))
     def check(g, base):

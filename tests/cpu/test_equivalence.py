@@ -10,6 +10,7 @@ from leantile import architectures, interp, reference
 from leantile.derive import candidates, derive
 from plan_checks import check, rel_err
 from strategies import random_graphs, structured_graphs
+from profiles import examples  # noqa: E402
 
 
 def arch_sizes(name):
@@ -25,7 +26,7 @@ tiles = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]),
 
 @pytest.mark.parametrize("name", architectures.NAMES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(data=st.data())
 def test_every_candidate_matches_reference(name, dtype, data):
     g = architectures.build(name, **data.draw(arch_sizes(name), label="sizes"))
@@ -35,14 +36,14 @@ def test_every_candidate_matches_reference(name, dtype, data):
         check(g, derive(g, c.name, t), seed, dtype)
 
 
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 @given(random_graphs(), tiles, st.integers(0, 2**31 - 1))
 def test_random_graphs_match_reference(g, t, seed):
     for c in candidates(g):
         check(g, derive(g, c.name, t), seed, torch.float64)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(st.integers(1, 9), st.integers(1, 13), tiles, st.integers(0, 2**31 - 1))
 def test_attention_stays_finite_on_huge_scores(t_q, t_kv, t, seed):
     """Scores around 1e4: naive exp overflows even in float64; the stable reference and the
@@ -66,7 +67,7 @@ def test_partial_tiles_are_exercised():
     check(g, derive(g, None, {"block_m": 4, "block_n": 4}), 7, torch.float64)
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(structured_graphs(), tiles, st.integers(0, 2**31 - 1))
 def test_structured_graphs_match_reference(g, t, seed):
     """Computed attention operands (projected Q, K, V), one weight under both GEMMs of a dual

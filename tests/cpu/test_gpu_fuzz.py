@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from leantile import ir
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,6 +57,7 @@ def test_the_graph_sequence_is_the_same_for_a_seed():
     assert len({f for f, _, _ in a}) >= 10  # the families interleave
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_dry_run_writes_the_results_file(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_fuzz.py"), "--device", "cpu", "--max-graphs", "3",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT)
@@ -74,6 +77,7 @@ def test_dry_run_writes_the_results_file(tmp_path):
     assert json.loads(path.read_text())["graphs"] == 3
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_dry_run_huge_draws_of_attention_and_softmax(tmp_path):
     """f32 graphs of the attention and softmax families at the huge draw (inputs of 2^14: scores
     past 2^60) on the interpreter: every plan right where the graph's value fits. The class it

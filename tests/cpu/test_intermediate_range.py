@@ -21,6 +21,7 @@ from leantile.derive import candidates, derive
 from leantile.reference import TORCH_DTYPES
 from leantile.tolerance import output_tolerances, tolerance
 from strategies import inputs_in, random_graphs
+from profiles import examples  # noqa: E402
 
 F16_MAX = torch.finfo(torch.float16).max
 
@@ -172,7 +173,7 @@ def ranged_graphs(draw):
     return inputs_in(d.graph(), "f16")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(ranged_graphs(), st.integers(0, 99), st.sampled_from([4.0, 8.0]))
 def test_generated_f16_graphs_at_large_magnitudes_pass_verify(g, seed, scale):
     """Inputs of standard deviation 4 or 8 (|x| up to ~25): where the graph's value fits (_fits),

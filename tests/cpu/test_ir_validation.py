@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from leantile import architectures, ir
+from profiles import examples  # noqa: E402
 
 
 def doc(name="rmsnorm", **sizes):
@@ -137,7 +138,7 @@ def test_builder_rejects_unknown_axis():
 DT = ["f16", "bf16", "f32", "f64"]
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(st.sampled_from(DT), st.sampled_from(DT), st.booleans())
 def test_matmul_operand_dtypes_must_agree(da, db, cast):
     from leantile.dag import DagM

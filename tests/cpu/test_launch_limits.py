@@ -25,6 +25,7 @@ from leantile.plan import GRID_X_MAX, GRID_YZ_MAX, grid_folded, grid_walk, launc
 from leantile.plan_verify import GRID_PREFIX, grid_problem
 from plan_checks import check
 from strategies import resized, structured_graphs, user_graphs
+from profiles import examples  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results" / "gpu-fuzz-h100x4-2026-11-27-first.json"
@@ -126,7 +127,7 @@ def _derived(g):
             continue
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(st.one_of(user_graphs().map(lambda gc: gc[0]), structured_graphs()), st.data())
 def test_generated_graphs_at_huge_batch_axes_launch_within_limits(g, data):
     big = data.draw(st.sets(st.sampled_from(sorted(g.axes)), min_size=1, max_size=2), label="huge axes")
@@ -139,6 +140,7 @@ def test_generated_graphs_at_huge_batch_axes_launch_within_limits(g, data):
         assert_within_limits(plan)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_campaign_graphs_launch_within_limits():
     """The campaign's own graphs (benchmarks/gpu_fuzz.py: every generator family resized by
     gpu_fuzz_parts/sizes.py to axes up to 2^17 + 1 under its GPU caps), the first 100 of two of its streams:
@@ -265,7 +267,7 @@ tiles = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 8]), "block_
                                "block_k": st.sampled_from([1, 2, 4]), "block_r": st.sampled_from([1, 2, 4])})
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(st.one_of(user_graphs().map(lambda gc: gc[0]), structured_graphs()), tiles, st.integers(0, 2 ** 31 - 1))
 def test_generated_graphs_folded_match_the_reference(g, t, seed):
     """Every candidate of a generated graph with every multi-axis grid folded (a y/z limit of 0):

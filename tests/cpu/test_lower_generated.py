@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+pytestmark = pytest.mark.slow  # ~13 CPU minutes: make test runs it, make test-fast does not
 
 from leantile.cost import choose  # noqa: E402
 from leantile.derive import candidates, derive  # noqa: E402
@@ -23,6 +24,7 @@ from leantile.plan_verify import shared_bytes  # noqa: E402
 import strategies  # noqa: E402
 from strategies import (ALL_CLASSES, inputs_in, inputs_mixed, random_graphs, resized, structured_graphs,  # noqa: E402
                         user_graphs)
+from profiles import examples  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
 _SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0,
@@ -60,7 +62,7 @@ def _lowers(name: str, func, plan, mod) -> None:
     _SEEN["lowered"] += 1
 
 
-@settings(max_examples=50, deadline=None, derandomize=True,
+@settings(max_examples=examples(50), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(GRAPHS)
 def test_every_candidate_of_generated_graphs_lowers(g):
@@ -89,7 +91,7 @@ def test_every_candidate_of_generated_graphs_lowers(g):
         _lowers(name, f, plan, mod)
 
 
-@settings(max_examples=12, deadline=None, derandomize=True,
+@settings(max_examples=examples(12), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(GRAPHS, st.sampled_from(["f16", "bf16"]))
 def test_every_candidate_of_half_precision_generated_graphs_lowers(g, dtype):
@@ -104,7 +106,7 @@ def test_every_candidate_of_half_precision_generated_graphs_lowers(g, dtype):
             _lowers(name, f, plan, mod)
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=examples(8), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(GRAPHS, st.data())
 def test_every_candidate_of_mixed_dtype_generated_graphs_lowers(g, data):
@@ -124,7 +126,7 @@ def test_every_candidate_of_mixed_dtype_generated_graphs_lowers(g, data):
 ODD_SIZES = (1, 77)
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
+@settings(max_examples=examples(6), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(user_graphs().map(lambda gc: gc[0]), st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))
 def test_every_candidate_of_generated_graphs_at_odd_sizes_lowers(g, dtype, pick):
@@ -158,7 +160,7 @@ PINGPONG_SIZES = (8, 136)
 PINGPONG_TILES = {"block_m": 128, "block_n": 128, "threads": 256, "pingpong": 1}
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
+@settings(max_examples=examples(8), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(st.one_of(strategies._user_gemm(ALL_CLASSES), strategies._user_norm_gemm(ALL_CLASSES)).map(lambda gc: gc[0]),
        st.sampled_from(["f16", "bf16"]), st.randoms(use_true_random=False))

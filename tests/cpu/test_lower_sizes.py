@@ -90,6 +90,7 @@ def test_masked_flash_over_unaligned_rows_lowers_at_two_stages(dtype, d_h, mask)
     assert "__global__" in cu
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_norm_into_a_narrow_gemm_compiles_at_wide_tiles():
     """A bf16 LayerNorm into two GEMMs, the second 7 columns wide (rows of 14 bytes: no TMA),
     at the plan's 128 x 256 tiles: TileLang's warp specialisation gave the cp.async producer as

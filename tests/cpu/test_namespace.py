@@ -16,6 +16,7 @@ from leantile.derive.kernels import KernelBuilder
 from leantile.emit import emit_module
 from plan_checks import check
 from strategies import random_graphs, structured_graphs
+from profiles import examples  # noqa: E402
 
 TILES = {"block_m": 2, "block_n": 3, "block_k": 2, "block_r": 2}
 
@@ -75,7 +76,7 @@ def _small(name):
 graphs = st.one_of(st.sampled_from(architectures.NAMES).map(_small), random_graphs(max_ops=6), structured_graphs())
 
 
-@settings(max_examples=50)
+@settings(max_examples=examples(50))
 @given(graphs, st.data())
 def test_inputs_named_like_internal_buffers(g, data):
     pool = sorted(n for n in plan_names(g) if n.isidentifier() and not keyword.iskeyword(n) and len(n) <= 64

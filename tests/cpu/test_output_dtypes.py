@@ -15,6 +15,7 @@ from leantile.dag import DagM
 from leantile.derive import candidates
 from leantile.reference import TORCH_DTYPES
 from strategies import inputs_mixed, random_graphs, user_graphs
+from profiles import examples  # noqa: E402
 
 
 def _mixed_graph():
@@ -64,7 +65,7 @@ def test_the_reference_keeps_a_constant_from_widening_its_operand():
     assert torch.equal(out["masked"][:, 2:], torch.zeros(3, 2, dtype=torch.float16))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.one_of(random_graphs(max_ops=6), user_graphs().map(lambda gc: gc[0])), st.data())
 def test_generated_mixed_graphs_write_each_output_in_its_value_dtype(g, data):
     """Generated graphs (casts, reductions, masks, GEMMs, norms, softmax statistics as outputs)

@@ -16,6 +16,7 @@ from leantile.runtime import choose_plan
 from leantile.suite import with_dtype
 
 from strategies import inputs_in, overlap_attention_graphs
+from profiles import examples  # noqa: E402
 
 ASK = {"block_m": 128, "block_n": 128, "threads": 256, "overlap": 1, "stages": 1}
 
@@ -138,7 +139,8 @@ def test_overlapped_kernels_keep_their_wgmma_in_flight(arch, sizes, stages):
     assert "0 bytes spill stores" in text, text
 
 
-@settings(max_examples=5, deadline=None, derandomize=True,
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
+@settings(max_examples=examples(5), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(overlap_attention_graphs())
 def test_generated_attention_with_the_schedule_asked_lowers(gc):
@@ -166,7 +168,7 @@ def test_generated_attention_with_the_schedule_asked_lowers(gc):
                     (g.name, c.name, name, shared_bytes(plan, k), info["shared_bytes"])
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=examples(25), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(overlap_attention_graphs())
 def test_the_stream_index_is_no_tile_loop_variable(gc):

@@ -15,6 +15,7 @@ from leantile import dag, interp
 from leantile.derive import candidates, derive
 from leantile.derive.rules.regions import ON_CHIP
 from leantile.tolerance import TOLERANCE
+from profiles import examples  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / "fusion.py")
@@ -109,7 +110,7 @@ def test_iota_select_mask_in_a_region():
     _check(g, {"block_m": 4, "block_n": 4})
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(st.sampled_from(sorted(F.CASES)), st.integers(1, 9), st.integers(1, 20), st.integers(0, 2**31 - 1))
 def test_fusion_examples_at_random_shapes(name, m, d, seed):
     g = _graph(name, {"m": m, "d": d, "c": d, "k": d, "n": m, "h": m, "w": d})

@@ -14,11 +14,12 @@ from leantile.derive import candidates
 from leantile.report.build import write_reports
 
 from strategies import random_graphs, structured_graphs, user_graphs  # noqa: E402
+from profiles import examples  # noqa: E402
 
 GRAPHS = st.one_of(user_graphs().map(lambda gc: gc[0]), structured_graphs(), random_graphs(max_ops=5))
 
 
-@settings(max_examples=20, deadline=None, derandomize=True,
+@settings(max_examples=examples(20), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(GRAPHS)
 def test_report_renders_generated_graphs(g):

@@ -19,6 +19,7 @@ from leantile.sources import load_source
 from leantile.target import DEFAULT
 from leantile.tolerance import output_tolerances, rel_err
 from strategies import biased_attention
+from profiles import examples  # noqa: E402
 
 SMS = DEFAULT.sms  # the SMs the shipped plans are made for
 
@@ -99,7 +100,7 @@ def _check(g, plan, seed):
         assert err <= output_tolerances(g)[o], (plan.candidate, plan.tiles, o, err)
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(t_q=st.integers(65, 300), extra=st.integers(0, 300), seed=st.integers(0, 2**16))
 def test_wide_key_tiles_stay_exact_on_partial_tiles(t_q, extra, seed):
     """The wide default (the plain loop: a bias tile) at key lengths that leave a partial 256-key
@@ -110,7 +111,7 @@ def test_wide_key_tiles_stay_exact_on_partial_tiles(t_q, extra, seed):
     _check(g, plan, seed)
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(h=st.integers(1, 3), t_q=st.integers(1, 200), t_kv=st.integers(1, 400), seed=st.integers(0, 2**16))
 def test_small_grid_tiles_stay_exact_on_partial_tiles(h, t_q, t_kv, seed):
     g = load_source(SCALED, {"h": h, "t_q": t_q, "t_kv": t_kv, "d_h": 64})
@@ -272,7 +273,7 @@ def test_float32_gemms_keep_their_split_under_a_wave():
     assert derive(g, "split_k").tiles["block_m"] == 128
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.sampled_from(["matmul", "rmsnorm", "swiglu"]), st.integers(65, 1100), st.integers(1, 9000),
        st.integers(16, 5000))
 def test_one_wave_tiles_only_where_the_plain_grid_leaves_sms_idle(arch, m, n, d):
@@ -327,7 +328,7 @@ def test_a_streamed_softmax_row_takes_64_row_tiles(rows, cols):
 WAVE_SHAPES = [(136, 1500), (100, 2500), (200, 3000)]
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(st.sampled_from(["norm_gemm", "gemm"]), st.sampled_from(WAVE_SHAPES), st.sampled_from([24, 40, 600]),
        st.sampled_from(["f16", "bf16"]), st.data())
 def test_generated_gemms_at_one_wave_tiles_stay_exact(family, shape, k, dtype, data):

@@ -82,6 +82,7 @@ def test_split_row_with_its_max_an_output():
     check_all(g, FIXED_TILES, seed=12)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_skinny_norm_gemm_prenorm_split_with_the_rows_an_output():
     """RMSNorm into a skinny GEMM: pulled out, or prenorm with split_k; the rows are an output,
     the weight feeds a second (plain, split) GEMM."""
@@ -91,6 +92,7 @@ def test_skinny_norm_gemm_prenorm_split_with_the_rows_an_output():
     check_all(g, FIXED_TILES, seed=13)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_split_gemm_in_one_or_two_waves_with_the_product_an_output():
     """A GEMM of 130 rows split over k in one wave of slices or two: both candidates offered and
     exact, the raw product stored by the combine beside the epilogue's output."""
@@ -262,6 +264,7 @@ def test_user_graphs_every_candidate_equals_evaluator(gc, tiles, seed):
     event(f"candidates per graph: {min(n // 2, 6)}{'+' if n // 2 >= 6 else ''}")
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 @settings(max_examples=max(4, settings().max_examples // 8))  # long key axes: a plan runs seconds
 @given(shape_tiled_attention_graphs(), st.integers(0, 2**31 - 1))
 def test_attention_at_the_shapes_that_get_their_own_tiles_equals_evaluator(gc, seed):

@@ -39,7 +39,7 @@ def test_split_k_is_offered_only_when_tiles_leave_sms_idle():
     assert "split_k" not in [c.name for c in candidates(short)]
 
 
-@pytest.mark.parametrize("m,d,n", [(1, 1100, 1), (5, 1100, 7), (16, 2049, 130), (3, 4096, 1)])
+@pytest.mark.parametrize("m,d,n", [(1, 1100, 1), (5, 1100, 7), pytest.param(16, 2049, 130, marks=pytest.mark.slow), (3, 4096, 1)])
 def test_split_k_plans_are_exact(m, d, n):
     g = architectures.build("matmul", m=m, d=d, n=n)
     plan = derive(g, "split_k")
@@ -57,7 +57,8 @@ def test_split_k_with_an_epilogue_runs_the_epilogue_after_the_combine():
     check(g, plan, 0, F64)
 
 
-@pytest.mark.parametrize("h,t_q,t_kv,d_h", [(1, 1, 700, 8), (3, 1, 1000, 5), (2, 3, 513, 1), (32, 1, 2048, 4)])
+@pytest.mark.parametrize("h,t_q,t_kv,d_h", [(1, 1, 700, 8), (3, 1, 1000, 5), (2, 3, 513, 1),
+                                         pytest.param(32, 1, 2048, 4, marks=pytest.mark.slow)])
 def test_split_kv_plans_are_exact(h, t_q, t_kv, d_h):
     g = architectures.build("attention", h=h, t_q=t_q, t_kv=t_kv, d_h=d_h)
     names = [c.name for c in candidates(g)]
@@ -152,6 +153,7 @@ def test_split_k_random_shapes(m, n, d, seed, epilogue):
     check(g, derive(g), seed, F64)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 @settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
 @given(m=st.integers(65, 140), n=st.integers(385, 1100), d=st.integers(9000, 20000), seed=st.integers(0, 2**16),
        epilogue=st.booleans())
@@ -176,6 +178,7 @@ def test_split_kv_random_shapes(h, t_q, t_kv, d_h, seed):
     check(g, plan, seed, F64)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_split_kernels_lower_for_sm_90():
     pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
     from leantile.emit import emit_module, load_module

@@ -122,6 +122,7 @@ def test_summary_numbers():
     assert "| a | issue | f16 | m=1 | default | direct |" in md and "SKIPPED: needs 400 GB" in md and "ERROR: boom" in md
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 def test_run_suite_writes_rows_summary_and_chart_without_a_gpu(tmp_path, monkeypatch, capsys):
     """The loop, the files and the progress lines, with run_one replaced (no GPU here)."""
     import torch

@@ -90,6 +90,7 @@ def test_the_emitter_spells_the_swapped_gemm_and_its_transposed_store():
     assert "_out_shared[i, j] = T.cast(mul_6_frag[j, i]" in src
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (the longest CPU tests)
 @pytest.mark.parametrize("name", GEMMS)
 def test_every_swapped_kernel_lowers_and_compiles(name):
     lower = pytest.importorskip("leantile.lower")

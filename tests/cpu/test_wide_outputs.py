@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 from leantile import runtime
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
+from profiles import examples  # noqa: E402
 
 STATS = ("softmax_max", "softmax_sum", "layernorm_mean", "layernorm_rstd", "rms")
 
@@ -46,7 +47,7 @@ def _inputs(g, seed: int, scale: float, offset: float, dtype: torch.dtype):
     return {"X": x.to(dtype)}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.sampled_from(STATS), st.integers(1, 40), st.integers(1, 300), st.sampled_from(["f16", "bf16"]),
        st.sampled_from([(1.0, 0.0), (60.0, 0.0), (8.0, 3000.0)]), st.integers(0, 99))
 def test_every_candidate_reads_the_exact_statistic(stat, m, n, dtype, magnitude, seed):
