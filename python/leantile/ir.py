@@ -407,7 +407,7 @@ def check(g: Graph) -> list[str]:
             if i >= len(g.nodes):
                 problems.append(f"derivation[{k}] ({s.rule}): field 'at' names missing node {i}")
     if not problems:  # a contraction that keeps its own axis: no plan can tile and stream it at once
-        from .derive.axes import clash_problems
+        from .axis_names import clash_problems  # imports ir: at call time
         problems += clash_problems(g)
     return problems
 

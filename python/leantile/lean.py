@@ -377,11 +377,26 @@ def format_table(statuses: list[TheoremStatus]) -> str:
     return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  {r[2]:<{w[2]}}  {r[3]}" for r in rows)
 
 
-def check_lean_main(argv=None) -> int:
-    """`python -m leantile.lean ARGS` = `leantile check-lean ARGS` (the CI workflow calls this)."""
-    from .cli import main
+def add_arguments(s) -> None:
+    """check-lean's options (the CLI's subcommand and `python -m leantile.lean` share them)."""
+    s.add_argument("--root", default=None, help="Lean project root (default: the one holding lakefile.lean)")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.add_argument("--no-build", action="store_true", help="skip `lake build`")
+    s.add_argument("--timeout", type=float, default=1800.0, help="seconds per Lean step")
+    s.add_argument("--require-checked", action="store_true",
+                   help="exit 1 unless every theorem is checked (no toolchain counts as failure)")
+    s.add_argument("--write-axioms-file", metavar="PATH", default=None,
+                   help="only write a Lean file with `#print axioms` for each theorem, then exit")
 
-    return main(["check-lean", *(sys.argv[1:] if argv is None else argv)])
+
+def check_lean_main(argv=None) -> int:
+    """`python -m leantile.lean ARGS` = `leantile check-lean ARGS` (the Lean CI workflow calls
+    this): the same options and exit codes, without the CLI above this floor."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m leantile.lean", description="proof status of every cited theorem")
+    add_arguments(p)
+    return run_check_lean(p.parse_args(sys.argv[1:] if argv is None else argv))
 
 
 def run_check_lean(args) -> int:

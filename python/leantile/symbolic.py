@@ -122,19 +122,3 @@ MU = sp.Matrix([sp.Symbol("mu0", real=True), sp.Symbol("mu1", real=True)])
 def zero(expr) -> bool:
     return sp.simplify(sp.expand(expr)) == 0
 
-
-def checks() -> dict:
-    """Rule name -> its sympy check, for every rule."""
-    from .derive.rules import RULES
-    return {r.name: r.check for r in RULES}
-
-
-def run(rules) -> list[tuple[str, bool | None, str]]:
-    """(rule, holds, description) for each rule name, in the given order; None: no such rule."""
-    from .derive.rules import BY_NAME
-    rows = []
-    for name in dict.fromkeys(rules):
-        r = BY_NAME.get(name)
-        rows.append((name, bool(r.check()) if r else None,
-                    r.check_description() if r else "no sympy check for this rule"))
-    return rows

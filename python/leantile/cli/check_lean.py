@@ -9,13 +9,8 @@ def cmd_check_lean(args) -> int:
 
 
 def register(sub) -> None:
+    from ..lean import add_arguments
+
     s = sub.add_parser("check-lean", help="report each cited Lean theorem as checked, failed or unchecked")
-    s.add_argument("--root", default=None, help="Lean project root (default: the one holding lakefile.lean)")
-    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    s.add_argument("--no-build", action="store_true", help="skip `lake build`")
-    s.add_argument("--timeout", type=float, default=1800.0, help="seconds per Lean step")
-    s.add_argument("--require-checked", action="store_true",
-                   help="exit 1 unless every theorem is checked (no toolchain counts as failure)")
-    s.add_argument("--write-axioms-file", metavar="PATH", default=None,
-                   help="only write a Lean file with `#print axioms` for each theorem, then exit")
+    add_arguments(s)
     s.set_defaults(fn=cmd_check_lean)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .. import ir, ops
 from ..target import DEFAULT, Target
-from .axes import unclash
+from ..axis_names import unclash
 
 _SCALAR_FNS = ops.SCALAR  # constant folding, from the op registry
 # value dtypes whose range is narrower than the accumulator's (float32): f16's largest is 65504
@@ -85,7 +85,7 @@ class Ctx:
         self.refused.append(Refusal(rule, tuple(at), reason))
 
     def __init__(self, g: ir.Graph, target: Target = DEFAULT):
-        g = unclash(g)  # one name, one axis in every kernel (axes.py); most graphs: g itself
+        g = unclash(g)  # one name, one axis in every kernel (axis_names.py); most graphs: g itself
         self.g = g
         self.target = target  # the GPU the plan is for: its SMs and shared memory decide tiles and splits
         self.nodes = g.nodes

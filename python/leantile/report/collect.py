@@ -5,7 +5,8 @@ import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import architectures, ir, symbolic
+from .. import architectures, ir
+from ..derive.rules import run_sympy_checks
 from ..files import UnsafePath, under
 from ..derive import candidates, replay, rule
 from ..derive.rules import END_TO_END
@@ -157,7 +158,7 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
         tiles=dict(plan.tiles) if plan is not None else {}, steps=steps,
         proofs=proofs_for(chosen.steps, g.name if known else "", statuses),
         evidence=evidence.property_check(g, examples=examples, seed=seed),
-        sympy=symbolic.run([s.rule for s in chosen.steps]),
+        sympy=run_sympy_checks([s.rule for s in chosen.steps]),
         kernel=kernel, kernel_error=kernel_error, bench=b)
 
 

@@ -34,6 +34,21 @@ THEOREM_FILES: dict[str, str] = {r.theorem: r.lean_file for r in RULES}
 END_TO_END = {"attention": "LeanTile.tiled_attention_eq_softmax"}
 
 
+def sympy_checks() -> dict:
+    """Rule name -> its sympy check (leantile.symbolic), for every rule."""
+    return {r.name: r.check for r in RULES}
+
+
+def run_sympy_checks(rules) -> list[tuple[str, bool | None, str]]:
+    """(rule, holds, description) for each rule name, in the given order; None: no such rule."""
+    rows = []
+    for name in dict.fromkeys(rules):
+        r = BY_NAME.get(name)
+        rows.append((name, bool(r.check()) if r else None,
+                    r.check_description() if r else "no sympy check for this rule"))
+    return rows
+
+
 def rule(name: str) -> Rule:
     try:
         return BY_NAME[name]

@@ -1,0 +1,106 @@
+"""Floors (issue 48; ../DESIGN's code layout): a module imports only from its own floor or the
+floors below it, imports inside functions included (an AST walk of every module).
+
+    1 target, interrupts, progress        5 cost
+    2 ir, ops, symbolic, schema, tiles,    6 emit, lower, codegen_repair
+      dag, axis_names, files              7 runtime, torch
+    3 plan, plan_passes, plan_verify,      8 bench, suite, search, tune, tuned, report, show, lean
+      interp, reference, tolerance        9 cli, entry, __main__
+    4 derive, architectures, sources
+
+The package's __init__ is its facade (it re-exports every floor) and is not walked. The upward
+arrows that remain are listed in KNOWN_UP, each with the step of issue 48 that removes it; the
+test fails on any other, and on a listed one that is gone (so the list only shrinks)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
+FLOOR = {
+    "target": 1, "interrupts": 1, "progress": 1,
+    "ir": 2, "ops": 2, "symbolic": 2, "schema": 2, "tiles": 2, "dag": 2, "axis_names": 2, "files": 2,
+    "plan": 3, "plan_passes": 3, "plan_verify": 3, "interp": 3, "reference": 3, "tolerance": 3,
+    "derive": 4, "architectures": 4, "sources": 4,
+    "cost": 5,
+    "emit": 6, "lower": 6, "codegen_repair": 6,
+    "runtime": 7, "torch": 7,
+    "bench": 8, "suite": 8, "search": 8, "tune": 8, "tuned": 8, "report": 8, "show": 8, "lean": 8,
+    "cli": 9, "entry": 9, "__main__": 9,
+}
+KNOWN_UP = {
+    # step 2 (the plan lists its shared temporaries): the verifier counts them by running the printer
+    ("plan_verify", "emit.kernel"): "shared_bytes prints the kernel to count its temporaries",
+    ("plan_verify", "emit.unaligned"): "shared_bytes sizes the unaligned windows as the printer does",
+    # step 4 (one tuning store under search): runtime picks a tuned entry before the cost model
+    ("runtime", "tuned"): "choose_plan looks up the shipped tuned entry",
+}
+
+
+def _imports(path: Path) -> list[tuple[list[str], int]]:
+    """(module path inside leantile, line) of every import of the package in `path`."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    package = parts[:-1]  # the module's own package (for relative imports)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[:len(package) - (node.level - 1)]
+                if node.module:
+                    out.append((base + node.module.split("."), node.lineno))
+                else:
+                    out += [(base + [a.name], node.lineno) for a in node.names]
+            elif node.module and node.module.split(".")[0] == "leantile":
+                mod = node.module.split(".")[1:]
+                out += [(mod, node.lineno)] if mod else [([a.name], node.lineno) for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [(a.name.split(".")[1:], node.lineno) for a in node.names if a.name.startswith("leantile.")]
+    return out
+
+
+def _arrows() -> tuple[dict, list[str]]:
+    """({(module, target): [lines]} of upward imports, modules with no floor)."""
+    up: dict[tuple[str, str], list[str]] = {}
+    unplaced = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel == Path("__init__.py"):
+            continue
+        top = rel.parts[0].removesuffix(".py")
+        if top not in FLOOR:
+            unplaced.append(str(rel))
+            continue
+        for mod, line in _imports(path):
+            if not mod or mod[0].startswith("__"):
+                continue
+            if mod[0] not in FLOOR:
+                unplaced.append(f"{rel}:{line} imports {'.'.join(mod)}")
+            elif FLOOR[mod[0]] > FLOOR[top]:
+                up.setdefault((top, ".".join(mod)), []).append(f"{rel}:{line}")
+    return up, unplaced
+
+
+def test_every_module_has_a_floor():
+    assert _arrows()[1] == []
+
+
+def test_no_module_imports_from_a_floor_above_it():
+    up, _ = _arrows()
+    new = {k: v for k, v in up.items() if k not in KNOWN_UP}
+    assert not new, f"imports from a higher floor: {new}"
+    gone = set(KNOWN_UP) - set(up)
+    assert not gone, f"KNOWN_UP lists arrows that are gone (remove them): {sorted(gone)}"
+
+
+def test_the_walk_sees_relative_and_function_level_imports(tmp_path):
+    pkg = tmp_path / "leantile"
+    (pkg / "derive").mkdir(parents=True)
+    f = pkg / "derive" / "x.py"
+    f.write_text("from ..cost import choose\nfrom . import rules\ndef g():\n    from ..emit.kernel import k\n"
+                 "    import leantile.cli\n")
+    global PACKAGE
+    old, PACKAGE = PACKAGE, pkg
+    try:
+        assert [m for m, _ in _imports(f)] == [["cost"], ["derive", "rules"], ["emit", "kernel"], ["cli"]]
+    finally:
+        PACKAGE = old
