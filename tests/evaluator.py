@@ -5,8 +5,7 @@ is spelled here again with numpy einsum over named axes, so a bug in the oracle 
 the same bug in a plan. A value is a pair (numpy float64 array, tuple of axis names).
 
 Casts: a cast rounds to its target dtype (docs/ir.md: the user's rounding, which every plan
-and interp(dtype=float64) make too; f16/bf16/f32 modelled with torch `.to(dtype).double()`);
-`round_casts=False` keeps the value (the exact semantics, Lean's, where a cast is the identity).
+and interp(dtype=float64) make too; f16/bf16/f32 modelled with torch `.to(dtype).double()`).
 """
 from __future__ import annotations
 
@@ -80,12 +79,12 @@ def _matmul(x, ax_a, y, ax_b, axis_a, axis_b):
     return np.einsum(f"{sa},{sb}->{''.join(table[a] for a in out_axes)}", x, y), out_axes
 
 
-def evaluate(g: ir.Graph, inputs: dict, round_casts: bool = True) -> dict[str, torch.Tensor]:
+def evaluate(g: ir.Graph, inputs: dict) -> dict[str, torch.Tensor]:
     """Every output of g as a float64 torch tensor over the output node's axes."""
     vals: dict[int, tuple[np.ndarray, tuple]] = {}
     with np.errstate(all="ignore"):
         for n in g.nodes:
-            vals[n.id] = _node(g, n, vals, inputs, round_casts)
+            vals[n.id] = _node(g, n, vals, inputs)
     out = {}
     for name, i in g.outputs.items():
         v, axes = vals[i]
@@ -94,7 +93,7 @@ def evaluate(g: ir.Graph, inputs: dict, round_casts: bool = True) -> dict[str, t
     return out
 
 
-def _node(g, n, vals, inputs, round_casts):
+def _node(g, n, vals, inputs):
     op = n.op
     if op == "input":
         t = inputs[n.name]
@@ -108,9 +107,7 @@ def _node(g, n, vals, inputs, round_casts):
         return _UNARY[op](x), ax
     if op == "cast":
         x, ax = vals[n.x]
-        if round_casts:
-            x = torch.from_numpy(np.array(x)).to(_ROUND[n.dtype]).double().numpy()
-        return x, ax
+        return torch.from_numpy(np.array(x)).to(_ROUND[n.dtype]).double().numpy(), ax
     if op in _BINARY:
         (x, ax_a), (y, ax_b) = vals[n.a], vals[n.b]
         want = _binary_axes(ax_a, ax_b)

@@ -28,17 +28,13 @@ from profiles import examples  # noqa: E402
 NARROW = {"f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def _maps(plan):
-    for k in plan.kernels:
-        for s in (*k.prologue, *k.body, *k.epilogue):
-            if isinstance(s, Map):
-                yield k, s
-
-
 def _fused_casts(plan) -> list:
     """The casts a candidate computes in registers beside other arithmetic of its kernel."""
-    return [(k.name, s.dtype) for k, s in _maps(plan)
-            if s.fn == "cast" and sum(1 for _ in (x for x in (*k.prologue, *k.body, *k.epilogue) if isinstance(x, Map))) > 1]
+    out = []
+    for k in plan.kernels:
+        maps = [s for s in k.statements() if isinstance(s, Map)]
+        out += [(k.name, s.dtype) for s in maps if s.fn == "cast" and len(maps) > 1]
+    return out
 
 
 def _residual_row(m: int, d: int, dt: str) -> ir.Graph:

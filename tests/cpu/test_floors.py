@@ -1,4 +1,4 @@
-"""Floors (issue 48; ../DESIGN's code layout): a module imports only from its own floor or the
+"""Floors (issue 48; the code layout of the project's design notes): a module imports only from its own floor or the
 floors below it, imports inside functions included (an AST walk of every module).
 
     1 target, interrupts, progress        5 cost
@@ -37,9 +37,9 @@ KNOWN_UP = {
 }
 
 
-def _imports(path: Path) -> list[tuple[list[str], int]]:
+def _imports(path: Path, package_root: Path = PACKAGE) -> list[tuple[list[str], int]]:
     """(module path inside leantile, line) of every import of the package in `path`."""
-    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    parts = list(path.relative_to(package_root).with_suffix("").parts)
     package = parts[:-1]  # the module's own package (for relative imports)
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
@@ -98,9 +98,4 @@ def test_the_walk_sees_relative_and_function_level_imports(tmp_path):
     f = pkg / "derive" / "x.py"
     f.write_text("from ..cost import choose\nfrom . import rules\ndef g():\n    from ..emit.kernel import k\n"
                  "    import leantile.cli\n")
-    global PACKAGE
-    old, PACKAGE = PACKAGE, pkg
-    try:
-        assert [m for m, _ in _imports(f)] == [["cost"], ["derive", "rules"], ["emit", "kernel"], ["cli"]]
-    finally:
-        PACKAGE = old
+    assert [m for m, _ in _imports(f, pkg)] == [["cost"], ["derive", "rules"], ["emit", "kernel"], ["cli"]]

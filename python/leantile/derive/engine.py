@@ -317,8 +317,8 @@ def _pick(g: ir.Graph, cands: list[Candidate], name: str | None) -> Candidate:
     raise DerivationError(f"graph {g.name!r}: no candidate {name!r} (candidates: {', '.join(c.name for c in cands)})")
 
 
-def candidate(g: ir.Graph, name: str | None) -> Candidate:
-    return _pick(g, candidates(g), name)
+def candidate(g: ir.Graph, name: str | None, target: Target = DEFAULT) -> Candidate:
+    return _pick(g, candidates(g, target), name)
 
 
 # ------------------------------------------------------------------ replay
