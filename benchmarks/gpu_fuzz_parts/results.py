@@ -2,6 +2,7 @@
 atomically after every graph and resumable) and the per-family table printed at the end."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -9,14 +10,51 @@ from pathlib import Path
 
 
 def code_fingerprint(package: Path) -> str:
-    """sha256 (first 16 hex digits) of the compiler's source: every .py under the package, by
-    relative path and bytes. A campaign's plans count towards one code version only where this
-    matches, so --resume refuses a file written by other code (the .cleanhead copies sent to the
-    GPU machine have no .git: the source itself is the version)."""
+    """sha256 (first 16 hex digits) of the compiler's code: every .py under the package, by
+    relative path and syntax tree, comments and docstrings left out (a comment that now cites
+    another evidence file does not start a new version; any change to what runs does). A
+    campaign's plans count towards one code version only where this matches, so --resume refuses
+    a file written by other code (the .cleanhead copies sent to the GPU machine have no .git: the
+    source itself is the version). The tree is written out by _tree_text, the same under every
+    Python since 3.9 (ast.dump's own text changed in 3.13)."""
     h = hashlib.sha256()
     for f in sorted(package.rglob("*.py")):
-        h.update(f.relative_to(package).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        tree = ast.parse(f.read_bytes(), filename=str(f))
+        h.update(f.relative_to(package).as_posix().encode() + b"\0" + _tree_text(tree).encode() + b"\0")
     return h.hexdigest()[:16]
+
+
+def _tree_text(node) -> str:
+    """A node's type and fields, recursively, without positions, docstrings, None or empty
+    lists (fields a newer Python added, such as type_params, are empty in this code), f-string
+    pieces as 3.11 parses them."""
+    if isinstance(node, list):
+        return "[" + ",".join(_tree_text(x) for x in node) + "]"
+    if not isinstance(node, ast.AST):
+        return repr(node)
+    fields = {name: getattr(node, name, None) for name in node._fields}
+    body = fields.get("body")
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+            isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        fields["body"] = body[1:]  # the docstring
+    if isinstance(node, ast.JoinedStr):  # f-string pieces: 3.12 parses an empty one after a format spec
+        fields["values"] = _merged_pieces(node.values)
+    text = [f"{name}={_tree_text(value)}" for name, value in fields.items() if value is not None and value != []]
+    return f"{type(node).__name__}({','.join(text)})"
+
+
+def _merged_pieces(values: list) -> list:
+    """An f-string's pieces with empty text dropped and adjacent text joined."""
+    out: list = []
+    for v in values:
+        if isinstance(v, ast.Constant) and isinstance(v.value, str):
+            if not v.value:
+                continue
+            if out and isinstance(out[-1], ast.Constant) and isinstance(out[-1].value, str):
+                out[-1] = ast.Constant(value=out[-1].value + v.value)
+                continue
+        out.append(v)
+    return out
 
 
 def slug(gpu: str) -> str:

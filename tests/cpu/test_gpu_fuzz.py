@@ -91,3 +91,82 @@ def test_dry_run_huge_draws_of_attention_and_softmax(tmp_path):
     (path,) = tmp_path.glob("gpu-fuzz-cpu-*.json")
     d = json.loads(path.read_text())
     assert d["mismatch"] == d["crash"] == 0 and d["huge_draws"] >= 6, {k: d[k] for k in ("mismatch", "crash", "huge_draws")}
+
+
+def test_code_version_ignores_comments_and_docstrings_only(tmp_path):
+    """The campaign's code version (results.code_fingerprint) stays where only comments and
+    docstrings change, and moves for any change to what runs: a constant, a name, an argument,
+    a statement added where the docstring was."""
+    import shutil
+    from gpu_fuzz_parts.results import code_fingerprint
+    pkg = tmp_path / "leantile"
+    shutil.copytree(ROOT / "python" / "leantile", pkg, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    base = code_fingerprint(pkg)
+    f = pkg / "plan_verify.py"
+    text = f.read_text()
+    f.write_text('"""Another module docstring."""\n# a new comment\n' + text.split('"""', 2)[2].replace(
+        "def row_bytes(plan: Plan, b) -> int:\n", "def row_bytes(plan: Plan, b) -> int:  # why\n", 1))
+    assert code_fingerprint(pkg) == base
+    for old, new in [("DTYPE_BYTES = {\"f16\": 2", "DTYPE_BYTES = {\"f16\": 3"),
+                     ("def row_bytes(plan: Plan, b)", "def row_bytes(plan: Plan, c)"),
+                     ("SMEM_PREFIX = \"shared memory\"", "SMEM_PREFIX = \"shared memory\"\n\"\"\"now a statement\"\"\"")]:
+        f.write_text(text.replace(old, new, 1))
+        assert new in f.read_text() and code_fingerprint(pkg) != base, new
+    f.write_text(text)
+    assert code_fingerprint(pkg) == base
+
+
+def test_code_version_reads_f_strings_alike_on_every_python():
+    """Python 3.12 parses an f-string with a format spec into an extra empty text piece (3.11
+    and 3.13 do not): the GPU machine (3.12) and this one must name one version alike."""
+    import ast
+    from gpu_fuzz_parts.results import _tree_text
+    parsed = ast.parse('f"<{w[0]}{r:>{n}}"')
+    extra = ast.parse('f"<{w[0]}{r:>{n}}"')
+    joined = extra.body[0].value
+    joined.values[1:1] = [ast.Constant(value="")]  # what 3.12 adds
+    joined.values.append(ast.Constant(value=""))
+    assert _tree_text(parsed) == _tree_text(extra)
+    assert _tree_text(parsed) != _tree_text(ast.parse('f"<{w[0]}{r:<{n}}"'))
+
+
+def test_localize_names_the_kernel_that_is_wrong():
+    """benchmarks/gpu_fuzz_localize.py with the interpreter standing in for the GPU: every
+    kernel of a plan of several kernels agrees with the interpreter (no false alarm), and a
+    kernel made wrong (its stores scaled by 1.03, the size of the campaign's decode-attention
+    mismatch) is the one named, in isolation, while the kernels before it stay right."""
+    import torch
+    import gpu_fuzz_localize as loc
+    from leantile import architectures
+    from leantile.derive import derive
+    from leantile.emit import emit_module
+    from leantile.plan import Store
+    from leantile.runtime import emitted_module
+    g = architectures.build("attention", h=2, t_q=3, t_kv=37, d_h=8)
+    plan = derive(g, "unfused")
+    assert len(plan.kernels) >= 4, [k.name for k in plan.kernels]
+    module = emitted_module(emit_module(plan))
+    gen = torch.Generator().manual_seed(5)
+    inputs = {n.name: (torch.randn([g.axes[a] for a in n.axes], generator=gen) * 0.7).to(torch.float16)
+              for n in g.inputs()}
+    cpu = torch.device("cpu")
+    clean = loc.localize(plan, module, inputs, loc.InterpreterLaunch(plan), cpu, 1,
+                         {"plain": loc.InterpreterLaunch(plan)})
+    assert clean["first_wrong"] is None, clean
+    assert all(e == 0.0 for errs in clean["isolated"].values() for e in errs.values()), clean["isolated"]
+    bad_kernel = plan.kernels[2].name
+
+    class Wrong(loc.InterpreterLaunch):
+        def launch(self, name, tensors):
+            super().launch(name, tensors)
+            if name == bad_kernel:
+                for s in plan.kernels[2].statements():
+                    if isinstance(s, Store):
+                        tensors[s.dst].mul_(1.03)
+
+    rep = loc.localize(plan, module, inputs, Wrong(plan), cpu, 2, {"plain": Wrong(plan)})
+    mode, kernel, buffer, err = rep["first_wrong"]
+    assert (mode, kernel) == ("isolated", bad_kernel) and 0.02 < err < 0.04, rep["first_wrong"]
+    assert all(e == 0.0 for k in plan.kernels[:2] for e in rep["isolated"][k.name].values())
+    out = plan.outputs["out"]
+    assert all(run[out] > 0.01 for run in rep["shipped"]["plain"]), rep["shipped"]
