@@ -1,5 +1,5 @@
 """Graphs nobody wrote a pattern for: the standalone norms, activations and losses the fusion
-issue names, written with the builder as a user would. benchmarks/fusion_suite.py times them
+issue names, written with the builder as a user would. benchmarks/fusion/fusion_suite.py times them
 on the GPU (kernel counts and ratios against torch.compile); tests/cpu/test_regions.py checks
 that each derives to at most two kernels and equals the reference.
 

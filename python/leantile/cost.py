@@ -14,7 +14,7 @@ Per kernel, from the plan's statements (what the emitter prints, so the model se
     latency; a kernel's time is at least its CTA's time times its waves;
   - a launch costs the target's launch_s (CUDA-graph replay, back to back).
 The hardware figures are the target's (leantile.target: DEFAULT, the H200, unless a caller
-passes another); the model ranks, it does not predict to the microsecond: `benchmarks/cost_model_check.py` measures its rank correlation with the search
+passes another); the model ranks, it does not predict to the microsecond: `benchmarks/cost_model_check/cost_model_check.py` measures its rank correlation with the search
 database (per workload, Spearman) and the note of the shapes issue quotes it.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .target import DEFAULT, Target
 
 # a block-wide reduction between a GEMM kernel's k steps: layernorm -> GEMM at GPT-2 m = 1 (12 k
 # steps, 3 reductions a step) ran 0.028 ms with the statistics fused and 0.0126 with a row kernel
-# before the GEMM (benchmarks/results/issue16-prenorm-probe-2026-11-25.md)
+# before the GEMM (benchmarks/prenorm/results/issue16-prenorm-probe-2026-11-25.md)
 REDUCE_SYNC_S = 0.4e-6
 TIE = 0.02  # model times this close are a tie for choose()
 MAX_RANKED = 12  # candidates `choose` derives and ranks (derive lists the likeliest first)
@@ -199,10 +199,10 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None, target: Target
     # The warps that wait at it are the warps that issue the MMAs: its time adds to the
     # tensor cores' rather than hiding behind them. (Hidden, it ranked rmsnorm -> GEMM with the
     # statistics fused first at every m >= 1024, which ran 1.09x to 1.23x the time of a row kernel
-    # before the GEMM on an H100: benchmarks/results/norm-gemm-h100-2026-11-25.md.) A deferred
+    # before the GEMM on an H100: benchmarks/norm_gemm/results/norm-gemm-h100-2026-11-25.md.) A deferred
     # reduction (Reduce.deferred) has no barrier, but its per-block elementwise work still runs on
     # the MMA-issuing warps between their wgmmas: those plans ran 1.05x-1.26x a separate statistics
-    # kernel at the shape's tiles (results/deferred-reduce-h200-2026-11-26.json), so they are charged
+    # kernel at the shape's tiles (benchmarks/deferred_reduce/results/deferred-reduce-h200-2026-11-26.json), so they are charged
     # the same and keep ranking second.
     syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
     serial = steps * syncs * REDUCE_SYNC_S * math.ceil(load / per_sm)
@@ -220,7 +220,7 @@ def plan_seconds(plan: Plan, tiles: dict | None = None, target: Target = DEFAULT
 
 # Tiles `choose` also ranks where a GEMM's output tiles at the shape's defaults are at most half
 # the SMs (underfilled): smaller tiles for short contractions, wider ones for a split one. On an
-# H200 (benchmarks/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-...): GPT-2's
+# H200 (benchmarks/split_k_waves/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-...): GPT-2's
 # c_attn 128 x 768 x 2304 ran 0.0078 ms at 128 x 128 and 0.0039 at 64 x 64 x 4 stages; its MLP
 # layernorm -> GEMM at m = 128 0.0115 -> 0.0069; 256 x 524288 x 256 split over k 0.206 ms at
 # 128 x 128 x 2 stages and 0.153 at 128 x 256 x 3 (cuBLAS 0.155).

@@ -115,7 +115,7 @@ ROWS: tuple[Op, ...] = (
     # reciprocal (T.fast_rcp: rcp.approx.ftz.f32, 1 ulp; a kernel's maps compute in the float32
     # accumulator dtype): an IEEE division or tanhf cost a short-k GEMM's epilogue as much as a
     # fifth of its k-loop. H200, X W (1024 x 1024 x 4096) + b 0.0153 ms, gelu_tanh of it with
-    # tanhf 0.0185, silu of X W with a division 0.0222 (benchmarks/results/epilogue-h200-2026-11-26.json).
+    # tanhf 0.0185, silu of X W with a division 0.0222 (benchmarks/epilogue/results/epilogue-h200-2026-11-26.json).
     # gelu_tanh: 0.5 (1 + tanh z) = 1 / (1 + e^(-2z)), so c = 2 sqrt(2 / pi) log2(e).
     Op("silu", 1, _t("nn.functional.silu"), lambda x: x / (1 + math.exp(-x)), _named("silu"),
        "{0} * T.fast_rcp(1.0 + T.exp2(-1.4426950408889634 * {0}))", "UnOp.silu"),

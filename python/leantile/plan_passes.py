@@ -120,7 +120,7 @@ def drop_repeated_loads(plan: Plan) -> Plan:
 def heavy_first(plan: Plan) -> Plan:
     """Kernel.heavy_first: a stream that skips masked key blocks under a bound key <= row + c
     (causal) runs more blocks the later its query tile; those tiles launch first. Measured on
-    an H200: benchmarks/mask_interior.py."""
+    an H200: benchmarks/mask_interior/mask_interior.py."""
     kernels, changed = list(plan.kernels), False
     for j, k in enumerate(kernels):
         rows = {b.row for b in (k.stream.skip if k.stream else ()) if b.side == "hi" and b.coef == 1}
@@ -234,7 +234,7 @@ def defer_reductions(plan: Plan) -> Plan:
     two-axis tile, in a stream of more than one block: the body adds each block into a tile of
     partials, one reduction follows the stream. A T.reduce_sum in the body is a cross-thread
     reduction (shuffles, and a barrier where a row spans warps) every block, beside the
-    pipelined GEMM of a norm's statistics fused into it (benchmarks/deferred_reduce_probe.py)."""
+    pipelined GEMM of a norm's statistics fused into it (benchmarks/deferred_reduce/deferred_reduce_probe.py)."""
     kernels, changed = list(plan.kernels), False
     for j, k in enumerate(kernels):
         body = tuple(s.model_copy(update={"deferred": True}) if isinstance(s, Reduce) and not s.deferred
@@ -253,8 +253,8 @@ def dependent_launch(plan: Plan) -> Plan:
     """Kernel.launch_next on every kernel but the last, Kernel.wait_previous on every kernel but
     the first: each kernel's launch and prologue overlap the tail of the one before. The tile
     parameter `pdl` (0 or 1) decides where given; by default it is on, but for a split-KV
-    attention and its merge. Measured on an H100 (benchmarks/pdl_probe.py, medians of 5 rounds,
-    results/pdl-probe-h100-2026-11-26.json): norm -> GEMM 0.998x..1.035x, split-K after a norm
+    attention and its merge. Measured on an H100 (benchmarks/pdl/pdl_probe.py, medians of 5 rounds,
+    benchmarks/pdl/results/pdl-probe-h100-2026-11-26.json): norm -> GEMM 0.998x..1.035x, split-K after a norm
     1.061x, a split softmax row 1.069x; split-KV decode 0.98x, 1.10x and 0.88x (GQA, 8 KV heads
     of 4 queries). The wait is the kernel's first statement, so no kernel reads or writes a
     buffer before the kernels before it have finished."""
@@ -273,7 +273,7 @@ OVERLAP_THREADS, OVERLAP_BLOCK_M = 256, 128  # two consumer warpgroups of 64 row
 def overlap(plan: Plan) -> Plan:
     """Kernel.overlap where the tile parameter `overlap` is 1 and the kernel has the FA3 cut
     (overlap_parts) at 128 query rows on 256 consumer threads; elsewhere the plain pipelined
-    loop (the parameter asks, the shape decides). Measured on an H200: benchmarks/fa3_probe.py."""
+    loop (the parameter asks, the shape decides). Measured on an H200: benchmarks/fa3_overlap/fa3_probe.py."""
     if not (plan.tiles or {}).get("overlap"):
         return plan
     kernels, changed = list(plan.kernels), False
@@ -342,8 +342,8 @@ def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
 def pingpong(plan: Plan, target: Target = DEFAULT) -> Plan:
     """Kernel.pingpong where the tile parameter `pingpong` is 1, the kernel has the cut
     (pingpong_parts) and its shared memory fits; elsewhere the plain pipelined loop (the
-    parameter asks, the kernel decides). Measured on an H200: benchmarks/pingpong_gemm_probe.py,
-    benchmarks/pingpong_check.py."""
+    parameter asks, the kernel decides). Measured on an H200: benchmarks/pingpong/pingpong_gemm_probe.py,
+    benchmarks/pingpong/pingpong_check.py."""
     if not (plan.tiles or {}).get("pingpong"):
         return plan
     from .plan_verify import smem_problem
@@ -366,8 +366,8 @@ def _has_exp2(k: Kernel) -> bool:
 
 def flush_subnormals(plan: Plan) -> Plan:
     """Kernel.flush_subnormals (nvcc -ftz=true) on every kernel with an exp2; the tile parameter
-    `ftz` (0 or 1) decides where given. Measured on an H200 (benchmarks/ftz_probe.py, best of 4
-    interleaved rounds, results/ftz-probe-attention-h200-2026-11-26.json): the overlapped
+    `ftz` (0 or 1) decides where given. Measured on an H200 (benchmarks/ftz/ftz_probe.py, best of 4
+    interleaved rounds, benchmarks/ftz/results/ftz-probe-attention-h200-2026-11-26.json): the overlapped
     attention kernels 1.053x..1.058x (published, scaled, llama3-8b t2048, gqa), causal 1.024x,
     decode 1.028x, rows 1.00x; the plain loop at 256 keys 0.97x (ptxas spills 48 bytes where it
     spilled 24: shape_tiles.FLASH_WIDE_TILES asks ftz=0 for it). exp2 is the only function whose

@@ -21,10 +21,10 @@ skinny, large and the shapes issue's named cases), `rest` (all others), `full` (
 Time: a run compiles every kernel (TileLang, 3-10 s each; in a process pool of the machine's
 cores, started before the GPU loop, so the loop finds them in TileLang's disk cache) and each
 case's torch.compile (two modes), checks, and times two interleaved rounds of 5-7 contenders.
-Measured on a fresh H200 (2026-11-25): `quick` (25 cases, 3 with a tuned entry: 28 rows) took
-355 s, about 13 s a row. So `quick` fits one 10-minute call with room; `--time-budget 540` stops
-starting cases after 540 s, and the JSON and table are rewritten after every case (a kill still
-leaves the cases done). The other 64 cases (`rest`, heavier on average: 8k and 32k prefill,
+Measured on a fresh H200 (2026-11-25): `quick` took 355 s, about 13 s a row (each run's JSON
+under benchmarks/suite/results/ records its rows and wall_s). So `quick` fits one 10-minute call
+with room; `--time-budget 540` stops starting cases after 540 s, and the JSON and table are
+rewritten after every case (a kill still leaves the cases done). The other cases (`rest`, heavier on average: 8k and 32k prefill,
 8192-token GEMMs) are about 15 minutes: `--suite rest --shard i/3` for i in 1..3 (or
 `--suite full --shard i/4`), each one call.
 """
@@ -215,7 +215,7 @@ def _cases() -> list[Case]:
     return out
 
 
-QUICK = (  # ~25 cases: every architecture, f16 and bf16, decode, skinny, large, the issue's named shapes
+QUICK = (  # every architecture, f16 and bf16, decode, skinny, large, the issue's named shapes
     "attention_llama3_8b_decode_t8192", "attention_llama3_8b_decode_t32768_bf16", "attention_gpt2_prefill_t512",
     "attention_llama3_8b_prefill_t2048_bf16", "attention_published", "attention_scaled_llama3_8b_prefill_t2048",
     "attention_scaled_mistral_7b_decode_t4096_window_bf16", "matmul_llama3_8b_up_m1", "matmul_llama3_8b_up_m16",

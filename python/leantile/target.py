@@ -33,7 +33,7 @@ class Target:
 
 # H200 SXM: copy 4.2 TB/s and cuBLAS fp16 669 TFLOP/s (the maintainers' measurements); L2 5.5 TB/s from
 # 256 x 524288 x 256 split over 256 CTAs (1.07 GB through L2 in 0.206 ms,
-# benchmarks/results/issue16-k2-19-probe-2026-11-25.json); 660 TFLOP/s what the cost model ranks
+# benchmarks/split_k_waves/results/issue16-k2-19-probe-2026-11-25.json); 660 TFLOP/s what the cost model ranks
 # with; 790 the roofline peak, above the 691 TFLOP/s seen on 1024 x 4096 x 4096.
 H200 = Target(name="H200", arch="sm_90", arch_features="sm_90a", sms=132, smem_per_cta=227 * 1024,
               smem_per_sm=228 * 1024, threads_per_sm=2048, regs_per_sm=65536, dram_bps=4.2e12, l2_bps=5.5e12,

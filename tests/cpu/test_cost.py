@@ -1,7 +1,7 @@
 """The cost model (leantile.cost): its estimates move the way the GPU does on the effects it
 models (work, padding, filling the SMs, register spills), and `choose` (the shipped default where
 no tuned entry exists) takes the split plans on skinny shapes and a derivable fused plan
-elsewhere. Its agreement with measured times is benchmarks/cost_model_check.py's (GPU data)."""
+elsewhere. Its agreement with measured times is benchmarks/cost_model_check/cost_model_check.py's (GPU data)."""
 from __future__ import annotations
 
 import pytest
@@ -67,19 +67,19 @@ def test_choose_never_ships_the_unfused_reference_where_a_fused_plan_derives(arc
 
 
 # (arch, sizes, tiles choose must pick): the fastest of the probed tiles on an H200
-# (benchmarks/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-2026-11-25.json)
+# (benchmarks/split_k_waves/results/issue16-grid-probe-2026-11-25.json, issue16-k2-19-probe-2026-11-25.json)
 MEASURED_BEST = [
     # 64 x 64 (0.0039 vs 0.0078 ms); now the shape's own tiles (shape_tiles.wave_tiles), 6 stages
     # deep, which ran level with 4 on an H100 (0.0040 / 0.0039 ms; layernorm -> GEMM -> gelu 0.0067 /
-    # 0.0066: results/tiles-probe-wave-stages-h100-2026-11-26.json)
+    # 0.0066: benchmarks/one_wave_tiles/results/tiles-probe-wave-stages-h100-2026-11-26.json)
     ("matmul", {"m": 128, "d": 768, "n": 2304}, {"block_m": 64, "block_n": 64}),
     ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64}),
     # at m <= 16 the swapped tiles (plan_passes.swap_operands), 64 columns for this 24-tile grid:
-    # H100 0.0054 ms against torch.compile's 0.0063 (results/suite-skinny-swap-h100-2026-11-26.md)
+    # H100 0.0054 ms against torch.compile's 0.0063 (benchmarks/swap_ab/results/suite-skinny-swap-h100-2026-11-26.md)
     ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 16, "block_n": 64, "stages": 4, "swap_ab": 1}),
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
     # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193 (H200:
-    # benchmarks/results/issue16-m128-max4-probe-2026-11-25.json); unsplit at one wave of 64 x 64
+    # benchmarks/split_k_waves/results/issue16-m128-max4-probe-2026-11-25.json); unsplit at one wave of 64 x 64
     # tiles, 6 stages, on an H100 0.0128 against 0.0188 split (split-probe-m128-h100-2026-11-26.json);
     # 128-deep k steps 4 stages deep 0.0129 -> 0.0111 on the H200 (tiles-probe-wave-deep-k-h200-2026-11-27.json)
     ("matmul", {"m": 128, "d": 4096, "n": 4096}, {"block_m": 64, "block_n": 64, "block_k": 128, "stages": 4}),
@@ -91,13 +91,13 @@ MEASURED_BEST = [
     # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)
     ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}),
     # GPT-2's c_proj (96 CTAs of 128 x 128: 3 stages 0.0195 ms, 2 0.0236, 64 x 256 0.0217 on the H200,
-    # results/tiles-probe-gemm-cproj-h200-2026-11-26.json) takes one wave of 64 x 192 tiles (H100 0.0222
+    # benchmarks/default_tiles/results/tiles-probe-gemm-cproj-h200-2026-11-26.json) takes one wave of 64 x 192 tiles (H100 0.0222
     # -> 0.0188 at 6 stages, 0.0182 at 4: split-probe-cproj-h100-2026-11-26-192.json); a wave or more of
     # output tiles keeps the shape's tiles: GPT-2's MLP at m = 2048 (192 CTAs of 128 x 256: 0.032 ms, 128 x 64
     # 0.042 on the H200), where 128 x 128 x 3 stages fill their 2.9 waves better (H100 0.0300 -> 0.0281 ms:
-    # results/tiles-probe-lnlg-h100-2026-11-26.json, shape_tiles._large_gemm); there, over k = 768, the
+    # benchmarks/large_gemm_wave_fill/results/tiles-probe-lnlg-h100-2026-11-26.json, shape_tiles._large_gemm); there, over k = 768, the
     # ping-pong schedule on 128 x 128 x 4 stages beat them (H200 0.0267 -> 0.0216 ms:
-    # results/tiles-probe-pingpong-default-h200-2026-11-27.json, shape_tiles.PINGPONG_TILES)
+    # benchmarks/pingpong/results/tiles-probe-pingpong-default-h200-2026-11-27.json, shape_tiles.PINGPONG_TILES)
     ("matmul", {"m": 2048, "d": 3072, "n": 768}, {"block_m": 64, "block_n": 192}),
     ("layernorm_linear_gelu", {"m": 2048, "d": 768, "n": 3072},
      {"block_m": 128, "block_n": 128, "stages": 4, "pingpong": 1}),
@@ -121,10 +121,10 @@ def test_a_reduction_between_k_steps_costs_the_fused_statistics_their_measured_l
 
 # The best candidate of a norm -> GEMM, every candidate at its shape's tiles, checked and timed in
 # one process; where two ran within 2% of each other either is right. On the H100
-# (benchmarks/results/norm-gemm-h100-2026-11-25.md) the normalised rows from a row kernel before
+# (benchmarks/norm_gemm/results/norm-gemm-h100-2026-11-25.md) the normalised rows from a row kernel before
 # the GEMM (prenorm) beat the statistics fused into the GEMM's k loop (rmsnorm 2048 x 4096 x 6144:
 # 0.168 ms against 0.196) and those from a kernel before it, whose row statistics then ran on 8
-# CTAs. With those statistics on whole rows (H200, benchmarks/results/kernel-times-norm-gemm-
+# CTAs. With those statistics on whole rows (H200, benchmarks/norm_gemm/results/kernel-times-norm-gemm-
 # h200-2026-11-26-row-stats*.json): rmsnorm 1024 x 4096 x 4096 stats_separate 0.0557 ms, prenorm
 # 0.0580; 2048 x 4096 x 6144 0.1725 against 0.1728 (statistics still pipelined); rmsnorm_mlp
 # 1024^3 0.0156 against 0.0157, 128 x 4096 x 14336 0.0746 against 0.0760.
@@ -159,7 +159,7 @@ def test_fused_statistics_cost_their_barriers_on_top_of_the_gemm():
 
 
 @pytest.mark.parametrize("arch,sizes,want", [
-    # H200, exp against exp2 (benchmarks/results/overlap-compare-h200-2026-11-26.json): the model
+    # H200, exp against exp2 (benchmarks/fa3_overlap/results/overlap-compare-h200-2026-11-26.json): the model
     # put them within 0.3%; exp2 ran 0.0509 against 0.0589 ms, 0.0130 against 0.0152
     ("attention", {"h": 12, "t_q": 2048, "t_kv": 2048, "d_h": 64}, "online_exp2"),
     ("attention", {"h": 32, "t_q": 512, "t_kv": 512, "d_h": 128}, "online_exp2"),

@@ -21,7 +21,7 @@ def _gpt2(dtype="f16", m=2048, d=768, n=3072):
 
 
 def test_default_takes_it_at_short_contractions_where_it_was_measured_faster():
-    """shape_tiles.pingpong_fits, H200 (results/pingpong-2026-11-27.md): an epilogue reading
+    """shape_tiles.pingpong_fits, H200 (benchmarks/pingpong/results/pingpong-2026-11-27.md): an epilogue reading
     the GEMM at two tiles per SM or more; a norm's row scale where the plain tiles are 128 x 128."""
     rms = lambda **s: inputs_in(rmsnorm.build(**s), "f16")  # noqa: E731
     for g in (_gpt2(), _gpt2(m=8192),  # 384, 1536 tiles: 0.0265 -> 0.0214, 0.1060 -> 0.0866 ms

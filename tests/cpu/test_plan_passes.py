@@ -119,7 +119,7 @@ def test_stream_accumulations_are_deferred_past_the_stream():
     """plan_passes.defer_reductions: a norm's statistics accumulated in the GEMM's stream and a
     weight's column sums are added block by block into a tile of partials and reduced once after
     the stream (no cross-thread reduction in the pipelined loop: 0.0645 -> 0.0565 ms for
-    rmsnorm_published's stats_fused on an H100, benchmarks/deferred_reduce_probe.py); online
+    rmsnorm_published's stats_fused on an H100, benchmarks/deferred_reduce/deferred_reduce_probe.py); online
     softmax's running max, read in every block, and a one-block stream keep theirs."""
     from leantile.plan import Reduce
     ln = architectures.build("layernorm_linear_gelu", m=256, d=1000, n=520)  # d: a partial last block

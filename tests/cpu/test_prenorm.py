@@ -79,7 +79,7 @@ def test_graphs_without_a_pullout_have_no_prenorm_family():
 
 
 def test_cost_model_takes_prenorm_where_the_gpu_measured_it_fastest():
-    """H200, benchmarks/results/issue16-prenorm-probe-2026-11-25.md: layernorm_linear_gelu at
+    """H200, benchmarks/prenorm/results/issue16-prenorm-probe-2026-11-25.md: layernorm_linear_gelu at
     4096 x 4096 x 16384 ran 0.957 ms prenorm against 2.41 ms for the best pulled-out plan; at
     GPT-2's 2048 x 768 x 3072, 0.032 against 0.078; rmsnorm -> GEMM at m = 16 0.018 ms
     prenorm_split_k against 0.041."""

@@ -1,4 +1,4 @@
-"""benchmarks/search_compare.py without a GPU: the synthetic path runs end to end, and
+"""benchmarks/search_compare/search_compare.py without a GPU: the synthetic path runs end to end, and
 `--replay` of the committed H200 database reproduces the committed GPU comparison exactly
 (the policies are deterministic given what they observe, so the DB alone replays them)."""
 import importlib.util
@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
+HERE = ROOT / "benchmarks" / "search_compare"
+RESULTS = HERE / "results"
 
 
 @pytest.fixture(scope="module")
 def compare():
-    spec = importlib.util.spec_from_file_location("search_compare", ROOT / "benchmarks" / "search_compare.py")
+    spec = importlib.util.spec_from_file_location("search_compare", HERE / "search_compare.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -39,7 +40,7 @@ def test_replay_reproduces_the_h200_comparison(compare, arch, tmp_path):
     then = live["rows"][0]
     if then.get("space_sha", compare.space_sha(space)) != compare.space_sha(space) or then["space"] != len(space):
         pytest.skip(f"the search space of {arch} changed since the H200 comparison ({then['space']} -> {len(space)} "
-                    "points): its runs cannot be replayed; re-run benchmarks/search_compare.py on a GPU")
+                    "points): its runs cannot be replayed; re-run benchmarks/search_compare/search_compare.py on a GPU")
     db = tmp_path / "c.sqlite"
     shutil.copy(RESULTS / "search-compare.sqlite", db)
     args = live["args"]

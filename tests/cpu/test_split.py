@@ -219,7 +219,7 @@ def test_split_k_fills_one_wave_and_offers_two_where_the_rows_are_many():
     check(odd, derive(odd, "split_k_x2"), 0, F64)
     # a few-row GEMM is judged at its swapped 16 x 128 tiles (one wave measured best there too):
     # 4096 columns are 32 tiles, 4 slices (H100 0.0082 ms against 0.0152 unsplit and cuBLAS's
-    # 0.0094: results/split-probe-skinny-swap-h100-2026-11-26-*.json); 14336 are 112, no split
+    # 0.0094: benchmarks/swap_ab/results/split-probe-skinny-swap-h100-2026-11-26-*.json); 14336 are 112, no split
     skinny = architectures.build("matmul", m=16, d=4096, n=4096)
     assert "split_k_x2" not in [c.name for c in candidates(skinny)]
     assert _slices(derive(skinny, "split_k")) == [4]

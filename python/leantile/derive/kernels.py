@@ -424,7 +424,7 @@ def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict, skip=()) -> tuple[Kerne
     """Its own kernel: stream the contraction axis once, store the per-row vectors. Tiles fixed
     from the shape as a row kernel's (the whole row on chip where two rows fit, else streamed
     in blocks of up to 1024). H200, rmsnorm's 1024 x 4096: the GEMM's block_k on block_r = 128
-    rows (8 CTAs) 0.0171 ms, whole rows 0.0030 (results/kernel-times-norm-gemm-h200-2026-11-26*).
+    rows (8 CTAs) 0.0171 ms, whole rows 0.0030 (benchmarks/norm_gemm/results/kernel-times-norm-gemm-h200-2026-11-26*).
     Vectors in `skip` are not stored: another site's statistics kernel already stores them."""
     s = c.site
     base = g.node(s.base)

@@ -18,7 +18,7 @@ def _exponent(sm: SoftmaxSite, dst: str, x: str, m: str, exp2: bool) -> list:
     interpreter alike; tests/cpu/test_softmax_large_scores.py). Nor may two kernels each round
     their own shift (l summed in one, P normalised in another: a factor 2^(the difference) between
     them; 113x off at bf16 scores of 1e4). The price is one add per score (measured:
-    benchmarks/results/, the bench of 2026-11-28)."""
+    benchmarks/fma_contraction/results/flash-exponent-ab-h200-2026-11-28.json)."""
     c = sm.scale / math.log(2.0) if exp2 else sm.scale
     out = [Map(dst=dst, fn="sub", args=(x, m))]
     if c != 1.0:

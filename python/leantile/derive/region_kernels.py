@@ -36,7 +36,7 @@ def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
     """The tiles of a map kernel, fixed from the shape: the last axis in blocks of up to 1024
     (long contiguous rows: coalesced loads and stores) and `elems`, the one before it filling
     `elems` elements, every other axis a batch axis. Measured on an H200 for SiLU over 8192 x 8192 f16
-    at 256 threads (benchmarks/fusion_tiles_probe.py): 8 x 1024 0.0707 ms, 32 x 256 0.0711 ms, 128 x 128 0.0746 ms (the GEMM's
+    at 256 threads (benchmarks/fusion/fusion_tiles_probe.py): 8 x 1024 0.0707 ms, 32 x 256 0.0711 ms, 128 x 128 0.0746 ms (the GEMM's
     default tiles, which map kernels used before); elementwise kernels are not searched."""
     grid = [_tile(a, 1, None) for a in axes]
     if axes:

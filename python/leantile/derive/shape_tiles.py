@@ -31,12 +31,12 @@ def default_tiles(cx: Ctx) -> dict:
 
 # The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
 # tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
-# 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion_tiles_probe.py).
+# 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion/fusion_tiles_probe.py).
 # (A cost model choosing per shape is the shapes issue's.)
 LARGE_GEMM_TILES = {"block_n": 256, "stages": 4}
 # The default where every GEMM or attention has at most 64 rows (m, t_q: decode, skinny GEMMs):
 # one warpgroup on a 64-row tile (the smallest wgmma), wide and deep for a GEMM, which then
-# streams its weight. On an H200 (benchmarks/results/issue16-split-probe-2026-11-25.md), split-K
+# streams its weight. On an H200 (benchmarks/split_k_waves/results/issue16-split-probe-2026-11-25.md), split-K
 # GEMM m=16 4096^2: 0.0205 ms at the defaults, 0.0143 at 64 rows / 128 threads, 0.0110 also with
 # 256 columns and 3 stages (0.90x cuBLAS); one-query attention h32 t8192: 0.0475 -> 0.0417 ms.
 SMALL_M_TILES = {"block_m": 64, "threads": 128}
@@ -45,7 +45,7 @@ SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
 # accumulator kept transposed (plan_passes.swap_operands), the weight's 128 columns on the
 # wgmma's M side and the 16 token rows on its N side, 4 stages deep. At 64 x 256 tiles the tensor
 # cores did 4x-64x the needed work and the kernel needed a split over k to fill the GPU. H100,
-# the split-K slice kernel alone (benchmarks/swap_ab_probe.py, results/swap-ab-probe-h100-2026-11-26.json):
+# the split-K slice kernel alone (benchmarks/swap_ab/swap_ab_probe.py, benchmarks/swap_ab/results/swap-ab-probe-h100-2026-11-26.json):
 # 1 x 4096 x 6144 0.0218 ms (4 slices) -> 0.0188 unsplit, 1 x 4096 x 14336 0.0425 -> 0.0396,
 # 16 x 4096 x 14336 0.0422 -> 0.0403, 1 x 8192 x 10240 0.0584 -> 0.0566 (cuBLAS 0.0205, 0.0455,
 # 0.0462, 0.0606); 16 x 8192 x 28672 (224 tiles of 128 columns) 0.1563 -> 0.1620.
@@ -60,7 +60,7 @@ SPLIT_GEMM_TILES = {"stages": 4}
 # 128 x 128); gqa t=4096 ran 0.512 ms at 1 stage against 0.656 at 2 (exp).
 FLASH_TILES = {"stages": 1}
 # Unmasked attention with 128-wide heads over at least FLASH_WIDE_KEYS keys: 256 keys per K/V
-# tile (half the online-softmax rescales per key). On an H100 (benchmarks/results/
+# tile (half the online-softmax rescales per key). On an H100 (benchmarks/attention_tiles/results/
 # attention-tiles-h100-2026-11-25.md), against 128 keys: published h16 t4096 0.2489 -> 0.2272 ms,
 # its scaled form 0.2711 -> 0.2360, gqa t4096 0.5001 -> 0.4676, llama3-8b t2048 0.1350 ->
 # 0.1261, llama3-70b t2048 0.2675 -> 0.2501; equal at t512 (0.0149 -> 0.0150). Masked
@@ -69,7 +69,7 @@ FLASH_TILES = {"stages": 1}
 # Since kernels with an exp2 are compiled with -ftz=true (plan_passes.flush_subnormals) these
 # shapes take FlashAttention-3's schedule below wherever it applies; the wide tiles remain for
 # the plain loop (a bias tile, packed heads, f32), without the flag: at 256 keys ptxas spills
-# twice as much with it (48 bytes) and the loop ran 0.97x (results/ftz-probe-attention-h200-2026-11-26.json).
+# twice as much with it (48 bytes) and the loop ran 0.97x (benchmarks/ftz/results/ftz-probe-attention-h200-2026-11-26.json).
 FLASH_WIDE_TILES = {"block_n": 256, "ftz": 0}
 FLASH_WIDE_KEYS = 2048
 # Unmasked attention with heads of at most 64 whose 128-row query tiles leave SMs idle (under
@@ -81,18 +81,18 @@ FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
 # FLASH_OVERLAP_MIN_KEYS keys: FlashAttention-3's schedule (plan_passes.overlap, emit.overlap: a
 # TMA producer warpgroup, the loop rotated so the softmax runs while P V does, two consumer
 # warpgroups taking turns) at the plain 128 x 128 tiles. On an H200, the emitted kernel against
-# the plain loop, both exp2 (benchmarks/overlap_compare.py, results/overlap-compare-h200-2026-11-26.json):
+# the plain loop, both exp2 (benchmarks/fa3_overlap/overlap_compare.py, benchmarks/fa3_overlap/results/overlap-compare-h200-2026-11-26.json):
 # GPT-2 h12 t2048 d64 0.0509 -> 0.0462 ms (cuDNN 0.0406), h32 t1000 d128 0.0408 -> 0.0372
 # (cuDNN 0.0350); over 512 keys (4 blocks) it loses a little (llama3-8b t512 0.0130 -> 0.0132).
 # Against the wide tiles it lost without -ftz=true (published t4096 0.2332 against 0.2447:
-# results/attention-tiles-h200-2026-11-26.json) and wins with it (benchmarks/ftz_probe.py, H200,
-# best of 4 interleaved rounds, results/ftz-probe-attention-h200-2026-11-26.json): published
+# benchmarks/attention_tiles/results/attention-tiles-h200-2026-11-26.json) and wins with it (benchmarks/ftz/ftz_probe.py, H200,
+# best of 4 interleaved rounds, benchmarks/ftz/results/ftz-probe-attention-h200-2026-11-26.json): published
 # 0.2414 -> 0.2395 ms (cuDNN 0.2372), scaled 0.2413 -> 0.2401, llama3-8b t2048 0.1344 ->
 # 0.1309, gqa t4096 0.4782 -> 0.4782. Where the pass finds no FA3 cut (a bias or mask
 # tile loaded per block, packed heads, f32) the plan keeps the plain loop at these same tiles.
 # Masked attention (causal, sliding-window: the loop runs over the key blocks some row keeps)
 # takes it over more than FLASH_OVERLAP_MASKED_MIN_KEYS keys. H200, plain 128 x 128 -> overlapped
-# (results/attention-tiles-masked-h200-2026-11-26.json): causal published t4096 0.1781 -> 0.1680
+# (benchmarks/attention_tiles/results/attention-tiles-masked-h200-2026-11-26.json): causal published t4096 0.1781 -> 0.1680
 # ms (cuDNN 0.1626), llama3-8b t2048 0.1018 -> 0.0984, chunk 512 of 4096 0.0721 -> 0.0668,
 # sliding window t4096 0.1780 -> 0.1749 and t8192 0.1895 -> 0.1849; at 1024 keys and fewer it
 # loses (GPT-2 t1024 bf16 0.0145 -> 0.0149, llama3-8b t512 0.0134 -> 0.0138).
@@ -101,29 +101,29 @@ FLASH_OVERLAP_MIN_KEYS = 512
 FLASH_OVERLAP_MASKED_MIN_KEYS = 1024
 # Attention over one query (or a few: decode, split over the keys) streams its slice 1 stage
 # deep too: Q, K, V and the output's staging tile then fit two CTAs per SM. H200, 2 -> 1 stage
-# (benchmarks/results/tiles-probe-decode-h200-2026-11-26.json): llama3-8b t2048 0.0170 -> 0.0162
+# (benchmarks/decode_split_kv/results/tiles-probe-decode-h200-2026-11-26.json): llama3-8b t2048 0.0170 -> 0.0162
 # ms, t8192 0.0415 -> 0.0409, t32768 0.1278 -> 0.1270, 70b t8192 0.0702 -> 0.0700, GPT-2 t2048
 # 0.0077 -> 0.0075, gqa 8b t8192 0.0181 -> 0.0174; 64-key, 256-key and deeper variants lost or tied.
 DECODE_TILES = FLASH_TILES
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
-# against 0.087 ms for 128 x 128 x 2 stages (benchmarks/results/suite-quick-2026-11-25-split-row.md:
+# against 0.087 ms for 128 x 128 x 2 stages (benchmarks/split_row/results/suite-quick-2026-11-25-split-row.md:
 # matmul_published and rmsnorm_published, tuned against default).
 LARGE_GEMM_CTAS = 120
 # A dual GEMM (two accumulators: 128 x 256 tiles do not fit) on such a shape: the default 128 x 128
-# tiles, 4 stages deep. H200, against 2 stages (benchmarks/tiles_probe.py, results/tiles-probe-
+# tiles, 4 stages deep. H200, against 2 stages (benchmarks/default_tiles/tiles_probe.py, its results/tiles-probe-
 # dual-h200-2026-11-26.json): swiglu 2048 x 4096 x 14336 0.8514 -> 0.7894 ms (torch.compile
 # 0.776), geglu 0.8545 -> 0.7886, rmsnorm_mlp's 0.8497 -> 0.7876, llama3-70b 2048 x 8192 x 28672
 # 3.3315 -> 3.0792 (128 x 192 at 3 stages: 2.9821, but 0.8049 on geglu 8b); 32-deep k steps lose.
 DUAL_LARGE_GEMM_TILES = {"stages": 4}
 # Every other GEMM on 128 x 128 tiles (not skinny, not large, not split): 3 stages, not 2. H200,
-# 2 -> 3 stages (benchmarks/results/tiles-probe-gemm-stages-h200-2026-11-26.json): GPT-2 c_proj
+# 2 -> 3 stages (benchmarks/default_tiles/results/tiles-probe-gemm-stages-h200-2026-11-26.json): GPT-2 c_proj
 # 2048 x 3072 x 768 0.0236 -> 0.0195 ms (4 stages 0.0238), swiglu llama3-8b m128 0.0724 ->
 # 0.0627, mistral m128 bf16 0.0696 -> 0.0608, rmsnorm_mlp m128 0.0732 -> 0.0642, its 70b shape
 # 0.2807 -> 0.2554; the published swiglu and geglu 1024 x 2048 x 2048 0.0278 -> 0.0276.
 GEMM_TILES = {"stages": 3}
 # A softmax whose rows are streamed (too long for registers: a vocabulary), its statistics and
-# normalising kernels on 64-row tiles, not 128. H200, same process (benchmarks/results/
+# normalising kernels on 64-row tiles, not 128. H200, same process (benchmarks/default_tiles/results/
 # tiles-probe-softmax-h200-2026-11-26-new.json): 4096 x 65536 0.4593 -> 0.3890 ms, llama3 vocab
 # 2048 x 128256 0.4453 -> 0.3875 (bf16 0.4544 -> 0.3925), GPT-2 vocab 2048 x 50257 0.3725 ->
 # 0.3236; 32 and 16 rows won by up to 4% on the vocabularies and lost 6% on 4096 x 65536;
@@ -133,7 +133,7 @@ SOFTMAX_ROW_TILES = {"block_m": 64}
 # tiles on 128 threads (4 x 1024 until 2026-11-27, below). The normalising kernel copies such
 # rows through emit.unaligned's windows, which cost a fill, a barrier and up to two extra
 # granules per tile row: wide tiles amortise them. H200, same process, against the 64 x 128
-# default before (benchmarks/results/softmax-unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
+# default before (benchmarks/unaligned_rows/results/softmax-unaligned-tiles-h200-2026-11-27.json): 2048 x 50257 0.2910 -> 0.2652 ms (bf16 0.2918 ->
 # 0.2662), 16 x 50257 0.0091 -> 0.0073, 4096 x 32001 0.3744 -> 0.2881, 512 x 100001 0.1543 ->
 # 0.1154, 8192 x 50257 1.1071 -> 0.8795. On aligned rows these tiles were level (H100, tiles-probe-
 # softmax-h100-2026-11-27.json: 4096 x 65536 0.5475 -> 0.5458, 2048 x 128256 0.5365 -> 0.5399):
@@ -149,7 +149,7 @@ UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 2, "block_n": 1024, "threads": 128}
 # steps over a long contraction: WAVE_DEEP_K, below), as many CTAs as
 # fit one wave (wave_tiles): every SM streams the weight and no split over k is needed (its
 # partial sums cost as much as the weight's bytes at these shapes). H100, same process
-# (benchmarks/results/split-probe-m128-h100-2026-11-26*.json): 128 x 4096 x 4096 split in 4 at
+# (benchmarks/one_wave_tiles/results/split-probe-m128-h100-2026-11-26*.json): 128 x 4096 x 4096 split in 4 at
 # 128 x 128 0.0188 ms -> 64 x 64 unsplit 0.0128 (cuBLAS 0.0147; 64 x 128 0.0172); rmsnorm ->
 # 128 x 4096 x 6144 (64 x 64: 192 CTAs, over a wave) split 0.0288 -> 64 x 128 0.0236-0.0241
 # (64 x 64 0.0314, torch.compile 0.0233); layernorm -> GEMM -> gelu 128 x 768 x 3072 0.0096 ->
@@ -162,11 +162,11 @@ UNALIGNED_SOFTMAX_ROW_TILES = {"block_m": 2, "block_n": 1024, "threads": 128}
 WAVE_TILES = {"block_m": 64, "threads": 128, "stages": 6}
 # 96 columns: rmsnorm -> 128 x 4096 x 6144 on 128 CTAs of 64 x 96 (a wave) rather than 96 of 64 x
 # 128, 0.0201 -> 0.0192 ms (H200, 128-deep k steps, 4 stages; 64 x 64, 192 CTAs: 0.0262;
-# benchmarks/results/tiles-probe-wave-96-columns-h200-2026-11-27.json)
+# benchmarks/one_wave_tiles/results/tiles-probe-wave-96-columns-h200-2026-11-27.json)
 WAVE_COLUMNS = (64, 96, 128, 192)
 # Over a contraction of WAVE_DEEP_K or more, those tiles take 128-deep k steps, as many stages as
 # fit WAVE_DEEP_BYTES of shared memory, at most 4: half the k steps, each wgmma chain twice as
-# long, for one warpgroup that waits on every step. H200, one process (benchmarks/results/
+# long, for one warpgroup that waits on every step. H200, one process (benchmarks/one_wave_tiles/results/
 # tiles-probe-wave-deep-k-h200-2026-11-27.json), 64-deep x 6 stages -> 128-deep: llama3-8b o_proj
 # 128 x 4096 x 4096 (64 x 64) 0.0129 -> 0.0111 ms at 4 stages (0.0109 at 6; cuBLAS 0.0129);
 # GPT-2 c_attn 128 x 768 x 2304 (64 x 64) 0.0040 -> 0.0037 (3 stages 0.0036); GPT-2 c_proj
@@ -179,7 +179,7 @@ WAVE_DEEP_BYTES = 192 * 1024
 # The one GEMM of a graph with an epilogue, of 16-bit operands in TMA-able rows, over a short
 # contraction (at most PINGPONG_MAX_CONTRACTION): the ping-pong schedule (plan_passes.pingpong,
 # emit.pingpong), whose epilogue runs under the other warpgroup's mainloop (pingpong_fits). H200,
-# same process (results/pingpong-2026-11-27.md, pingpong-policy-h200-2026-11-27.json):
+# same process (benchmarks/pingpong/results/pingpong-2026-11-27.md, pingpong-policy-h200-2026-11-27.json):
 # - an op reads the GEMM (bias + gelu) and there are two 128 x 128 tiles per SM or more: before
 #   any other tiles. layernorm -> GEMM -> gelu at GPT-2 2048 x 768 x 3072 bf16 (384 tiles)
 #   0.0265 -> 0.0214 ms against 128 x 128 x 3 stages, at 8192 x 768 x 3072 0.1060 (128 x 256,
@@ -253,7 +253,7 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
     """Swapped tiles of 64 columns where the GEMMs are not split (a contraction too short to
     split) and 128-column tiles leave more than half the SMs idle: twice the CTAs streaming the
     weight. H100, layernorm -> GEMM -> gelu at GPT-2 m = 1 (768 x 3072: 24 tiles of 128)
-    0.0064 -> 0.0054 ms (torch.compile 0.0064; benchmarks/results/tiles-probe-swap-h100-2026-11-26.json);
+    0.0064 -> 0.0054 ms (torch.compile 0.0064; benchmarks/swap_ab/results/tiles-probe-swap-h100-2026-11-26.json);
     the slice kernel of 1 x 4096 x 6144 unsplit (48 tiles) 0.0188 -> 0.0186 (swap-ab-probe-h100-
     2026-11-26.json). Split, 64 columns lost: that GEMM in two slices 0.0199 -> 0.0238."""
     if any(isinstance(c, K.GemmChoice) and c.split for c in picked):
@@ -387,7 +387,7 @@ def _large_gemm(cx: Ctx) -> bool:
     waves (wave_fill): GPT-2's MLP 2048 x 768 x 3072 (192 CTAs: 1.45 waves) ran layernorm -> GEMM
     -> gelu in 0.0300 ms at 128 x 256 and 0.0281 at 128 x 128 x 3 stages (384: 2.9 waves; bf16 0.0299
     -> 0.0278), while 1024 x 1024 x 4096 (128 CTAs) kept 128 x 256 (0.0198 against 0.0220; H100,
-    results/tiles-probe-lnlg-h100-2026-11-26.json)."""
+    benchmarks/large_gemm_wave_fill/results/tiles-probe-lnlg-h100-2026-11-26.json)."""
     for n in cx.nodes:
         if isinstance(n, ir.Matmul) and len(n.axes) >= 2:
             sizes = sorted((cx.axes[x] for x in n.axes), reverse=True)

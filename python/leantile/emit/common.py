@@ -202,6 +202,6 @@ def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
     contracted) and fused multiply-adds are the plan op fma (T.ieee_fmaf). -fmad=false on every
     kernel was measured (H100, one call, tuned gqa_attention 8 x 4 heads 4096 x 4096, ftz=0):
     0.4701 -> 0.5367 ms, while attention, softmax_row, layernorm_linear_gelu and rmsnorm_mlp did
-    not move (benchmarks/results/fmad-probe-h100-2026-11-28.json)."""
+    not move (benchmarks/fma_contraction/results/fmad-probe-h100-2026-11-28.json)."""
     return {k.name: ["-ftz=true"] for k in plan.kernels if k.flush_subnormals}
 

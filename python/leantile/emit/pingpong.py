@@ -15,7 +15,7 @@ in the same order, the same epilogue); interp ignores the schedule. A ring buffe
 the producer only after the wgmma reading it has completed (T.wait_wgmma). The turn comes before
 a consumer's first wait on a full barrier: the consumers share the ring, and a barrier's parity
 tells only two phases apart; once the other has issued its mainloop, this one's first block is
-at most one phase ahead. Measured: benchmarks/pingpong_gemm_probe.py.
+at most one phase ahead. Measured: benchmarks/pingpong/pingpong_gemm_probe.py.
 """
 from __future__ import annotations
 

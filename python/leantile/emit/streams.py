@@ -167,7 +167,7 @@ class StreamWriter:
                 if one_block_stream(self.plan, k):
                     # one block (a row on chip): a plain loop, no producer and pipeline to set up
                     # (H200, a row-statistics kernel over 1024 x 1024: 0.0047 ms pipelined, 0.0017
-                    # as this loop: results/kernel-times-norm-gemm-h200-2026-11-26-row-stats*.json)
+                    # as this loop: benchmarks/norm_gemm/results/kernel-times-norm-gemm-h200-2026-11-26-row-stats*.json)
                     self.emit(f"for k in T.serial(1):  # the one {st.axis} block", d)
                 else:
                     self.emit(f"for k in T.Pipelined({nblk}, num_stages={stages}):", d)

@@ -6,7 +6,7 @@ Why: where a row's length in bytes is no multiple of 16, TileLang's T.copy canno
 vector of the tile aligned and falls back to one 2-byte load or store per element, each with its
 own bounds test (seen in the lowered CUDA). On the H200 a softmax over 2048 x 50257 rows ran
 0.3985 ms against 0.2239 ms over 50264 aligned columns
-(results/softmax-unaligned-2048x50257-h200-2026-11-26.json).
+(benchmarks/unaligned_rows/results/softmax-unaligned-2048x50257-h200-2026-11-26.json).
 
 How: the tile's elements of one row are a contiguous run of the flat tensor. A window load
 reads, per tile row, the whole 16-byte granules that cover that run (aligned vector loads into a

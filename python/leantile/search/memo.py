@@ -1,6 +1,6 @@
 """Measure each (workload, point) once and hand the result to every run that proposes it.
 
-Used when several runs search the same workload (benchmarks/search_compare.py: policies x
+Used when several runs search the same workload (benchmarks/search_compare/search_compare.py: policies x
 seeds): the runs differ only in which points they choose and each still counts every point
 it evaluates against its budget, while the GPU time shrinks to the union of their points.
 Seeded from a SearchDB, it also answers points that an earlier, stopped comparison measured

@@ -19,7 +19,7 @@ from .base import Rule, sym
 # Heads x query positions as one row dimension (Kernel.packed) for t_q > 1. Off: correct (the
 # interpreter, CPU lowering and the GPU tests check it with this on) but measured slower than a
 # head per CTA on the H200 (32 query / 8 KV heads, t = 2048: 0.185 ms against 0.139; t = 4096:
-# 0.613 against 0.521; t_q = 16: 0.046 against 0.035; benchmarks/results/gqa-packing-2026-11-25.json):
+# 0.613 against 0.521; t_q = 16: 0.046 against 0.035; benchmarks/gqa_packing/results/gqa-packing-2026-11-25.json):
 # a head's rows of the swizzled Q and O tiles are no TMA box, so TileLang 0.1.15 copies them with
 # plain loads before the producer warp starts. A prefill tile is full either way (no row to
 # gain); one query (decode) packs the heads as the rows and is not affected.

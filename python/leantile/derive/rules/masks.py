@@ -26,7 +26,7 @@ _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
 # Key blocks that every row of a CTA's tile keeps whole run without the mask (a select whose
 # keep is exactly its bounds, and the positions and comparisons only it reads, run on boundary
 # blocks alone: Map.boundary_only). Off, the mask runs on every block that runs:
-# benchmarks/mask_interior.py times both in one process.
+# benchmarks/mask_interior/mask_interior.py times both in one process.
 UNMASK_INTERIOR = True
 
 

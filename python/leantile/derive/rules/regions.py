@@ -120,7 +120,7 @@ def row_threads(cx: Ctx, axes, reduced) -> int:
     """Threads of an on-chip row kernel: 256 (128 for small tiles). Measured on an H200 over an
     8192 x 8192 f16 row tile of 2 x 8192 (LayerNorm, softmax, log-softmax): 256 threads 0.069 /
     0.073 / 0.071 ms, 512 threads 0.072 / 0.079 / 0.128 ms, 1024 threads 0.147 / 0.153 / 0.157 ms
-    (a probe like benchmarks/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in
+    (a probe like benchmarks/fusion/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in
     place, so 64 registers a tile fit."""
     block = row_block(cx, axes, reduced) or 1
     return 256 if block * on_chip_extent(cx, reduced) >= 256 * 16 else 128

@@ -41,7 +41,7 @@ def _splits(ctas: int, blocks: int, min_blocks: int, sms: int, waves: int = 2) -
     """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about `waves` * sms CTAs
     in all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
     not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
-    cuBLAS's 0.017 (benchmarks/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
+    cuBLAS's 0.017 (benchmarks/split_k_waves/results/suite-rest-2of3-2026-11-25-prenorm.md). A power of two: the combine
     reduces over the slices with a butterfly, which TileLang builds for powers of two only
     (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and c m = -inf)."""
     if 2 * ctas > sms or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
@@ -87,7 +87,7 @@ class SplitK(_Split):
         """Slices for a plain GEMM site (one matmul, no pulled-out statistics), or None: judged
         at `tiles` (the shape's: a skinny GEMM's 64 x 256), as many as fill one wave of CTAs
         there. On an H200 one wave won wherever it was measured: m = 16 x 4096 x 14336 ran 2
-        slices (112 CTAs) in 0.0326 ms and 4 in 0.0384 (benchmarks/results/suite-skinny-2026-11-25-*.md);
+        slices (112 CTAs) in 0.0326 ms and 4 in 0.0384 (benchmarks/split_k_waves/results/suite-skinny-2026-11-25-*.md);
         128 x 4096 x 4096 at 128 x 128 x 4 stages 4 slices (128 CTAs) 0.0141 ms, 8 0.0212
         (cuBLAS 0.013); rmsnorm 128 x 4096 x 6144 2 slices (96 CTAs) 0.0250 ms, 4 0.0297
         (issue16-m128-max*-probe-2026-11-25.json)."""
@@ -154,7 +154,7 @@ class SplitKV(_Split):
         from ..kernels import flash_grid  # the flash kernel's own grid (packed where the site has a group)
         ctas = math.prod(math.ceil(cx.axes[t.axis] / t.block) for t in flash_grid(cx, s, tiles, bool(s.group))[0])
         # one wave of CTAs, as for split_k: H100, one query against 128-wide heads
-        # (benchmarks/results/split-probe-decode-h100-2026-11-26-max*.json), 2 / 4 / 8 slices:
+        # (benchmarks/decode_split_kv/results/split-probe-decode-h100-2026-11-26-max*.json), 2 / 4 / 8 slices:
         # h32 t2048 0.0159 / 0.0119 / 0.0160 ms (cuDNN 0.0107), h32 t8192 0.0538 / 0.0498 /
         # 0.0533, h32 t32768 0.1923 / 0.1789 / 0.1806, h64 t8192 0.0932 / 0.0957 (4); GPT-2
         # h12 t2048 keeps its 8 (0.0074; 4: 0.0090). Two waves had 8, 8, 8, 4 and 8 slices.

@@ -1,0 +1,85 @@
+"""The fusion issue's workloads on the GPU: graphs nobody wrote a pattern for (examples/fusion.py),
+each derived with the shipped default, checked against the float32 reference, and timed against
+the same computation written in PyTorch (F.layer_norm, F.cross_entropy, ...: examples/fusion.py
+torch_versions), eager and under torch.compile, in the same process (leantile.bench.run_one:
+do_bench_cudagraph medians, best of two interleaved rounds). Prints a table, writes JSON.
+
+    python benchmarks/fusion/fusion_suite.py [--out DIR] [--only NAME ...] [--rows N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cases():
+    spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / "fusion.py")
+    m = module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/fusion/results")
+    ap.add_argument("--only", nargs="*")
+    args = ap.parse_args(argv)
+    import torch
+
+    from leantile import dag
+    from leantile.bench import run_one
+
+    m = cases()
+    torch_fns = m.torch_versions()
+    rows = []
+    for name, (body, axes) in m.CASES.items():
+        if args.only and name not in args.only:
+            continue
+        g = dag.build_graph_with_output(name, axes, body)
+        try:
+            inputs = None
+            if name == "cross_entropy":  # class indices, not normal noise
+                from leantile.reference import random_inputs
+                inputs = random_inputs(g, device="cuda")
+                inputs["label"] = torch.randint(0, g.axes["c"], (g.axes["m"],), device="cuda").float()
+            r = run_one(g, eager=torch_fns[name], inputs=inputs)
+        except Exception as e:  # one failing case is reported, the others go on
+            traceback.print_exc()
+            rows.append({"arch": name, "error": f"{type(e).__name__}: {e}"[:300]})
+            continue
+        r["max_kernels"] = m.MAX_KERNELS[name]
+        rows.append(r)
+        gm = r["gpu_ms"]
+        print(f"{name:20s} kernels {len(r['kernels'])} (max {r['max_kernels']}) ok {r['ok']} err {r['rel_err']:.1e} "
+              f"leantile {gm['leantile']:.4f} ms  compile {gm['compile']:.4f} ms  "
+              f"x{gm['compile'] / gm['leantile']:.2f} vs compile  x{gm['eager'] / gm['leantile']:.2f} vs eager",
+              flush=True)
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    lines = ["| workload | shape | kernels (max) | ok | rel. err | leantile ms | torch.compile ms | vs compile | eager ms | vs eager |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['arch']} | | | error: {r['error']} | | | | | | |")
+            continue
+        gm = r["gpu_ms"]
+        lines.append(f"| {r['arch']} | {'x'.join(str(v) for v in r['shape'].values())} | {len(r['kernels'])} "
+                     f"({r['max_kernels']}) | {r['ok']} | {r['rel_err']:.1e} | {gm['leantile']:.4f} | "
+                     f"{gm['compile']:.4f} | {gm['compile'] / gm['leantile']:.2f}x | {gm['eager']:.4f} | "
+                     f"{gm['eager'] / gm['leantile']:.2f}x |")
+    print("\n".join(lines))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fusion-suite.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1, default=str))
+    (out / "fusion-suite.md").write_text(f"GPU: {gpu}\n\n" + "\n".join(lines) + "\n")
+    return 0 if all(r.get("ok") and len(r["kernels"]) <= r["max_kernels"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "python"))
+    sys.exit(main())
