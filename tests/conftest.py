@@ -31,16 +31,19 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 os.environ["LEANTILE_TUNED_DIR"] = tempfile.mkdtemp(prefix="leantile-tuned-")
 
 
-# Files that take most of `make test` (13 of its ~36 CPU minutes: every generated graph's kernels
-# lowered) go first: under xdist (--dist loadfile --no-loadscope-reorder, as make test runs it)
-# the first file is the first one handed out, so the longest runs beside the others instead of
-# after them (last in, it left one core idle for 10 minutes). The order within a file is kept
-# (its coverage check runs after its sweeps).
-FIRST = ("test_lower_generated.py",)
+# The longest files go first, longest first (measured with --durations=0 on 2 cores:
+# benchmarks/test_logs/results/pytest-durations-cpu-2026-11-28.txt): under xdist (--dist loadfile
+# --no-loadscope-reorder, as make test runs it) files are handed out in this order, so the long
+# ones run beside each other and the short ones fill the end; a long file handed out last left one
+# core idle for minutes (test_lower_generated: 10 minutes, when it came last). The order within a
+# file is kept (test_lower_generated's coverage check runs after its sweeps).
+FIRST = ("test_lower_generated.py", "test_soundness.py", "test_shape_tiles.py", "test_split.py", "test_masks.py",
+         "test_emit.py", "test_overlap.py", "test_equivalence.py", "test_byo.py", "test_swap_ab.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: item.path.name not in FIRST)  # stable: the rest keep their order
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: the rest keep their order
     try:
         import torch
         has_cuda = torch.cuda.is_available()
