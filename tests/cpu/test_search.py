@@ -178,6 +178,51 @@ def test_lockstep_runs_see_what_they_would_see_alone(att, mlp):
     assert any(len(pts) > 4 for _, pts in rec.batches)  # the runs' batches were merged
 
 
+def test_lockstep_measures_every_workload_of_a_round_in_one_call(att, mlp):
+    """A measurer that takes several workloads at once (GpuMeasurer.measure_many: one compile
+    pool for all of them; make kernels spent 125 s measuring twelve shipped defaults one after
+    another) gets the defaults in one call and each round in one call, through MeasureOnce too,
+    and the runs see exactly what they see workload by workload."""
+    keys = [(wl, s, pol) for wl, s in (att, mlp) for pol in ("random", "momentum")]
+
+    def runs():
+        return [SearchRun(wl, pol, 12, 4, 0, space=s) for wl, s, pol in keys]
+
+    def fakes():
+        return {wl.arch: fake(s, wl) for wl, s in (att, mlp)}
+
+    class OneByOne:
+        gpu_name = "fake"
+
+        def __init__(self):
+            self.fakes = fakes()
+
+        def measure(self, wl, points):
+            return self.fakes[wl.arch].measure(wl, points)
+
+    class Many(OneByOne):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def measure(self, wl, points):
+            raise AssertionError("measure_many was not used")
+
+        def measure_many(self, batches):
+            self.calls.append([(wl.arch, len(pts)) for wl, pts in batches])
+            return [self.fakes[wl.arch].measure(wl, pts) for wl, pts in batches]
+
+    alone = run_lockstep(runs(), OneByOne(), from_default=True)
+    many = Many()
+    together = run_lockstep(runs(), MeasureOnce(many), from_default=True)
+    for a, b in zip(alone, together):
+        assert [h["point"] for h in a.history] == [h["point"] for h in b.history]
+        assert (a.best, a.best_ms) == (b.best, b.best_ms)
+    assert many.calls[0] == [("attention", 1), ("rmsnorm_mlp", 1)]  # the two shipped defaults, together
+    assert len(many.calls) == 1 + 3  # 12 evaluations / 4 islands: 3 rounds, one call each
+    assert all({a for a, _ in call} == {"attention", "rmsnorm_mlp"} for call in many.calls[1:])
+
+
 def test_measure_once_shares_points_between_runs_and_sessions(tmp_path, mlp):
     wl, s = mlp
     db = SearchDB(tmp_path / "c.sqlite")

@@ -23,6 +23,7 @@ from .db import DBError, SearchDB
 from .policy import MomentumParams, make_policy
 from .roofline import H200, Ceilings, workload_cost
 from .space import Point, Space
+from .workers import measure_batches
 
 
 @dataclass(frozen=True)
@@ -174,21 +175,23 @@ def run_search(workload: Workload, measurer, policy: str = "momentum", budget: i
 def run_lockstep(runs: list[SearchRun], measurer, seconds: float | None = None, log=None,
                  from_default: bool = False) -> list[SearchResult]:
     """With `from_default`, first the shipped default plan of each workload (default_point),
-    measured: the point to beat (`leantile search` does). Then every run advances one batch per round; the round's distinct points of each
-    workload are measured in one call. Each run sees exactly what it would see alone (the
-    policies are deterministic given their observations), so lockstep changes wall time, not
-    results. `seconds`: no round starts past this time budget (a round is a batch of compiles
+    measured: the point to beat (`leantile search` does). Then every run advances one batch per
+    round; the round's distinct points of every workload are measured in one call
+    (measure_batches: one compile pool for all), as are the defaults. Each run sees exactly what
+    it would see alone (the policies are deterministic given their observations), so lockstep
+    changes wall time, not results. `seconds`: no round starts past this time budget (a round is a batch of compiles
     and timings: the budget is overrun by one round at most); `log` gets a line per round with
     the time left."""
     t0 = time.time()
     by_wl: dict[Workload, list[SearchRun]] = {}
     for r in runs:
         by_wl.setdefault(r.res.workload, []).append(r)
-    for wl, rs in (by_wl.items() if from_default else ()):
-        base = default_point(wl)
-        (m,) = measurer.measure(wl, [base])
-        for r in rs:
-            r.start_from(base, m)
+    if from_default:  # every workload's default in one batch: their compiles share the cores
+        bases = {wl: default_point(wl) for wl in by_wl}
+        measured = measure_batches(measurer, [(wl, [base]) for wl, base in bases.items()])
+        for (wl, base), (m,) in zip(bases.items(), measured):
+            for r in by_wl[wl]:
+                r.start_from(base, m)
     rounds = 0
     while True:
         live = [r for r in runs if not r.done]
@@ -211,8 +214,9 @@ def run_lockstep(runs: list[SearchRun], measurer, seconds: float | None = None, 
         by_wl: dict[Workload, dict[Point, None]] = {}  # ordered sets: the round's distinct points
         for r, pts in asked:
             by_wl.setdefault(r.res.workload, {}).update(dict.fromkeys(pts))
-        got = {(wl, p): m for wl, pts in by_wl.items() if pts
-               for p, m in zip(pts, measurer.measure(wl, list(pts)))}
+        batches = [(wl, list(pts)) for wl, pts in by_wl.items() if pts]
+        got = {(wl, p): m for (wl, pts), ms in zip(batches, measure_batches(measurer, batches))
+               for p, m in zip(pts, ms)}
         for r, pts in asked:
             r.observe([got[(r.res.workload, p)] for p in pts])
         failed = next((r.db_error for r in runs if r.db_error is not None), None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .db import SearchDB
 from .space import Point
-from .workers import Measurement
+from .workers import Measurement, measure_batches
 
 
 class MeasureOnce:
@@ -25,11 +25,16 @@ class MeasureOnce:
             self.cache.update(db.measured(self.gpu_name))
 
     def measure(self, wl, points: list[Point]) -> list[Measurement]:
-        todo = [p for p in dict.fromkeys(points) if (wl.key, p) not in self.cache]
-        for p, m in zip(todo, self.inner.measure(wl, todo) if todo else []):
-            self.cache[(wl.key, p)] = m
-        self.measured += len(todo)
-        return [self.cache[(wl.key, p)] for p in points]
+        return self.measure_many([(wl, points)])[0]
+
+    def measure_many(self, batches: list[tuple]) -> list[list[Measurement]]:
+        todo = [(wl, [p for p in dict.fromkeys(points) if (wl.key, p) not in self.cache]) for wl, points in batches]
+        todo = [(wl, pts) for wl, pts in todo if pts]
+        for (wl, pts), ms in zip(todo, measure_batches(self.inner, todo) if todo else []):
+            for p, m in zip(pts, ms):
+                self.cache[(wl.key, p)] = m
+            self.measured += len(pts)
+        return [[self.cache[(wl.key, p)] for p in points] for wl, points in batches]
 
     def close(self):
         self.inner.close()

@@ -1,6 +1,7 @@
 """Measuring points: a CPU compile pool and one worker process per GPU, or a fake.
 
-GpuMeasurer.measure(workload, points):
+GpuMeasurer.measure(workload, points), or measure_many([(workload, points), ...]) for several
+workloads at once (their compiles share the pool):
   1. CPU, in parallel (concurrent.futures processes, one per core): derive the plan at the
      point's tiles, emit the TileLang module to build/search/<arch>/<candidate>_<hash>.py
      (TileLang reads function source from files), then `cpu_stage`: "compile" (the default)
@@ -230,6 +231,16 @@ def gpu_worker(gpu: int, inq, outq, rep: int = 100) -> None:
             os._exit(3)
 
 
+def measure_batches(measurer, batches: list[tuple]) -> list[list]:
+    """[(workload, points)] -> [measurements per batch]: in one call where the measurer takes
+    several workloads at once (GpuMeasurer.measure_many: one pool for every compile), else one
+    workload after another."""
+    many = getattr(measurer, "measure_many", None)
+    if many is not None:
+        return many(batches)
+    return [measurer.measure(wl, pts) for wl, pts in batches]
+
+
 class GpuMeasurer:
     def __init__(self, gpus=(0,), compile_workers: int | None = None, build_dir: str = "build/search",
                  cpu_stage: str = "compile", rep: int = 100, job_timeout_s: float = 180.0,
@@ -269,12 +280,19 @@ class GpuMeasurer:
         return p
 
     def measure(self, workload, points: list[Point]) -> list[Measurement]:
+        return self.measure_many([(workload, points)])[0]
+
+    def measure_many(self, batches: list[tuple]) -> list[list[Measurement]]:
+        """Points of several workloads at once, [(workload, points)] -> [measurements per batch]:
+        every compile goes to the pool together (a round of the lockstep search, or the shipped
+        default of every workload, compiles on all cores instead of one workload after another),
+        and each point goes to the GPUs as soon as it is compiled."""
         from concurrent.futures import as_completed
 
-        results: list[Measurement | None] = [None] * len(points)
-        source = workload.spec
-        futs = {self.pool.submit(compile_job, source, dict(workload.sizes), p.candidate, p.tile_dict,
-                                 self.build_dir, self.cpu_stage): i for i, p in enumerate(points)}
+        jobs = [(wl, p) for wl, points in batches for p in points]
+        results: list[Measurement | None] = [None] * len(jobs)
+        futs = {self.pool.submit(compile_job, wl.spec, dict(wl.sizes), p.candidate, p.tile_dict,
+                                 self.build_dir, self.cpu_stage): i for i, (wl, p) in enumerate(jobs)}
         pending, inflight = set(), {}
         for fut in as_completed(futs):  # a point goes to the GPUs as soon as it is compiled
             i = futs[fut]
@@ -285,8 +303,8 @@ class GpuMeasurer:
             if not r["ok"]:
                 results[i] = Measurement(False, False, None, r["error"])
                 continue
-            p = points[i]
-            self.inq.put((i, source, dict(workload.sizes), p.candidate, p.tile_dict, self.tol))
+            wl, p = jobs[i]
+            self.inq.put((i, wl.spec, dict(wl.sizes), p.candidate, p.tile_dict, self.tol))
             pending.add(i)
         while pending:
             try:
@@ -315,7 +333,11 @@ class GpuMeasurer:
                 results[jid] = Measurement.checked(res["compile_ok"], res["verified_ok"], res.get("time_ms"),
                                                    res.get("error"))
                 pending.discard(jid)
-        return results  # type: ignore[return-value]
+        out, start = [], 0
+        for _, points in batches:
+            out.append(results[start:start + len(points)])
+            start += len(points)
+        return out  # type: ignore[return-value]
 
     def close(self):
         for _ in self.procs:
