@@ -145,6 +145,20 @@ def _tolerance(plan, buffer: str) -> float:
     return {"f16": 4e-3, "bf16": 2e-2, "f32": 3e-3, "acc": 3e-3, "f64": 1e-9}.get(dtype, 4e-3)
 
 
+def judged(g, candidate, inputs: dict, dev) -> dict:
+    """The plan's outputs judged as the campaign judges them (Kernel.judge against the float64
+    reference, the graph's own rounding forgiven): on the GPU the shipped kernels, on the CPU the
+    interpreter running the plan (which tells a wrong plan from a wrong GPU kernel)."""
+    import torch
+    import leantile
+    k = leantile.compile(g, candidate=candidate, device=dev, tuned=False, interpret=dev.type != "cuda")
+    on = {n: t.to(dev) for n, t in inputs.items()}
+    outs = k.run(on, fill=float("nan"))
+    v = k.judge(on, outs, refs=k.references(on, torch.float64))
+    return {o: {"rel_err": v["rel_err"][o], "plain_rel_err": v["plain_rel_err"][o], "tolerance": v["tolerance"][o]}
+            for o in v["rel_err"]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results", help="a gpu_fuzz results file with failures")
@@ -178,6 +192,7 @@ def main(argv=None) -> int:
             launcher, unsynced = InterpreterLaunch(plan), {"plain": InterpreterLaunch(plan)}
         rep = localize(plan, module, inputs, launcher, dev, a.repeat, unsynced)
         rep.update({"failure": i, "candidate": f.get("candidate"), "sizes": f.get("sizes"), "dtype": f.get("dtype")})
+        rep["judged"] = judged(g, f.get("candidate"), inputs, dev)
         out.append(rep)
         print(f"failure {i}: {f.get('family')} {f.get('dtype')} {f.get('candidate')} sizes {f.get('sizes')}")
         for mode in ("isolated", "chained"):
@@ -186,7 +201,9 @@ def main(argv=None) -> int:
         for mode, runs in rep["shipped"].items():
             for r, errs in enumerate(runs):
                 print(f"  shipped/{mode} run {r}: " + ", ".join(f"{b} {e:.3g}" for b, e in errs.items()))
-        print(f"  first wrong: {rep['first_wrong']}", flush=True)
+        print(f"  first wrong: {rep['first_wrong']}")
+        print(f"  judged as the campaign judges (leantile.compile on {dev.type}"
+              f"{', the interpreter' if dev.type != 'cuda' else ''}): {rep['judged']}", flush=True)
     if a.out:
         tmp = Path(a.out).with_suffix(".tmp")
         tmp.write_text(json.dumps(out, indent=1, default=str))

@@ -153,6 +153,8 @@ def test_localize_names_the_kernel_that_is_wrong():
     clean = loc.localize(plan, module, inputs, loc.InterpreterLaunch(plan), cpu, 1,
                          {"plain": loc.InterpreterLaunch(plan)})
     assert clean["first_wrong"] is None, clean
+    judged = loc.judged(g, "unfused", inputs, cpu)["out"]  # the campaign's judgement of the plan, interpreted
+    assert 0 < judged["plain_rel_err"] and judged["rel_err"] <= judged["tolerance"], judged
     assert all(e == 0.0 for errs in clean["isolated"].values() for e in errs.values()), clean["isolated"]
     bad_kernel = plan.kernels[2].name
 
