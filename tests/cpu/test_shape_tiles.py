@@ -328,7 +328,10 @@ def test_a_streamed_softmax_row_takes_64_row_tiles(rows, cols):
 WAVE_SHAPES = [(136, 1500), (100, 2500), (200, 3000)]
 
 
-@settings(max_examples=examples(6), deadline=None)
+# up to ~15 s an example (every fused candidate interpreted at up to 200 x 3000 x 600): 4 in ci
+# (both families, the three shapes, k = 600 among them, derandomized), the
+# profile's own count under dev and slow
+@settings(max_examples=examples(4, deep=True), deadline=None)
 @given(st.sampled_from(["norm_gemm", "gemm"]), st.sampled_from(WAVE_SHAPES), st.sampled_from([24, 40, 600]),
        st.sampled_from(["f16", "bf16"]), st.data())
 def test_generated_gemms_at_one_wave_tiles_stay_exact(family, shape, k, dtype, data):

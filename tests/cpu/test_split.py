@@ -46,7 +46,10 @@ def test_split_k_plans_are_exact(m, d, n):
     plan = derive(g, "split_k")
     assert len(plan.kernels) == 2
     check(g, plan, 0, F64)
-    check(g, derive(g, "split_k", {"block_k": 48, "block_m": 4, "block_n": 3}), 0, F64)
+    # blocks that divide nothing: 4 x 3 where the output is small; 8 x 24 at 16 x 130 (the tiny
+    # blocks cost the interpreter 40k tile steps there, for the same partial-tile cases)
+    small = {"block_k": 48, "block_m": 4, "block_n": 3} if m * n <= 64 else {"block_k": 48, "block_m": 8, "block_n": 24}
+    check(g, derive(g, "split_k", small), 0, F64)
 
 
 def test_split_k_with_an_epilogue_runs_the_epilogue_after_the_combine():
