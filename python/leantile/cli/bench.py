@@ -63,7 +63,7 @@ def register(sub) -> None:
     add_tile(s)
     s.add_argument("--untuned", action="store_true", help="default tiles even where a tuned config exists")
     s.add_argument("--suite", choices=SUITES, default=None,
-                   help="the shape suite instead of SOURCEs: quick (25 cases, one 10-minute GPU call), "
+                   help="the shape suite instead of SOURCEs: quick (the cases tagged quick: one 10-minute GPU call), "
                         "rest (the others), full (all); see leantile.suite")
     s.add_argument("--shard", default=None, metavar="I/N", help="--suite: every N-th case from the I-th (1-based)")
     s.add_argument("--limit", type=int, default=None, metavar="N", help="--suite: the first N cases of the selection")
