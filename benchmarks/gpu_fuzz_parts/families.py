@@ -36,6 +36,25 @@ def _reduction_graph(rng: random.Random, dtype: str):
     return g.graph()
 
 
+def _decode_graph(rng: random.Random):
+    """Decode attention with wide heads: one query row per head (no query axis), keys and head
+    dimension in the thousands, every GEMM a SIMT kernel, split over k or not, the softmax on
+    chip or split (gpu-fuzz 2026-11-28, two H200s: two plans of h 1, t_kv 8192, d_h 8192 without
+    a scale wrong by 2-3%, the default among them: benchmarks/results/gpu-fuzz-h200-2026-11-28-s26.json).
+    Its own sizes (which resize keeps a fifth of the time) are those of that class."""
+    from leantile.dag import DagM
+
+    g = DagM("decode_attention", {"h": rng.choice([1, 2, 3, 8]), "t_kv": rng.choice([4097, 8191, 8192]),
+                                  "d_h": rng.choice([2048, 4096, 8192])})
+    q = g.input("Q", ["h", "d_h"], "f16")
+    k, v = (g.input(n, ["h", "t_kv", "d_h"], "f16") for n in ("K", "V"))
+    s = g.matmul(q, k, "d_h", "d_h")
+    if rng.random() < 0.5:
+        s = g.mul(s, g.const(rng.choice([0.125, 0.0110485])))
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
 def families() -> dict:
     """{name: draw(seed, round, rng, count) -> [(graph, extra)]}, each family that imports here
     (a family whose generator is missing is left out, named)."""
@@ -64,6 +83,7 @@ def families() -> dict:
         "losses": lambda: _fixed_losses(),
         "reductions": lambda: (lambda seed, rnd, rng, count: [(_reduction_graph(rng, "f32"), {}) for _ in range(count)]),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
+        "decode_attention": lambda: (lambda seed, rnd, rng, count: [(_decode_graph(rng), {}) for _ in range(count)]),
     }
     out = {}
     for name, make in makers.items():

@@ -172,3 +172,27 @@ def test_localize_names_the_kernel_that_is_wrong():
     assert all(e == 0.0 for k in plan.kernels[:2] for e in rep["isolated"][k.name].values())
     out = plan.outputs["out"]
     assert all(run[out] > 0.01 for run in rep["shipped"]["plain"]), rep["shipped"]
+
+
+def test_decode_family_draws_the_wide_head_class():
+    """The decode_attention family (the campaign's 2026-11-28 mismatch class): graphs with one
+    query row per head whose GEMMs are SIMT kernels, some candidate splitting the contraction
+    and one not, and, at the GPU profile, draws of the class's own sizes (K of 2^26 elements)."""
+    import random as r
+    from leantile.derive import candidates, derive
+    fams = gpu_fuzz.families()
+    assert "decode_attention" in fams
+    graphs = [g for g, _ in fams["decode_attention"](1, 0, r.Random(1), 12)]
+    assert {g.axes["d_h"] for g in graphs} >= {2048, 8192} and all(g.axes["t_kv"] > 4096 for g in graphs)
+    g = max(graphs, key=lambda g: (g.axes["d_h"], -g.axes["h"]))  # the widest head, fewest heads
+    plans = [derive(g, c.name) for c in candidates(g)]
+    gemms = [s for p in plans for k in p.kernels for s in k.statements() if s.op == "gemm"]
+    assert gemms and not any(s.mma for s in gemms)  # one query row: no tensor-core tile
+    assert any(k.stream and k.stream.split for p in plans for k in p.kernels)
+    prof = gpu_fuzz.Profile("cuda", 2 ** 26, 2.0 ** 37)
+    seen = []
+    for _, g, _, _ in gpu_fuzz.graph_stream(5, {"decode_attention": fams["decode_attention"]}, ["f16"], prof):
+        seen.append(g)
+        if len(seen) == 40:
+            break
+    assert any(g.axes["t_kv"] * g.axes["d_h"] >= 2 ** 25 for g in seen), [dict(g.axes) for g in seen]
