@@ -1,9 +1,11 @@
 """How many emitted kernels TileLang 0.1.15 would miscompile without leantile.codegen_repair.
 
-Lowers every candidate of every graph given (default: exports/*.json, plus the losses of issue 46
-at the sizes they failed) to CUDA C for sm_90 twice, without and with the repair, and counts the
-kernels whose raw source reads a stale cached vector load (codegen_repair.stale_ssa_uses) and the
-kernels whose repaired source still does (must be 0). CPU only. Writes JSON (--out) and prints a table.
+Lowers every candidate of every graph given (default: exports/*.json) to CUDA C for sm_90 twice,
+without and with the repairs, and counts the kernels whose raw source reads a stale cached vector
+load (codegen_repair.stale_ssa_uses) or releases a TMA pipeline stage with no proxy fence
+(codegen_repair.unfenced_releases: a race wherever the consumer reads the stage with ordinary
+loads; see benchmarks/stage_release_fence/), and the kernels whose repaired source still does
+(must be 0). CPU only. Writes JSON (--out) and prints a table.
 
     PYTHONPATH=python python3 benchmarks/stale_ssa_repair/stale_ssa_survey.py [graph.json ...] [--out FILE]
 """
@@ -46,12 +48,17 @@ def survey(graphs: list[ir.Graph]) -> dict:
                 rows.append({"graph": g.name, "candidate": c.name, "kernel": name,
                              "raw_stale": len(codegen_repair.stale_ssa_uses(raw)),
                              "repaired_stale": len(codegen_repair.stale_ssa_uses(fixed)),
-                             "refreshes": fixed.count("leantile: refresh")})
-                print(f"{g.name:28s} {c.name:34s} {name:14s} raw {rows[-1]['raw_stale']:3d} "
-                      f"repaired {rows[-1]['repaired_stale']} refreshes {rows[-1]['refreshes']}", flush=True)
+                             "refreshes": fixed.count("leantile: refresh"),
+                             "raw_unfenced": len(codegen_repair.unfenced_releases(raw)),
+                             "repaired_unfenced": len(codegen_repair.unfenced_releases(fixed))})
+                r = rows[-1]
+                print(f"{g.name:28s} {c.name:34s} {name:14s} stale raw {r['raw_stale']:3d} repaired {r['repaired_stale']} "
+                      f"refreshes {r['refreshes']}; unfenced releases raw {r['raw_unfenced']} repaired {r['repaired_unfenced']}", flush=True)
     ok = [r for r in rows if "error" not in r]
     return {"kernels": len(ok), "raw_stale_kernels": sum(r["raw_stale"] > 0 for r in ok),
             "repaired_stale_kernels": sum(r["repaired_stale"] > 0 for r in ok),
+            "raw_unfenced_kernels": sum(r["raw_unfenced"] > 0 for r in ok),
+            "repaired_unfenced_kernels": sum(r["repaired_unfenced"] > 0 for r in ok),
             "lowering_errors": len(rows) - len(ok), "rows": rows}
 
 
@@ -66,7 +73,8 @@ def main(argv=None) -> int:
     res = survey(graphs)
     res["seconds"] = round(time.time() - t0, 1)
     print(f"\n{res['kernels']} kernels lowered: {res['raw_stale_kernels']} read a stale cached load without "
-          f"the repair, {res['repaired_stale_kernels']} with it; {res['lowering_errors']} lowering errors")
+          f"the repair, {res['repaired_stale_kernels']} with it; {res['raw_unfenced_kernels']} release a TMA stage "
+          f"unfenced without it, {res['repaired_unfenced_kernels']} with it; {res['lowering_errors']} lowering errors")
     if a.out:
         tmp = a.out + ".tmp"
         with open(tmp, "w") as f:

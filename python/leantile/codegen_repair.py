@@ -27,17 +27,37 @@ pointer, any call, any barrier), `v = <its expression>;` is re-executed. That is
 means (each load reads memory where it stands); where nothing reads the variable again, nvcc
 drops the reload. `stale_ssa_uses` is the matching check: every use of such a variable after a
 possibly conflicting write with no refresh between (CI runs it over every kernel it lowers).
+
+A second repair: the release of a warp-specialised pipeline stage has no proxy fence (issue 46:
+decode attention at t_kv = d_h = 8192 came back 1-3% off, differently on every run; the GPU
+campaign of 2026-11-28, benchmarks/results/gpu-fuzz-h200-2026-11-28-s26.json). TileLang 0.1.15
+pipelines a T.Pipelined loop whose copies can use TMA as a producer warp group (TMA loads into a
+ring of stages, `mbarrier[s]` full) and consumer threads that release a stage with a plain
+`mbarrier[s + n].arrive()` once they have read it. TMA writes shared memory through the async
+proxy; a consumer that reads the stage with ordinary loads (a SIMT GEMM, an elementwise or a
+reduction over a shared tile: anything but wgmma) reads through the generic proxy, and the
+arrive's release orders those reads only within the generic proxy: the next TMA load into the
+stage can land before they are performed (a write-after-read race across proxies; PTX ISA,
+"Memory Consistency Model", proxies: a `fence.proxy.async` is what orders them). Measured on an
+H200: 1000-2000 of 16384 scores wrong per run without a fence; with `fence.proxy.async.shared::cta`
+before the release, exact over 6 runs at +4% kernel time (a compiler-only memory clobber or a
+`__syncwarp` did not fix it). `fence_stage_releases` puts `tl::fence_proxy_async();` before every
+plain mbarrier arrive of a kernel that issues TMA loads (a wgmma consumer needs no fence, but
+pays one fence per stage: cheaper than telling the two apart from the printed source);
+`unfenced_releases` is the matching check, run by lower.lower_to_cuda on every kernel.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["StaleUse", "stale_ssa_uses", "refresh_stale_ssa", "install", "uninstall", "MARKER_FLAG"]
+__all__ = ["StaleUse", "stale_ssa_uses", "refresh_stale_ssa", "fence_stage_releases", "unfenced_releases",
+           "install", "uninstall", "MARKER_FLAG"]
 
-# nvcc flag added to every kernel compiled after install(): it puts the repair into TileLang's
-# kernel-cache key, so that no binary compiled before the repair is reused from its disk cache.
-MARKER_FLAG = "-DLEANTILE_SSA_REFRESH=1"
+# nvcc flag added to every kernel compiled after install(): it puts the repairs into TileLang's
+# kernel-cache key, so that no binary compiled before them is reused from its disk cache (2: the
+# stage-release fence; 1 was the SSA refresh alone).
+MARKER_FLAG = "-DLEANTILE_CODEGEN_REPAIR=2"
 
 _SSA_DECL = re.compile(r"^(?P<indent>\s*)(?P<type>[A-Za-z_][\w:<>, ]*?)\s+(?P<name>v_(?:_\d+)?)\s*=\s*(?P<expr>.+);\s*$")
 _RELOAD = re.compile(r"^(v_(?:_\d+)?)\s*=[^=]")
@@ -287,8 +307,49 @@ def refresh_stale_ssa(source: str) -> str:
     return "\n".join(_scan(source, repair=True)[0])
 
 
+# a plain arrive on a pipeline barrier (a stage release): `mbarrier[...].arrive();`, the cluster
+# form `.arrive(cta, pred)`, or the free function; not arrive_and_expect_tx (the producer's)
+_RELEASE = re.compile(r"^(?P<indent>\s*)(?:[A-Za-z_]\w*\[[^\]]*\]\.arrive\(|(?:tl::)?mbarrier_arrive\()[^;]*\);\s*$")
+_FENCE = "tl::fence_proxy_async();"
+_TMA_LOAD = re.compile(r"\btma_load(?:_multicast)?\(|cp\.async\.bulk\.")
+
+
+def _kernels(lines: list[str]):
+    """(first, last) line index of each __global__ kernel body of `lines` (a kernel runs to the next)."""
+    starts = [i for i, ln in enumerate(lines) if "__global__" in ln and "{" in ln]
+    return [(a, b) for a, b in zip(starts, starts[1:] + [len(lines)])]
+
+
+def unfenced_releases(source: str) -> list[int]:
+    """1-based lines of every stage release (a plain mbarrier arrive) in a kernel that issues TMA
+    loads, not preceded by a proxy fence: a race wherever the consumer read the stage with
+    ordinary loads (see the module docstring)."""
+    lines = source.split("\n")
+    found = []
+    for a, b in _kernels(lines):
+        if not any(_TMA_LOAD.search(_code(ln)) for ln in lines[a:b]):
+            continue
+        for i in range(a, b):
+            if _RELEASE.match(_code(lines[i])) and not (i > 0 and lines[i - 1].strip() == _FENCE):
+                found.append(i + 1)
+    return found
+
+
+def fence_stage_releases(source: str) -> str:
+    """`source` with `tl::fence_proxy_async();` before every stage release of every kernel that
+    issues TMA loads (see the module docstring)."""
+    lines = source.split("\n")
+    bad = set(unfenced_releases(source))
+    out = []
+    for no, line in enumerate(lines, 1):
+        if no in bad:
+            out.append(_RELEASE.match(_code(line)).group("indent") + _FENCE)
+        out.append(line)
+    return "\n".join(out)
+
+
 def _postproc(code: str, target) -> str:  # noqa: ARG001  (TileLang's hook signature)
-    return refresh_stale_ssa(code)
+    return fence_stage_releases(refresh_stale_ssa(code))
 
 
 def install() -> None:
