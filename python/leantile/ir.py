@@ -22,6 +22,14 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, T
 SCHEMA_ID = "leantile/v1"
 
 DTYPES = ("f16", "bf16", "f32", "f64")
+# every fact of a dtype, in one place: bytes per element, and the name torch and TileLang both give
+# it (torch.float16, 'float16'); reference.TORCH_DTYPES, emit.common.TL_DTYPES and
+# plan_verify.DTYPE_BYTES (which adds the accumulator's, "acc") are built from these
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
+# the 16-bit dtypes: what Hopper's wgmma multiplies from shared memory in either major order, the
+# operands of the swapped, ping-pong and FA3-overlap schedules
+HALF_DTYPES = frozenset({"f16", "bf16"})
 UNARY_OPS = ops.UNARY  # from the one op registry (leantile.ops)
 BINARY_OPS = ops.BINARY
 REDUCE_KINDS = ("sum", "max")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from . import ir
 from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, running_maxes
 from .plan_verify import deferrable, mma_shaped, statement_effects
 from .target import DEFAULT, Target
@@ -160,7 +161,7 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
     local = {x.name: x for x in k.buffers}
     q = local.get(gemm_s.a)
     if (q is None or q.scope != "shared" or local[gemm_o.a].scope != "fragment"
-            or {q.dtype, local[load_k.dst].dtype, local[load_v.dst].dtype, local[gemm_o.a].dtype} - {"f16", "bf16"}):
+            or {q.dtype, local[load_k.dst].dtype, local[load_v.dst].dtype, local[gemm_o.a].dtype} - ir.HALF_DTYPES):
         return None  # 16-bit operands only: the tf32 wgmma of f32 attention is not measured
     middle = b[2:-2]
     if any(isinstance(s, (Load, Store, Gemm)) for s in middle):
@@ -187,7 +188,7 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
 
 # operand dtypes a swapped GEMM takes: wgmma reads 16-bit operands from shared memory in either
 # major order; tf32 (an f32 graph) only K-major, which the swap would turn the weight from
-SWAP_DTYPES = {"f16", "bf16"}
+SWAP_DTYPES = ir.HALF_DTYPES
 
 
 def swap_operands(plan: Plan) -> Plan:
@@ -287,7 +288,7 @@ def overlap(plan: Plan) -> Plan:
 
 PINGPONG_BLOCK_M, PINGPONG_THREADS = 128, 256  # two consumer warpgroups, a 128-row tile each
 PINGPONG_MAX_TILE = 128 * 128  # a consumer's accumulator: 128 float32 registers per thread
-PINGPONG_DTYPES = ("f16", "bf16")
+PINGPONG_DTYPES = ir.HALF_DTYPES
 
 
 class PingPongParts(NamedTuple):

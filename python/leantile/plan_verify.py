@@ -39,7 +39,7 @@ from .plan import (FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Fill, Gemm, Iota, Ker
 from .target import DEFAULT, Target
 
 SMEM_PREFIX = "shared memory"
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "acc": 4}
+DTYPE_BYTES = {**ir.DTYPE_BYTES, "acc": 4}  # the accumulator: float32
 
 
 def row_bytes(plan: Plan, b) -> int:
@@ -231,7 +231,7 @@ def _warpgroup_problem(m: int, n: int, warps: int, a: Buffer, b: Buffer, axis_b:
     blocks 64 / 96 / 128 x 16 / 32 / 48, 128 and 256 threads): the rows a multiple of 64 ("m_warp a
     multiple of 4"), and where B is N-major each warpgroup's columns a multiple of 16 ("Not a
     canonical GMMA_MN layout" at 16 or 48 columns over 2 warpgroups)."""
-    if m < 64 or warps < 4 or {a.dtype, b.dtype} - {"f16", "bf16"}:
+    if m < 64 or warps < 4 or {a.dtype, b.dtype} - ir.HALF_DTYPES:
         return None
     if m % 64:
         return "a warpgroup MMA takes rows in 64s"

@@ -12,7 +12,7 @@ import torch
 
 from . import ir, ops
 
-TORCH_DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32, "f64": torch.float64}
+TORCH_DTYPES = {d: getattr(torch, name) for d, name in ir.DTYPE_NAMES.items()}
 _RANK = {torch.float16: 0, torch.bfloat16: 0, torch.float32: 1, torch.float64: 2}
 
 

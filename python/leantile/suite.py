@@ -43,7 +43,7 @@ from . import architectures, ir
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "architectures"
 EXAMPLE_NAMES = ("attention_scaled", "geglu", "softmax_row")
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+DTYPE_BYTES = ir.DTYPE_BYTES
 MEMORY_LIMIT = 40e9  # a case whose estimated footprint (inputs, reference, eager) exceeds this is skipped
 SELECTIONS = ("quick", "rest", "full")
 BELOW = 0.8  # the summary counts rows slower than this fraction of torch.compile

@@ -319,7 +319,7 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
     # plan_passes.overlap_parts' conditions that the graph shows: MMA-shaped heads, 16-bit
     # operands, no extra tile per key block, one head per CTA
     overlappable = (all(16 <= h <= 128 and h % 16 == 0 for h in heads)
-                    and all(cx.dtype_of(c.site.qk) in ("f16", "bf16") for c in flash)
+                    and all(cx.dtype_of(c.site.qk) in ir.HALF_DTYPES for c in flash)
                     and not any(c.pack or c.site.leaves for c in flash))
     if not masked and all(64 < h <= 128 for h in heads) and keys >= FLASH_WIDE_KEYS:
         return dict(FLASH_OVERLAP_TILES if overlappable else FLASH_WIDE_TILES)
@@ -373,7 +373,7 @@ def pingpong_fits(cx: Ctx, picked: list, min_tiles: int, read: bool) -> bool:
         return False
     a, b = cx.node(mm.a), cx.node(mm.b)
     contracted = (set(a.axes) & set(b.axes)) - set(mm.axes)
-    if (not contracted or {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} - set(PINGPONG_DTYPES)
+    if (not contracted or {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} - PINGPONG_DTYPES
             or math.prod(cx.axes[x] for x in contracted) > PINGPONG_MAX_CONTRACTION):
         return False
     if any(cx.axes[n.axes[-1]] * DTYPE_BYTES[cx.dtype_of(n.id)] % 16 for n in (a, b) if n.axes):

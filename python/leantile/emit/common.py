@@ -7,7 +7,7 @@ import keyword
 import math
 import re
 
-from .. import ops
+from .. import ir, ops
 from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store
 from ..plan_verify import extent, row_bytes
 
@@ -15,8 +15,7 @@ class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""
 
 
-TL_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-             "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
+TL_DTYPES = dict(ir.DTYPE_NAMES)  # TileLang names a dtype as torch does
 TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "pingpong", "swap_ab", "pdl", "ftz")
 # names the generated code uses itself; buffer names that collide are renamed
 RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "ks", "i", "j", "l", "i0", "i1", "i2", "i3",
