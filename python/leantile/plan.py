@@ -22,6 +22,8 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import ir
+
 Scope = Literal["global", "shared", "fragment"]
 
 
@@ -42,6 +44,8 @@ class Buffer(_M):
 # Tile.param of a block derive chose from the shape (the row tile of an on-chip row kernel): a
 # constant of the kernel, not a tile parameter the search varies.
 FIXED = "fixed"
+# bytes per element of a plan dtype: the graph's (ir.DTYPE_BYTES) and the accumulator's, float32
+DTYPE_BYTES = {**ir.DTYPE_BYTES, "acc": 4}
 
 
 class Tile(_M):
@@ -439,3 +443,9 @@ class Plan(_M):
             if b.name == name:
                 return b
         raise KeyError(f"plan: no global buffer {name!r}")
+
+
+def row_bytes(plan: Plan, b) -> int:
+    """Bytes of one row (the contiguous last axis) of global buffer b: what the widths of its
+    vector copies must divide (plan_shared's windows, emit.common.pass_configs)."""
+    return (plan.axes.get(b.axes[-1], 0) if b.axes else 1) * DTYPE_BYTES.get(b.dtype, 4)

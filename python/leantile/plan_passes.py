@@ -306,7 +306,7 @@ def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
     epilogue without GEMMs, reductions or pivots (elementwise: each consumer finishes its tile
     alone), no split or skipped blocks, and every global it touches in rows of whole 16-byte
     granules (the operands by TMA; no unaligned window in the epilogue)."""
-    from .plan_verify import row_bytes
+    from .plan import row_bytes
     st = k.stream
     if (st is None or st.split or st.skip or k.overlap or k.swapped or k.packed or k.heavy_first
             or k.warp_policy != "auto" or k.threads != PINGPONG_THREADS or len(k.body) != 3):

@@ -34,18 +34,12 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import (FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan,
-                   Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
+from .plan import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask,
+                   Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
+from .plan_shared import window_width, windows
 from .target import DEFAULT, Target
 
 SMEM_PREFIX = "shared memory"
-DTYPE_BYTES = {**ir.DTYPE_BYTES, "acc": 4}  # the accumulator: float32
-
-
-def row_bytes(plan: Plan, b) -> int:
-    """Bytes of one row (the contiguous last axis) of global buffer b: what the widths of its
-    vector copies must divide (emit.unaligned's windows, emit.common.pass_configs)."""
-    return (plan.axes.get(b.axes[-1], 0) if b.axes else 1) * DTYPE_BYTES.get(b.dtype, 4)
 
 
 def extent(plan: Plan, k: Kernel, axis: str, tiles: dict | None = None) -> int:
@@ -85,8 +79,8 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     """Bytes of shared memory kernel k allocates (see the module docstring): a shared tile the
     stream body loads is multi-buffered, `stages` copies (TileLang's pipelining; stages + 1 in
     FA3's ring), the others once; the emitter's shared tiles before the epilogue (a mirror of a
-    reduction beside a GEMM layout, a layout bridge, a window: emit.kernel.shared_temps) come on
-    top. The epilogue's (store staging, a window of an unaligned store) reuse the pipelined
+    reduction beside a GEMM layout, a layout bridge: emit.kernel.shared_temps; a window:
+    plan_shared.windows, the plan's list) come on top. The epilogue's (store staging, a window of an unaligned store) reuse the pipelined
     memory after the loop: the kernel needs the larger of the two phases (an epilogue window
     of 128 x 136 halves over 32 KiB of single-stage operands: 34816 bytes, both counts). Under
     FA3's schedule the ring is not reused: the epilogue's tiles come on top.
@@ -101,30 +95,30 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
         return math.prod(extent(plan, k, a, tiles) for a in axes) * DTYPE_BYTES.get(dtype, 4)
     if k.overlap:  # emit.overlap: the producer's ring holds stages + 1 blocks
         stages += 1
-    from .emit.kernel import shared_temps  # the emitter decides them; it imports this module
-    from .emit.unaligned import window_width
+    from .emit.kernel import shared_temps  # the emitter still chooses these; it imports this module
     threads = (tiles or {}).get("threads", k.threads)
 
-    def temp_bytes(axes, nbytes, granule) -> int:
-        ext = [threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes]
-        if granule:  # a window (emit.unaligned): whole granules under a row of the tile
-            ext[-1] = window_width(ext[-1], granule)
-        return math.prod(ext) * nbytes
+    def temp_bytes(axes, nbytes) -> int:
+        return math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes) * nbytes
 
-    def phase(temps) -> int:
+    def window_bytes(w) -> int:  # whole granules under a row of the tile (plan_shared.window_width)
+        rows, cols = plan.global_buffer(w.buffer).axes[-2:]
+        return extent(plan, k, rows, tiles) * window_width(extent(plan, k, cols, tiles), w.granule) * \
+            DTYPE_BYTES.get(plan.global_buffer(w.buffer).dtype, 4)
+
+    def phase(temps, wins) -> int:
         # windows live from their fill to their last read only, never two at once: TileLang gives
         # them one place (the largest); the other temps are summed
-        windows = [temp_bytes(*t[:3]) for t in temps if t[2]]
-        return sum(temp_bytes(*t[:3]) for t in temps if not t[2]) + max(windows, default=0)
-    temps = shared_temps(plan, k)
+        return sum(temp_bytes(a, n) for a, n, _ in temps) + max(map(window_bytes, wins), default=0)
+    temps, wins = shared_temps(plan, k), windows(plan, k)
     fixed = sum(size(b.axes, b.dtype) for b in k.buffers if b.scope == "shared" and b.name not in piped)
     rings = sum(size(b.axes, b.dtype) * stages for b in k.buffers if b.scope == "shared" and b.name in piped)
-    stream = fixed + rings + phase([t for t in temps if t[3]])
-    epilogue = phase([t for t in temps if not t[3]])
+    stream = fixed + rings + phase([t for t in temps if t[2]], [w for w in wins if not w.epilogue])
+    epilogue = phase([t for t in temps if not t[2]], [w for w in wins if w.epilogue])
     if k.overlap:
         return stream + epilogue
     if k.pingpong:  # emit.pingpong: each consumer warpgroup its own tiles; the ring stays live
-        return 2 * fixed + rings + phase(temps)
+        return 2 * fixed + rings + phase(temps, wins)
     return max(stream, fixed + epilogue)
 
 

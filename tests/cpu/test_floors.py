@@ -5,7 +5,8 @@ floors below it, imports inside functions included (an AST walk of every module)
     2 ir, ops, symbolic, schema, tiles,      choice, or a measured entry the runtime reads)
       dag, axis_names, files              6 emit, lower, codegen_repair
     3 plan, plan_passes, plan_verify,      7 runtime, torch
-      interp, reference, tolerance        8 bench, suite, search, tune, report, show, lean
+      plan_shared, interp, reference,     8 bench, suite, search, tune, report, show, lean
+      tolerance
     4 derive, architectures, sources      9 cli, entry, __main__
 
 The package's __init__ is its facade (it re-exports every floor) and is not walked. The upward
@@ -20,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
 FLOOR = {
     "target": 1, "interrupts": 1, "progress": 1,
     "ir": 2, "ops": 2, "symbolic": 2, "schema": 2, "tiles": 2, "dag": 2, "axis_names": 2, "files": 2,
-    "plan": 3, "plan_passes": 3, "plan_verify": 3, "interp": 3, "reference": 3, "tolerance": 3,
+    "plan": 3, "plan_passes": 3, "plan_verify": 3, "plan_shared": 3, "interp": 3, "reference": 3, "tolerance": 3,
     "derive": 4, "architectures": 4, "sources": 4,
     "cost": 5, "tuned": 5,  # the tuned store is read by the runtime; search and tune (8) write it
     "emit": 6, "lower": 6, "codegen_repair": 6,
@@ -31,7 +32,6 @@ FLOOR = {
 KNOWN_UP = {
     # step 2 (the plan lists its shared temporaries): the verifier counts them by running the printer
     ("plan_verify", "emit.kernel"): "shared_bytes prints the kernel to count its temporaries",
-    ("plan_verify", "emit.unaligned"): "shared_bytes sizes the unaligned windows as the printer does",
 }
 
 

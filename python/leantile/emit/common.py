@@ -8,8 +8,8 @@ import math
 import re
 
 from .. import ir, ops
-from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store
-from ..plan_verify import extent, row_bytes
+from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store, row_bytes
+from ..plan_verify import extent
 
 class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""

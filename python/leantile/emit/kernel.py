@@ -14,7 +14,8 @@ from .overlap import PRODUCER_THREADS, OverlapWriter
 from .pingpong import PingPongWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
-from .unaligned import UnalignedWriter, window_facts
+from ..plan_shared import window_facts, windows
+from .unaligned import UnalignedWriter
 from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
 
@@ -60,9 +61,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.lname[b.name] = n
         self.taken = taken
         self.temps: list[tuple[str, tuple[str, ...], str, str]] = []  # (name, axes, scope, dtype expr)
-        # (name, (row axis, column axis), dtype expr, width name, granule, before the epilogue) of
-        # emit.unaligned's windows
-        self.windows: list[tuple[str, tuple[str, str], str, str, int, bool]] = []
+        # (name, (row axis, column axis), dtype expr, width name, granule, before the epilogue,
+        # global name) of emit.unaligned's windows
+        self.windows: list[tuple[str, tuple[str, str], str, str, int, bool, str]] = []
         self.flat_views: dict[str, tuple[str, int, str]] = {}  # global -> its 1-D view (emit.unaligned)
         self.epilogue_temps: int | None = None  # temps[epilogue_temps:] are the epilogue's (write)
         self.pads: set[str] = set()  # axes whose partial-tile flag the factory computes
@@ -525,6 +526,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
                 out.append(f"            {name} = T.alloc_shared(({shape}), {dt})  # layout bridge")
             else:
                 out.append(f"            {name} = T.alloc_fragment(({shape}), {dt})  # reduction operand")
+        listed = [(w.buffer, w.granule, w.epilogue) for w in windows(self.plan, k)]
+        made = [(g, v, not in_stream) for _, _, _, _, v, in_stream, g in self.windows]
+        if made != listed:  # the plan lists the windows (plan_shared.windows); the writer only prints them
+            raise EmitError(f"internal error: kernel {k.name}: the writer made windows {made}, the plan lists {listed}")
         for name, (rows, _), dt, width, *_ in self.windows:
             out.append(f"            {name} = T.alloc_shared(({self.extent(rows)}, {width}), {dt})  # window (emit.unaligned)")
         for g, (name, extent, dt) in self.flat_views.items():  # emit.unaligned: whole granules
@@ -544,12 +549,11 @@ def _args(s: Map | Iota) -> tuple[str, ...]:
 _TEMPS: dict = {}  # shared_temps, by what its answer depends on
 
 
-def shared_temps(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, int, bool], ...]:
-    """(axes, bytes per element, granule, before the epilogue) of each shared-memory tile the
-    emitter adds to kernel k: a reduction's mirror beside a GEMM layout, a layout bridge, a
-    serial reduction's partials, a store's staging tile (`temps`, granule 0), emit.unaligned's
-    windows (whose last axis is widened to whole granules of that many elements:
-    unaligned.window_width). Those before the epilogue TileLang keeps live beside the pipelined
+def shared_temps(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, bool], ...]:
+    """(axes, bytes per element, before the epilogue) of each shared-memory tile the emitter
+    chooses for kernel k while it prints: a reduction's mirror beside a GEMM layout, a layout
+    bridge, a serial reduction's partials, a store's staging tile (the plan lists the windows:
+    plan_shared.windows). Those before the epilogue TileLang keeps live beside the pipelined
     buffers; the epilogue's reuse their memory. plan_verify.shared_bytes counts both phases. A
     kernel the emitter refuses, or one of a plan still being built (derive's fit test of one
     kernel, before its globals exist), has none here: emitting it raises its own error."""
@@ -569,10 +573,8 @@ def shared_temps(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, int
         except EmitError:
             return ()
         cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
-        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), 0, n < cut)
+        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), n < cut)
                     for n, (_, axes, scope, dt) in enumerate(w.temps) if scope.startswith("shared"))
-        hit += tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), v, in_stream)
-                     for _, axes, dt, _, v, in_stream in w.windows)
         if len(_TEMPS) > 4096:
             _TEMPS.clear()
         _TEMPS[key] = hit

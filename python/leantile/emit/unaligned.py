@@ -28,69 +28,18 @@ from __future__ import annotations
 import math
 
 from ..plan import FIXED, Buffer, Load, Store
-from ..plan_verify import DTYPE_BYTES, row_bytes
+from ..plan_shared import VECTOR_BYTES, window_granule
 from .common import _global_dtype, _size
-
-VECTOR_BYTES = 16  # one LDG.128 / STG.128
-
-
-def window_width(extent: int, v: int) -> int:
-    """Columns of a window over a run of `extent` elements that may start anywhere in a granule
-    of v: the granules such a run can touch, whole (the emitted factory computes the same from
-    its block size: _window_geometry; plan_verify.shared_bytes calls this)."""
-    return (extent + 2 * v - 2) // v * v
-
-
-def one_block_stream(plan, k) -> bool:
-    """Whether k's stream is one block over its whole axis (a row on chip: a plain loop, no
-    pipeline), where a body load may take a window."""
-    st = k.stream
-    return st is not None and st.param == FIXED and st.block >= plan.axes.get(st.axis, 0)
-
-
-def window_facts(plan, k) -> tuple:
-    """What UnalignedWriter.window_granule decides from beyond kernel k's statements and
-    buffers: each global it copies (axes, dtype, whether a row is whole granules) and whether
-    its stream is one block. Part of the key under which emit.kernel.shared_temps
-    remembers the kernel's temps: the same kernel over 50257 and over 50264 columns differs."""
-    names = {s.src if isinstance(s, Load) else s.dst for s in k.statements() if isinstance(s, (Load, Store))}
-    facts = []
-    for b in plan.globals:
-        if b.name in names and b.axes:
-            row = row_bytes(plan, b)
-            facts.append((b.name, b.axes, b.dtype, row % VECTOR_BYTES == 0))
-    return tuple(facts), one_block_stream(plan, k)
 
 
 class UnalignedWriter:
-    """Window loads and stores; the writer's helpers come from emit.kernel._KernelWriter."""
+    """Window loads and stores; the writer's helpers come from emit.kernel._KernelWriter. Which
+    copies take a window, and the list of them, are the plan's (plan_shared.window_granule,
+    plan_shared.windows); write() checks that it allocated exactly the listed ones."""
 
     def window_granule(self, g: Buffer, local: Buffer) -> int | None:
-        """Elements per granule where the copy between global g and on-chip tile `local` takes
-        the window path, else None: a register tile of g's last two axes (rows, then the row's
-        contiguous axis) whose row length in bytes is no multiple of 16, every other axis of g a
-        batch index, in a kernel of the plain schedule."""
-        if self.k.overlap or local.scope != "fragment" or len(g.axes) < 2:
-            return None
-        if tuple(local.axes) != tuple(g.axes[-2:]) or any(len(d) > 1 for d in self.dims(local.axes)):
-            return None
-        if self.is_swapped(local.name):
-            return None
-        if self.k.stream and not one_block_stream(self.plan, self.k) and \
-                local.name in {x.dst for x in self.k.body if isinstance(x, Load)}:
-            # a load of the stream's body stays a T.copy: measured slower through a window
-            # (fill, two barriers per block, 96 registers instead of 72; H100, the statistics
-            # kernel of a softmax over 2048 x 50257: 0.1026 ms as T.copy, 0.2012 through windows)
-            return None
-        for a in g.axes[:-2]:  # batch axes: one position per CTA (or per stream step)
-            if self.block.get(a) != 1:
-                return None
-        nbytes = DTYPE_BYTES.get(g.dtype)
-        if nbytes is None or nbytes > VECTOR_BYTES:
-            return None
-        if row_bytes(self.plan, g) % VECTOR_BYTES == 0:
-            return None
-        return VECTOR_BYTES // nbytes
+        """plan_shared.window_granule of this kernel."""
+        return window_granule(self.plan, self.k, g, local)
 
     def _window_geometry(self, g: Buffer, v: int):
         """A new window for a copy with g: (row axis, column axis, flat start of tile row i as a
@@ -114,10 +63,11 @@ class UnalignedWriter:
         return rows, cols, base, re, ce, width, r0, c0, self._window_temp(g, rows, cols, width, v), self._flat(g, v)
 
     def _window_temp(self, g: Buffer, rows: str, cols: str, width: str, v: int) -> str:
-        """A shared window (allocated by write(); counted by plan_verify.shared_bytes through
-        shared_temps, in the phase that uses it: the stream's or the epilogue's)."""
+        """A shared window (allocated by write(), which checks it against the plan's list,
+        plan_shared.windows; plan_verify.shared_bytes counts that list, each window in the phase
+        that uses it: the stream's or the epilogue's)."""
         name = self.fresh(f"{g.name}_window")
-        self.windows.append((name, (rows, cols), _global_dtype(self.plan, g), width, v, self.epilogue_temps is None))
+        self.windows.append((name, (rows, cols), _global_dtype(self.plan, g), width, v, self.epilogue_temps is None, g.name))
         return name
 
     def _flat(self, g: Buffer, v: int) -> str:
