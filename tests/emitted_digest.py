@@ -1,6 +1,7 @@
 """A digest of every emitted module of a fixed corpus: every candidate of every export, of the
-soundness classes (tests/soundness_graphs.py) and of the built-ins, each at its own sizes and at
-sizes that divide no tile, on f32 and 16-bit inputs. For refactors that must not change what the
+soundness classes (tests/soundness_graphs.py), of the built-ins and of the losses reduced to a
+scalar (tests/loss_graphs.py), each at its own sizes and at sizes that divide no tile, on f32
+and 16-bit inputs, at the default tiles and at tiles that ask for the ping-pong GEMM schedule. For refactors that must not change what the
 emitter prints (issue 48: "every emitted kernel of every export byte-identical before and after"):
 run it before, keep the file, run it after with --compare. CPU only, no lowering (about a minute).
 
@@ -33,6 +34,9 @@ def corpus():
     base = [(Path(p).stem, ir.load(p)) for p in sorted(glob.glob(str(ROOT / "exports" / "*.json")))]
     base += [(f"class{n}", f()) for n, f in sorted(CLASSES.items())]
     base += [(f"builtin_{n}", architectures.build(n)) for n in architectures.NAMES]
+    import loss_graphs
+    base += [(f"loss_{n}", loss_graphs.build(n, sizes)) for n, sizes in
+             (("cross_entropy", {"b": 300, "c": 70}), ("kl_batchmean", {"b": 33, "c": 1000}), ("triplet_margin", {"b": 20, "d": 129}))]
     for name, g in base:
         yield name, g
         odd = resized(g, lambda a, g=g: max(1, g.axes[a] - 1) if g.axes[a] > 64 else g.axes[a] + 3)
@@ -42,6 +46,10 @@ def corpus():
                 yield f"{name}@{dt}", inputs_in(g, dt, only="f32")
             except ir.GraphError:
                 continue
+
+
+# the tiles tests/cpu/test_pingpong.py asks the ping-pong GEMM schedule with
+PINGPONG = {"block_m": 128, "block_n": 128, "stages": 4, "threads": 256, "pingpong": 1}
 
 
 def digests() -> dict[str, str]:
@@ -57,13 +65,14 @@ def digests() -> dict[str, str]:
             out[name] = f"refused: {type(e).__name__}"
             continue
         for c in cands:
-            key = f"{name}/{c.name}"
-            try:
-                src = emit_module(derive(g, c.name))
-            except (DerivationError, EmitError, ir.GraphError) as e:
-                out[key] = f"refused: {type(e).__name__}: {str(e)[:80]}"
-                continue
-            out[key] = hashlib.sha256(src.encode()).hexdigest()[:16]
+            for tag, tiles in (("", None), ("@pingpong", PINGPONG)):
+                key = f"{name}/{c.name}{tag}"
+                try:
+                    src = emit_module(derive(g, c.name, tiles))
+                except (DerivationError, EmitError, ir.GraphError) as e:
+                    out[key] = f"refused: {type(e).__name__}: {str(e)[:80]}"
+                    continue
+                out[key] = hashlib.sha256(src.encode()).hexdigest()[:16]
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Callable
 from leantile import architectures, ir
 from leantile.derive.shape_tiles import PINGPONG_TILES
 from leantile.plan import Gemm
-from leantile.plan_verify import row_bytes
+from leantile.plan import row_bytes
 from leantile.sources import load_source
 
 from loss_graphs import cross_entropy

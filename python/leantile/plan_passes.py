@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from . import ir
-from .plan import FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, running_maxes
-from .plan_verify import deferrable, mma_shaped, statement_effects
+from .plan import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, overlap_parts,
+                   running_maxes, statement_effects)
+from .plan_verify import deferrable, mma_shaped
 from .target import DEFAULT, Target
 
 PARTS = ("prologue", "body", "epilogue")
@@ -129,61 +130,6 @@ def heavy_first(plan: Plan) -> Plan:
         if tiled and k.heavy_first != tiled[0]:
             kernels[j], changed = k.model_copy(update={"heavy_first": tiled[0]}), True
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
-
-
-class OverlapParts(NamedTuple):
-    """An online-softmax stream body cut where FlashAttention-3's rotated loop cuts it:
-    load_k; gemm_s (S = Q K^T); softmax; moved; load_v; gemm_o (O += P V). `moved` are the
-    statements that write what gemm_o reads or accumulates (O's rescale, P's cast): the rotated
-    loop runs them after the wait for the previous block's P V, so they move past `softmax`."""
-    load_k: Load
-    gemm_s: Gemm
-    softmax: tuple
-    moved: tuple
-    load_v: Load
-    gemm_o: Gemm
-
-
-def overlap_parts(k: Kernel) -> OverlapParts | None:
-    """The FA3 cut of k's stream body, or None where k is no online-softmax stream of that shape:
-    a split stream (decode), packed heads, a third load or GEMM in the body (an additive bias
-    tile), a GEMM off the tensor cores, or a moved statement that does not commute with the
-    softmax statements after it. Key bounds (a mask's skipped blocks) are kept: the rotated loop
-    runs over the same range of blocks."""
-    b = k.body
-    if not k.stream or k.stream.split or k.packed or len(b) < 4:
-        return None
-    load_k, gemm_s, load_v, gemm_o = b[0], b[1], b[-2], b[-1]
-    if not (isinstance(load_k, Load) and isinstance(load_v, Load) and isinstance(gemm_s, Gemm)
-            and isinstance(gemm_o, Gemm) and gemm_s.mma and gemm_o.mma and gemm_s.clear and not gemm_o.clear
-            and gemm_s.b == load_k.dst and gemm_o.b == load_v.dst and load_k.dst != load_v.dst):
-        return None
-    local = {x.name: x for x in k.buffers}
-    q = local.get(gemm_s.a)
-    if (q is None or q.scope != "shared" or local[gemm_o.a].scope != "fragment"
-            or {q.dtype, local[load_k.dst].dtype, local[load_v.dst].dtype, local[gemm_o.a].dtype} - ir.HALF_DTYPES):
-        return None  # 16-bit operands only: the tf32 wgmma of f32 attention is not measured
-    middle = b[2:-2]
-    if any(isinstance(s, (Load, Store, Gemm)) for s in middle):
-        return None
-    effects = [tuple(map(set, statement_effects(s))) for s in middle]  # (reads, writes)
-    if any(gemm_s.a in w or {load_k.dst, load_v.dst} & (r | w) for r, w in effects):
-        return None  # the stream's operands are the producer's and the GEMMs' alone
-    touch = {gemm_o.a, gemm_o.acc}
-    moved = [i for i, (_, w) in enumerate(effects) if w & touch]
-    for i in moved:
-        reads, writes = effects[i]
-        if not isinstance(middle[i], Map) or middle[i].boundary_only:
-            return None
-        for j in range(i + 1, len(middle)):  # the softmax statements it moves past
-            r2, w2 = effects[j]
-            if j not in moved and (w2 & reads or (r2 | w2) & writes):
-                return None
-    kept = [j for j in range(len(middle)) if j not in moved]
-    if any(effects[j][0] & touch for j in kept):  # only the moved ones see O and P
-        return None
-    kept = [middle[j] for j in kept]
-    return OverlapParts(load_k, gemm_s, tuple(kept), tuple(middle[i] for i in moved), load_v, gemm_o)
 
 
 # operand dtypes a swapped GEMM takes: wgmma reads 16-bit operands from shared memory in either

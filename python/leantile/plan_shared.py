@@ -1,17 +1,28 @@
 """The shared-memory temporaries a kernel's plan implies beyond its own buffers (issue 48, step
 2: the plan lists them, the emitter allocates what is listed, plan_verify sums the list).
 
-Listed here so far: the windows of copies between a register tile and a global tensor whose
-rows are no whole 16-byte granules (emit.unaligned says why and how they are used): which copy
-takes one (`window_granule`), how wide it is (`window_width`), and the kernel's list of them
-(`windows`), each in the phase that uses it. The emitter's other temporaries (a reduction's
-mirror beside a GEMM layout, a store's staging tile, a serial reduction's partials) are still
-chosen while it prints (emit.kernel.shared_temps)."""
+Two lists, each temporary in the phase that uses it (beside the stream's buffers, or the
+epilogue's, which reuses the pipelined memory once the stream is done):
+- `windows`: the windows of copies between a register tile and a global tensor whose rows are no
+  whole 16-byte granules (emit.unaligned says why and how they are used); which copy takes one
+  (`window_granule`) and how wide it is (`window_width`).
+- `temps`: the other shared tiles the emitter needs: a shared mirror of an on-chip buffer (a
+  reduction's result read beside a GEMM's register layout, where TileLang's layout inference
+  finds no layout for the two in one loop; the operand of a SIMT contraction or of a reduction
+  to one value, read at indices other threads own), a serial reduction's per-thread partials, a
+  store's staging tile (Store.staged, a packed tile's rows by head) and a swapped tile's
+  transposing one. `_Walk` decides them in the order the emitter prints the statements (the
+  layout family of a buffer, "G" for a GEMM's register layout or "R" for a reduction's, follows
+  that order), for each schedule: plain, FA3's overlap (its softmax and moved statements twice),
+  ping-pong (prologue and epilogue once per consumer warpgroup).
+The emitter allocates what these list and refuses, as an internal error, anything else;
+plan_verify.shared_bytes sums them."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .plan import DTYPE_BYTES, FIXED, Buffer, Kernel, Load, Plan, Store, on_chip_dims, row_bytes, swapped_layout
+from .plan import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims,
+                   overlap_parts, row_bytes, swapped_layout)
 
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
 
@@ -91,14 +102,135 @@ def windows(plan: Plan, k: Kernel) -> tuple[Window, ...]:
     return tuple(out)
 
 
-def window_facts(plan: Plan, k: Kernel) -> tuple:
-    """What window_granule decides from beyond kernel k's statements and buffers: each global it
-    copies (axes, dtype, whether a row is whole granules) and whether its stream is one block.
-    Part of the key under which emit.kernel.shared_temps remembers the kernel's temps: the same
-    kernel over 50257 and over 50264 columns differs."""
-    copied = {s.src if isinstance(s, Load) else s.dst for s in k.statements() if isinstance(s, (Load, Store))}
-    facts = []
-    for b in plan.globals:
-        if b.name in copied and b.axes:
-            facts.append((b.name, b.axes, b.dtype, row_bytes(plan, b) % VECTOR_BYTES == 0))
-    return tuple(facts), one_block_stream(plan, k)
+class Temp(NamedTuple):
+    """A shared tile the emitter adds to a kernel: its role ("mirror", "partials", "staging",
+    "transposing"), the on-chip buffer it serves (partials: the reduction's result), its axes
+    (("__lanes",): one element per thread), its plan dtype, and whether it lives in the
+    epilogue's phase."""
+    role: str
+    buffer: str
+    axes: tuple[str, ...]
+    dtype: str
+    epilogue: bool
+
+
+def temps(plan: Plan, k: Kernel) -> tuple[Temp, ...]:
+    """The shared tiles of kernel k beyond its buffers and windows, in the order the emitter
+    meets them (see the module docstring). A kernel of a plan still being built (derive's fit
+    test of one kernel, before its globals exist) has none."""
+    names = {b.name for b in plan.globals}
+    if any(s.src not in names if isinstance(s, Load) else s.dst not in names
+           for s in k.statements() if isinstance(s, (Load, Store))):
+        return ()
+    return _Walk(plan, k).run()
+
+
+class _Walk:
+    """The emitter's walk over a kernel's statements without the printing: the layout families
+    and the temporaries they imply (emit.kernel's maps and do_store, emit.reductions' do_reduce,
+    reduce_serial, to_shared and gemm_simt print what this decides)."""
+
+    def __init__(self, plan: Plan, k: Kernel):
+        self.plan, self.k = plan, k
+        self.local = {b.name: b for b in k.buffers if b.scope != "global"}
+        self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
+        self.fam: dict[str, str] = {}
+        self.mirrored: set[str] = set()
+        self.out: list[Temp] = []
+        self.epilogue = False
+
+    def run(self) -> tuple[Temp, ...]:
+        k = self.k
+        if k.overlap:  # emit.overlap: the first key block, then the rotated loop, then the last P V
+            parts = overlap_parts(k)
+            self.stmts(k.prologue)
+            self.fam[parts.gemm_s.acc] = "G"
+            self.stmts(parts.softmax)
+            self.stmts(parts.moved)
+            self.fam[parts.gemm_s.acc] = self.fam[parts.gemm_o.acc] = "G"
+            self.stmts(parts.softmax)
+            self.stmts(parts.moved)
+            self.epilogue = True
+            self.stmts(k.epilogue)
+        elif k.pingpong:  # emit.pingpong: each consumer warpgroup prints the prologue and epilogue
+            self.fam[next(s for s in k.body if isinstance(s, Gemm)).acc] = "G"
+            for _ in range(2):
+                self.stmts(k.prologue)
+                self.stmts(k.epilogue)
+        else:
+            self.stmts(k.prologue)
+            self.stmts(k.body)
+            if k.stream:  # the deferred reductions' partials reduced after the stream
+                for s in k.body:
+                    if isinstance(s, Reduce) and s.deferred:
+                        self.fam[s.dst] = "R"
+            self.epilogue = True
+            self.stmts(k.epilogue)
+        return tuple(self.out)
+
+    def add(self, role: str, buffer: str, axes: tuple[str, ...], dtype: str) -> None:
+        self.out.append(Temp(role, buffer, tuple(axes), dtype, self.epilogue))
+
+    def mirror(self, name: str) -> None:
+        """A shared copy of on-chip buffer `name` (one per buffer; a shared buffer is its own)."""
+        b = self.local[name]
+        if b.scope != "shared" and name not in self.mirrored:
+            self.mirrored.add(name)
+            self.add("mirror", name, b.axes, b.dtype)
+
+    def stmts(self, stmts) -> None:
+        for i, stop in map_runs(stmts, lambda name: self.local[name].axes):
+            s = stmts[i]
+            if isinstance(s, (Map, Iota)):
+                group = list(stmts[i:stop])
+                self.maps(group)
+                if s.boundary_only:  # emit.streams.boundary_maps: the interior passes each select's value through
+                    through = [Map(dst=m.dst, fn="copy", args=(m.args[1],)) for m in group
+                               if isinstance(m, Map) and m.fn == "select" and m.dst != m.args[1]]
+                    if through:
+                        self.maps(through)
+            elif isinstance(s, Store):
+                self.store(s)
+            elif isinstance(s, Reduce):
+                self.reduce(s)
+            elif isinstance(s, Gemm):
+                if s.mma:
+                    self.fam[s.acc] = "G"
+                else:  # a SIMT contraction reads its operands from shared memory
+                    self.fam[s.acc] = "S"
+                    self.mirror(s.a)
+                    self.mirror(s.b)
+
+    def maps(self, group) -> None:
+        """A loop mixing the GEMM's register layout with a reduction's finds no layout in
+        TileLang: the reduction-family operands are read through shared mirrors there."""
+        dsts = {s.dst for s in group}
+        args = {a for s in group if isinstance(s, Map) for a in s.args if not a.startswith("#")}
+        names = dsts | args
+        if self.has_gemm and any(self.fam.get(n) == "G" for n in names):
+            for n in sorted(names - dsts):
+                if self.fam.get(n) == "R" and self.local[n].scope == "fragment":
+                    self.mirror(n)
+            for d in dsts:
+                self.fam[d] = "G"
+        else:
+            for s in group:
+                if isinstance(s, Map) and any(self.fam.get(a) == "R" for a in s.args):
+                    self.fam[s.dst] = "R"
+
+    def reduce(self, s: Reduce) -> None:
+        dst = self.local[s.dst]
+        if not dst.axes:  # to one value: each thread a strided slice of a shared copy, then one thread
+            self.mirror(s.src)
+            self.add("partials", s.dst, ("__lanes",), dst.dtype)
+        elif not s.deferred:
+            self.fam[s.dst] = "G" if self.fam.get(s.src) == "G" else "R"
+
+    def store(self, s: Store) -> None:
+        b, g = self.local[s.src], self.plan.global_buffer(s.dst)
+        if window_granule(self.plan, self.k, g, b):
+            return
+        if swapped_layout(self.k, b.axes):  # (column, row) on chip: through a (row, column) tile
+            self.add("transposing", s.src, b.axes, g.dtype)
+        elif s.staged or any(len(d) > 1 for d in on_chip_dims(self.k, tuple(b.axes))):
+            self.add("staging", s.src, b.axes, g.dtype)

@@ -34,9 +34,10 @@ from __future__ import annotations
 import math
 
 from . import ir
-from .plan import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask,
-                   Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, swapped_layout)
-from .plan_shared import window_width, windows
+from .plan import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Gemm, Iota, Kernel, Load, Map,
+                   Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, statement_effects,
+                   swapped_layout)
+from .plan_shared import temps, window_width, windows
 from .target import DEFAULT, Target
 
 SMEM_PREFIX = "shared memory"
@@ -78,9 +79,8 @@ def packing_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | N
 def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     """Bytes of shared memory kernel k allocates (see the module docstring): a shared tile the
     stream body loads is multi-buffered, `stages` copies (TileLang's pipelining; stages + 1 in
-    FA3's ring), the others once; the emitter's shared tiles before the epilogue (a mirror of a
-    reduction beside a GEMM layout, a layout bridge: emit.kernel.shared_temps; a window:
-    plan_shared.windows, the plan's list) come on top. The epilogue's (store staging, a window of an unaligned store) reuse the pipelined
+    FA3's ring), the others once; the plan's other shared tiles before the epilogue (a mirror, a
+    serial reduction's partials: plan_shared.temps; a window: plan_shared.windows) come on top. The epilogue's (store staging, a window of an unaligned store) reuse the pipelined
     memory after the loop: the kernel needs the larger of the two phases (an epilogue window
     of 128 x 136 halves over 32 KiB of single-stage operands: 34816 bytes, both counts). Under
     FA3's schedule the ring is not reused: the epilogue's tiles come on top.
@@ -95,30 +95,29 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
         return math.prod(extent(plan, k, a, tiles) for a in axes) * DTYPE_BYTES.get(dtype, 4)
     if k.overlap:  # emit.overlap: the producer's ring holds stages + 1 blocks
         stages += 1
-    from .emit.kernel import shared_temps  # the emitter still chooses these; it imports this module
     threads = (tiles or {}).get("threads", k.threads)
 
-    def temp_bytes(axes, nbytes) -> int:
-        return math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in axes) * nbytes
+    def temp_bytes(t) -> int:
+        return math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in t.axes) * DTYPE_BYTES.get(t.dtype, 4)
 
     def window_bytes(w) -> int:  # whole granules under a row of the tile (plan_shared.window_width)
         rows, cols = plan.global_buffer(w.buffer).axes[-2:]
         return extent(plan, k, rows, tiles) * window_width(extent(plan, k, cols, tiles), w.granule) * \
             DTYPE_BYTES.get(plan.global_buffer(w.buffer).dtype, 4)
 
-    def phase(temps, wins) -> int:
+    def phase(ts, wins) -> int:
         # windows live from their fill to their last read only, never two at once: TileLang gives
         # them one place (the largest); the other temps are summed
-        return sum(temp_bytes(a, n) for a, n, _ in temps) + max(map(window_bytes, wins), default=0)
-    temps, wins = shared_temps(plan, k), windows(plan, k)
+        return sum(map(temp_bytes, ts)) + max(map(window_bytes, wins), default=0)
+    ts, wins = temps(plan, k), windows(plan, k)
     fixed = sum(size(b.axes, b.dtype) for b in k.buffers if b.scope == "shared" and b.name not in piped)
     rings = sum(size(b.axes, b.dtype) * stages for b in k.buffers if b.scope == "shared" and b.name in piped)
-    stream = fixed + rings + phase([t for t in temps if t[2]], [w for w in wins if not w.epilogue])
-    epilogue = phase([t for t in temps if not t[2]], [w for w in wins if w.epilogue])
+    stream = fixed + rings + phase([t for t in ts if not t.epilogue], [w for w in wins if not w.epilogue])
+    epilogue = phase([t for t in ts if t.epilogue], [w for w in wins if w.epilogue])
     if k.overlap:
         return stream + epilogue
     if k.pingpong:  # emit.pingpong: each consumer warpgroup its own tiles; the ring stays live
-        return 2 * fixed + rings + phase(temps, wins)
+        return 2 * fixed + rings + phase(ts, wins)
     return max(stream, fixed + epilogue)
 
 
@@ -249,27 +248,6 @@ def deferrable(plan: Plan, k: Kernel, s) -> bool:
     if len(k.buffer(s.src).axes) != 2 or len(k.buffer(s.dst).axes) != 1:
         return False
     return not any(s.dst in r + w for x in k.body if x is not s for r, w in [statement_effects(x)])
-
-
-def statement_effects(s) -> tuple[list[str], list[str]]:
-    """(on-chip buffers read, on-chip buffers written) by one statement."""
-    if isinstance(s, Load):
-        return [], [s.dst]
-    if isinstance(s, Store):
-        return [s.src], []
-    if isinstance(s, (Fill, Iota)):
-        return [], [s.dst]
-    if isinstance(s, Mask):
-        return [s.dst], [s.dst]
-    if isinstance(s, Pivot):
-        return [s.src], [s.dst]
-    if isinstance(s, Map):
-        return [a for a in s.args if not a.startswith("#")], [s.dst]
-    if isinstance(s, Reduce):
-        return [s.src, *([s.dst] if s.accumulate else [])], [s.dst]
-    if isinstance(s, Gemm):
-        return [s.a, s.b, *([] if s.clear else [s.acc])], [s.acc]
-    raise TypeError(f"unknown statement {s!r}")
 
 
 def _boundary_problems(k: Kernel, where: str, out: list[str]):

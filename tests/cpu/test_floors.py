@@ -29,10 +29,7 @@ FLOOR = {
     "bench": 8, "suite": 8, "search": 8, "tune": 8, "report": 8, "show": 8, "lean": 8,
     "cli": 9, "entry": 9, "__main__": 9,
 }
-KNOWN_UP = {
-    # step 2 (the plan lists its shared temporaries): the verifier counts them by running the printer
-    ("plan_verify", "emit.kernel"): "shared_bytes prints the kernel to count its temporaries",
-}
+KNOWN_UP: dict = {}  # none left: step 2 made the plan list its shared temporaries (plan_shared)
 
 
 def _imports(path: Path, package_root: Path = PACKAGE) -> list[tuple[list[str], int]]:

@@ -102,14 +102,14 @@ def test_code_version_ignores_comments_and_docstrings_only(tmp_path):
     pkg = tmp_path / "leantile"
     shutil.copytree(ROOT / "python" / "leantile", pkg, ignore=shutil.ignore_patterns("__pycache__", "*.json"))
     base = code_fingerprint(pkg)
-    f = pkg / "plan_verify.py"
+    f = pkg / "plan.py"
     text = f.read_text()
     f.write_text('"""Another module docstring."""\n# a new comment\n' + text.split('"""', 2)[2].replace(
         "def row_bytes(plan: Plan, b) -> int:\n", "def row_bytes(plan: Plan, b) -> int:  # why\n", 1))
     assert code_fingerprint(pkg) == base
-    for old, new in [("DTYPE_BYTES = {\"f16\": 2", "DTYPE_BYTES = {\"f16\": 3"),
+    for old, new in [("\"acc\": 4}", "\"acc\": 8}"),
                      ("def row_bytes(plan: Plan, b)", "def row_bytes(plan: Plan, c)"),
-                     ("SMEM_PREFIX = \"shared memory\"", "SMEM_PREFIX = \"shared memory\"\n\"\"\"now a statement\"\"\"")]:
+                     ("FIXED = \"fixed\"", "FIXED = \"fixed\"\n\"\"\"now a statement\"\"\"")]:
         f.write_text(text.replace(old, new, 1))
         assert new in f.read_text() and code_fingerprint(pkg) != base, new
     f.write_text(text)

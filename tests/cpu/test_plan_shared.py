@@ -56,3 +56,58 @@ def test_window_width_covers_every_start_in_a_granule():
             assert w % v == 0
             # a run of `extent` starting at offset o in its first granule ends inside the window
             assert all(o + extent <= w for o in range(v))
+
+
+def _kernels_with(plan, role):
+    return [(k, t) for k in plan.kernels for t in plan_shared.temps(plan, k) if t.role == role]
+
+
+def _allocated(src: str) -> int:
+    """Shared temps the emitted module allocates (emit.kernel.write's comments)."""
+    return src.count("# layout bridge") + src.count("# transposing bridge")
+
+
+def test_each_role_is_listed_where_the_emitter_needs_it():
+    from leantile import architectures
+    import loss_graphs
+    from strategies import inputs_in
+    from soundness_graphs import CLASSES
+    # a loss reduced to one value: each thread's partial over a shared copy of the operand
+    ce = loss_graphs.build("cross_entropy", {"b": 300, "c": 70})
+    plans = [derive(ce, c.name) for c in candidates(ce)]
+    assert any(_kernels_with(p, "partials") for p in plans)
+    for p in plans:
+        for k, t in _kernels_with(p, "partials"):
+            assert t.axes == ("__lanes",) and any(m.role == "mirror" for m in plan_shared.temps(p, k))
+    # a norm's statistics read beside the GEMM's register layout: mirrors, in the epilogue's phase
+    lnlg = architectures.build("layernorm_linear_gelu")
+    p = derive(lnlg, "stats_fused+colsum_streamed")
+    assert {t.buffer for _, t in _kernels_with(p, "mirror")} >= {"div_5", "rsqrt_13"}
+    assert all(t.epilogue for _, t in _kernels_with(p, "mirror"))
+    # a swapped GEMM's (column, row) tile stored through a (row, column) one
+    p = derive(inputs_in(CLASSES[1](), "f16", only="f32"), "prenorm")
+    assert _kernels_with(p, "transposing")
+    for plan in [*plans, derive(lnlg, "stats_fused+colsum_streamed"), p]:
+        assert sum(len(plan_shared.temps(plan, k)) for k in plan.kernels) == _allocated(emit_module(plan))
+
+
+def test_a_pingpong_kernel_lists_each_warpgroups_staging_beside_the_ring():
+    from leantile import architectures
+    from emitted_digest import PINGPONG
+    p = derive(architectures.build("matmul"), "direct", PINGPONG)
+    [k] = [k for k in p.kernels if k.pingpong]
+    staged = [t for t in plan_shared.temps(p, k) if t.role == "staging"]
+    stores = [s for s in k.epilogue if s.op == "store"]
+    assert len(staged) == 2 * len(stores) > 0  # one per consumer warpgroup
+    assert not any(t.epilogue for t in staged)  # the epilogue runs under the other's mainloop
+    assert len(staged) == _allocated(emit_module(p))
+
+
+def test_the_emitter_allocates_only_the_listed_temps(monkeypatch):
+    import leantile.emit.kernel as kernel
+    import loss_graphs
+    g = loss_graphs.build("cross_entropy", {"b": 300, "c": 70})
+    plan = next(p for p in (derive(g, c.name) for c in candidates(g)) if _kernels_with(p, "partials"))
+    monkeypatch.setattr(kernel, "temps", lambda plan, k: ())  # a plan that listed none
+    with pytest.raises(EmitError, match="internal error: kernel .* the writer made shared temps"):
+        emit_module(plan)

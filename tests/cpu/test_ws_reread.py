@@ -111,7 +111,7 @@ def _lowered(plan, configs=True):
 
 
 def _unaligned_rows(plan) -> set[str]:
-    from leantile.plan_verify import row_bytes
+    from leantile.plan import row_bytes
 
     return {b.name for b in plan.globals if len(b.axes) >= 2 and row_bytes(plan, b) % 16}
 

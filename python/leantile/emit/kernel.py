@@ -8,16 +8,15 @@ import math
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
                     on_chip_dims, swapped_layout)
 from .. import ops
-from ..plan_verify import DTYPE_BYTES
+from ..plan_shared import temps, windows
 from .grid import GridWriter
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .pingpong import PingPongWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
-from ..plan_shared import window_facts, windows
 from .unaligned import UnalignedWriter
 from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
-                     _global_dtype, _graph_dtype, _ident, _size, tile_param_of)
+                     _global_dtype, _ident, _size, tile_param_of)
 
 class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter):
     running_max: frozenset = frozenset()
@@ -61,6 +60,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.lname[b.name] = n
         self.taken = taken
         self.temps: list[tuple[str, tuple[str, ...], str, str]] = []  # (name, axes, scope, dtype expr)
+        # (role, buffer, in the epilogue) of each shared temp made: write() checks them against the
+        # plan's list (plan_shared.temps)
+        self.shared_made: list[tuple[str, str, bool]] = []
         # (name, (row axis, column axis), dtype expr, width name, granule, before the epilogue,
         # global name) of emit.unaligned's windows
         self.windows: list[tuple[str, tuple[str, str], str, str, int, bool, str]] = []
@@ -303,6 +305,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         if self.is_swapped(s.src):  # (column, row) on chip: transposed into a (row, column) shared tile
             staged = self.fresh(f"{_ident(s.dst)}_out_shared")
             self.temps.append((staged, b.axes, "shared_plain", _global_dtype(self.plan, g)))
+            self.made("transposing", s.src)
             rows, cols = (self.extent(a) for a in b.axes)
             self.emit(f"for i, j in T.Parallel({rows}, {cols}):  # {s.src} is kept transposed (swap_ab)", depth)
             self.emit(f"{staged}[i, j] = T.cast({src}[j, i], {_global_dtype(self.plan, g)})", depth + 1)
@@ -311,6 +314,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         if s.staged or packed:  # through shared memory (plan_passes.store_staging; a packed tile's rows by head)
             staged = self.fresh(f"{_ident(s.dst)}_out_shared")
             self.temps.append((staged, b.axes, "shared", _global_dtype(self.plan, g)))
+            self.made("staging", s.src)
             self.emit(f"T.copy({src}, {staged})", depth)
             src = staged
         if packed:
@@ -318,6 +322,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
                 self.emit(f"T.copy({part}, {gsrc}, disable_tma=True)", depth)
             return
         self.emit(f"T.copy({src}, {self.gslice(g, b.axes, f'store {s.src}->{s.dst}')})", depth)
+
+    def made(self, role: str, buffer: str) -> None:
+        """Record a shared temp the writer allocates (checked against plan_shared.temps)."""
+        self.shared_made.append((role, buffer, self.epilogue_temps is not None))
 
     def do_fill(self, s: Fill, depth: int):
         b = self.local[s.dst]
@@ -367,6 +375,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
                         m = self.fresh(f"{n}_smem")
                         self.mirrors[n] = m
                         self.temps.append((m, self.local[n].axes, "shared", self.dtype_expr(self.local[n])))
+                        self.made("mirror", n)
                     mirror[n] = self.mirrors[n]
                     self.emit(f"T.copy({self.lname[n]}, {mirror[n]})  # {n}: reduction layout -> shared, "
                               "for use beside the GEMM layout", depth)
@@ -530,6 +539,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         made = [(g, v, not in_stream) for _, _, _, _, v, in_stream, g in self.windows]
         if made != listed:  # the plan lists the windows (plan_shared.windows); the writer only prints them
             raise EmitError(f"internal error: kernel {k.name}: the writer made windows {made}, the plan lists {listed}")
+        listed = sorted((t.role, t.buffer, t.epilogue) for t in temps(self.plan, k))
+        if sorted(self.shared_made) != listed:  # and the other shared temps (plan_shared.temps)
+            raise EmitError(f"internal error: kernel {k.name}: the writer made shared temps {sorted(self.shared_made)}, "
+                            f"the plan lists {listed}")
         for name, (rows, _), dt, width, *_ in self.windows:
             out.append(f"            {name} = T.alloc_shared(({self.extent(rows)}, {width}), {dt})  # window (emit.unaligned)")
         for g, (name, extent, dt) in self.flat_views.items():  # emit.unaligned: whole granules
@@ -544,46 +557,3 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
 
 def _args(s: Map | Iota) -> tuple[str, ...]:
     return s.args if isinstance(s, Map) else ()
-
-
-_TEMPS: dict = {}  # shared_temps, by what its answer depends on
-
-
-def shared_temps(plan: Plan, k: Kernel) -> tuple[tuple[tuple[str, ...], int, bool], ...]:
-    """(axes, bytes per element, before the epilogue) of each shared-memory tile the emitter
-    chooses for kernel k while it prints: a reduction's mirror beside a GEMM layout, a layout
-    bridge, a serial reduction's partials, a store's staging tile (the plan lists the windows:
-    plan_shared.windows). Those before the epilogue TileLang keeps live beside the pipelined
-    buffers; the epilogue's reuse their memory. plan_verify.shared_bytes counts both phases. A
-    kernel the emitter refuses, or one of a plan still being built (derive's fit test of one
-    kernel, before its globals exist), has none here: emitting it raises its own error."""
-    # what the writer's choice of temps depends on: the statements and buffers, not the block
-    # sizes (a search re-derives the same kernel at many; shared_bytes scales the axes itself)
-    key = (k.name, k.prologue, k.body, k.epilogue, k.buffers, k.states, k.warp_policy, k.packed, k.overlap, k.pingpong,
-           k.swapped, k.stream.axis if k.stream else None, _graph_dtype(plan), window_facts(plan, k))
-    hit = _TEMPS.get(key)
-    if hit is None:
-        names = {b.name for b in plan.globals}
-        if any(s.src not in names if isinstance(s, Load) else s.dst not in names
-               for s in k.statements() if isinstance(s, (Load, Store))):
-            return ()  # a plan still being built
-        w = _KernelWriter(plan, k)
-        try:
-            w.write()
-        except EmitError:
-            return ()
-        cut = len(w.temps) if w.epilogue_temps is None else w.epilogue_temps
-        hit = tuple((axes, DTYPE_BYTES.get(_dtype_code(dt), 4), n < cut)
-                    for n, (_, axes, scope, dt) in enumerate(w.temps) if scope.startswith("shared"))
-        if len(_TEMPS) > 4096:
-            _TEMPS.clear()
-        _TEMPS[key] = hit
-    return hit
-
-
-def _dtype_code(expr: str) -> str:
-    """The plan dtype of a TileLang dtype expression ('float16' -> f16, accum_dtype -> acc)."""
-    name = expr.strip("'\"")
-    if name == "accum_dtype":
-        return "acc"
-    return next((code for code, tl in TL_DTYPES.items() if tl == name), name)

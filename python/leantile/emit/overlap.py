@@ -10,7 +10,7 @@ and write P_k. They also take turns at issuing (ping-pong, two named barriers), 
 warpgroup's softmax overlaps the other's GEMMs.
 
 The values are the plain loop's, statement for statement: O gets +P_{k-1}V_{k-1} and then *r_k,
-the order the plain loop applies them in (plan_passes.overlap_parts checks that the moved
+the order the plain loop applies them in (plan.overlap_parts checks that the moved
 statements commute). A buffer goes back to the producer only after the wgmma reading it has
 completed (T.wait_wgmma): TileLang's automatic warp specialisation of T.Pipelined releases it
 right after the issue, which races with an asynchronous wgmma. Every wgmma is unconditional:
@@ -18,8 +18,8 @@ ptxas serialises wgmma whose number in flight depends on a branch (warning C7514
 """
 from __future__ import annotations
 
-from ..plan import running_maxes
-from ..plan_passes import OVERLAP_BLOCK_M, OVERLAP_THREADS, overlap_parts
+from ..plan import overlap_parts, running_maxes
+from ..plan_passes import OVERLAP_BLOCK_M, OVERLAP_THREADS
 from .common import _size
 
 PRODUCER_THREADS = 128

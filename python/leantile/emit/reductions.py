@@ -127,6 +127,7 @@ class ReductionWriter:
             m = self.fresh(f"{name}_smem")
             self.mirrors[name] = m
             self.temps.append((m, b.axes, "shared", self.dtype_expr(b)))
+            self.made("mirror", name)
         self.emit(f"T.copy({self.lname[name]}, {self.mirrors[name]})", depth)
         return self.mirrors[name]
 
@@ -144,6 +145,7 @@ class ReductionWriter:
         lanes = self.k.threads
         part = self.fresh(f"{_ident(s.dst)}_partial")
         self.temps.append((part, ("__lanes",), "shared", dt))
+        self.made("partials", s.dst)
         ext = self.extent(s.axis)
         self.emit(f"for t in T.Parallel({lanes}):", depth)
         self.emit(f"{part}[t] = {ident}", depth + 1)

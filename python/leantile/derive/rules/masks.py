@@ -181,7 +181,7 @@ def boundary_closure(prologue: list, body: list) -> list:
     Iota whose value is read, after it is written, only by boundary-only statements (a select
     through its keep, args[0]: its args[1] passes through on interior blocks) is not computed
     on interior blocks either (the positions and comparisons of a causal mask)."""
-    from ...plan_verify import statement_effects
+    from ...plan import statement_effects
     body = list(body)
     outside = {r for s in prologue for r in statement_effects(s)[0]}  # (the epilogue reads o and l alone)
     changed = True
