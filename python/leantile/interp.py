@@ -1,6 +1,8 @@
 """Run a Plan tile by tile in torch on the CPU: the same grid, stream loop, state updates
-and partial tiles the emitted kernel runs. Agreement with leantile.reference is what the
-property suite checks."""
+and partial tiles the emitted kernel runs, the stream in the order its schedule runs it (FA3's
+rotated loop: plan.stream_steps). Agreement with leantile.reference is what the property suite
+checks. A ping-pong kernel (emit.pingpong) runs each output tile as the plain schedule does, on
+one of two consumer warpgroups: tiles share nothing, so the walk over them is the grid's."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import torch
 
 from . import ir, ops, reference
 from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
-                   key_block_interior, key_block_range, running_maxes)
+                   key_block_interior, key_block_range, running_maxes, stream_steps)
 
 TORCH = reference.TORCH_DTYPES
 
@@ -88,15 +90,15 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
         if k.stream:
             env.running_max = running_maxes(k)
             inside = _interior_blocks(k, tile)
-            for j in _stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes)):
+            blocks = list(_stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes)))
+            for j, s in stream_steps(k, blocks):  # block by block, or FA3's rotated loop (k.overlap)
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
-                for s in k.body:
-                    if getattr(s, "boundary_only", False) and inside[0] <= j < inside[1]:
-                        if isinstance(s, Map) and s.fn == "select" and s.dst != s.args[1]:  # all kept: passes
-                            env.exec(Map(dst=s.dst, fn="copy", args=(s.args[1],)))
-                        continue  # an interior block: every row keeps every key, the mask is not evaluated
-                    env.exec(s)
+                if getattr(s, "boundary_only", False) and inside[0] <= j < inside[1]:
+                    if isinstance(s, Map) and s.fn == "select" and s.dst != s.args[1]:  # all kept: passes
+                        env.exec(Map(dst=s.dst, fn="copy", args=(s.args[1],)))
+                    continue  # an interior block: every row keeps every key, the mask is not evaluated
+                env.exec(s)
             env.running_max = frozenset()
         else:  # no streamed axis: the body runs once per tile
             for s in k.body:

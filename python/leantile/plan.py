@@ -525,3 +525,27 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
         return None
     kept = [middle[j] for j in kept]
     return OverlapParts(load_k, gemm_s, tuple(kept), tuple(middle[i] for i in moved), load_v, gemm_o)
+
+
+def stream_steps(k: Kernel, blocks: list[int]) -> list[tuple[int, object]]:
+    """(stream block, statement) in the order kernel k runs its stream body over `blocks`: block
+    by block, or under FA3's schedule (k.overlap, emit.overlap) the rotated loop: block j's K load
+    and Q K^T, its softmax, then the previous block's P V, then block j's moved statements (O's
+    rescale, P's cast: overlap_parts checks that they commute with the softmax they pass), the
+    last block's P V after the loop. The GPU issues the previous P V before block j's softmax and
+    runs the two at once (wgmma reads P and accumulates O while the softmax runs): of the orders
+    that allows, this one puts every softmax write before the P V's reads, so a softmax statement
+    that wrote P or O would change the result here. interp runs these steps: every check of a plan
+    against the reference checks the rotation too."""
+    if not k.overlap:
+        return [(j, s) for j in blocks for s in k.body]
+    p = overlap_parts(k)
+    steps: list[tuple[int, object]] = []
+    for n, j in enumerate(blocks):
+        steps += [(j, p.load_k), (j, p.gemm_s), *((j, s) for s in p.softmax)]
+        if n:
+            steps += [(blocks[n - 1], p.load_v), (blocks[n - 1], p.gemm_o)]
+        steps += [(j, s) for s in p.moved]
+    if blocks:
+        steps += [(blocks[-1], p.load_v), (blocks[-1], p.gemm_o)]
+    return steps

@@ -1,7 +1,8 @@
 """FlashAttention-3's schedule (issue 18): when plan_passes.overlap engages, what the shape rule
 picks by default, and that the emitted kernels lower for sm_90 with their wgmma in flight
 (ptxas serialises wgmma whose accumulators are touched while they run: warning C7514).
-Values are checked on the GPU (tests/gpu/test_overlap_gpu.py): interp ignores the flag."""
+Values are checked on the GPU (tests/gpu/test_overlap_gpu.py) and by the interpreter, which runs the
+rotated loop (plan.stream_steps; tests/cpu/test_stream_steps.py)."""
 from __future__ import annotations
 
 import pytest

@@ -11,7 +11,7 @@ accumulator, and take turns at the tensor cores (named barriers TURN): one's epi
 the other's mainloop issues.
 
 Values are the plain loop's, statement for statement (the same prologue, the blocks accumulated
-in the same order, the same epilogue); interp ignores the schedule. A ring buffer goes back to
+in the same order, the same epilogue): interp runs each tile so (tiles share nothing). A ring buffer goes back to
 the producer only after the wgmma reading it has completed (T.wait_wgmma). The turn comes before
 a consumer's first wait on a full barrier: the consumers share the ring, and a barrier's parity
 tells only two phases apart; once the other has issued its mainloop, this one's first block is
