@@ -23,9 +23,28 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (`timeout`, a job scheduler), handled as Ctrl-C is."""
 
 
+def _importing(frame) -> bool:
+    """Whether the interrupted frame runs inside an import (the import machinery on its stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _on_signal(signum, frame):
     global _received
     _received = signum
+    if _importing(frame):
+        # Raised inside an import, the interrupt can surface in Python code a C++ extension
+        # calls while it initialises (torch's, through pybind11), which then aborts the process
+        # ("terminate called after throwing ... KeyboardInterrupt", exit -6; make test saw it once,
+        # `report` interrupted 0.9 s in, in `import torch`). Delivered again a moment later
+        # instead, until the import is done: an import ends in seconds.
+        t = threading.Timer(0.05, _thread.interrupt_main, args=(signum,))
+        t.daemon = True
+        t.start()
+        return
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 

@@ -78,3 +78,31 @@ def test_an_interrupt_raised_inside_a_destructor_still_interrupts(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
     assert r.stdout.strip() == "INTERRUPTED Terminated 143" and not r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("sig,name,code", [(signal.SIGINT, "KeyboardInterrupt", 130), (signal.SIGTERM, "Terminated", 143)])
+def test_an_interrupt_during_an_import_waits_for_the_import_to_finish(tmp_path, sig, name, code):
+    """Raised inside an import, an interrupt can surface in Python code that a C++ extension calls
+    while it initialises, and the process aborts (exit -6: make test saw it once, `report`
+    interrupted 0.9 s in, inside `import torch`). It is delivered once the import is done: the
+    module runs to its end, and the interrupt is raised after it."""
+    (tmp_path / "slow_module.py").write_text(
+        "import os, signal, time\n"
+        f"os.kill(os.getpid(), {int(sig)})\n"
+        "t = time.time()\n"
+        "while time.time() - t < 0.5: pass\n"
+        "FINISHED = True\n")
+    code_ = (
+        "import sys\n"
+        "from leantile import interrupts\n"
+        "interrupts.install()\n"
+        "try:\n"
+        "    import slow_module\n"
+        "    for _ in range(10**8): pass\n"
+        "    print('NOT INTERRUPTED')\n"
+        "except KeyboardInterrupt as e:\n"
+        "    m = sys.modules.get('slow_module')\n"
+        "    print('INTERRUPTED', type(e).__name__, interrupts.exit_code(e), getattr(m, 'FINISHED', False))\n")
+    r = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": f"{ROOT / 'python'}{os.pathsep}{tmp_path}"})
+    assert r.stdout.strip() == f"INTERRUPTED {name} {code} True" and not r.stderr, r.stdout + r.stderr
