@@ -13,6 +13,7 @@ def main() -> None:
     try:
         from .cli import main as run
         code = run()
+        interrupts.raise_pending()  # one received while the last import ran, after the command ended
     except BaseException as e:  # while the command's modules were still loading
         # an interrupt there may surface as another exception: Python wraps one raised inside
         # a class body's __set_name__ in a RuntimeError (seen at 0.15 s into `report`)

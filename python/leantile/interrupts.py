@@ -17,6 +17,7 @@ import threading
 
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 _received: int | None = None  # the signal that interrupted this process, once one has
+_pending: int | None = None  # a signal received inside an import and not raised yet
 
 
 class Terminated(KeyboardInterrupt):
@@ -32,20 +33,27 @@ def _importing(frame) -> bool:
     return False
 
 
+def _raise(signum):
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
 def _on_signal(signum, frame):
-    global _received
+    global _received, _pending
     _received = signum
     if _importing(frame):
         # Raised inside an import, the interrupt can surface in Python code a C++ extension
         # calls while it initialises (torch's, through pybind11), which then aborts the process
         # ("terminate called after throwing ... KeyboardInterrupt", exit -6; make test saw it once,
         # `report` interrupted 0.9 s in, in `import torch`). Delivered again a moment later
-        # instead, until the import is done: an import ends in seconds.
+        # instead, until the import is done: an import ends in seconds. A command that ends
+        # first still ends interrupted (handling(), pending()).
+        _pending = signum
         t = threading.Timer(0.05, _thread.interrupt_main, args=(signum,))
         t.daemon = True
         t.start()
         return
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    _pending = None
+    _raise(signum)
 
 
 def _unraisable(info) -> None:
@@ -102,10 +110,20 @@ def handling():
         for sig, h in old.items():
             signal.signal(sig, h if h is not None else signal.SIG_DFL)
         sys.unraisablehook = old_hook
+    raise_pending()
 
 
 def received() -> int | None:
     return _received
+
+
+def raise_pending() -> None:
+    """Raise the interrupt received inside an import and not delivered yet (the command ended
+    first): it still ends the command as interrupted."""
+    global _pending
+    if _pending is not None:
+        signum, _pending = _pending, None
+        _raise(signum)
 
 
 def exit_code(e: BaseException | None = None) -> int:
