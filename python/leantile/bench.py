@@ -179,25 +179,25 @@ def chart(rows, path: Path) -> None:
     plt.close(fig)
 
 
-def run_bench(a) -> int:
-    """`leantile bench` (leantile.cli.bench parses the arguments and checks for a GPU)."""
+def run_bench(sources: list[str] | None = None, *, out: str = "benchmarks/results", sizes: dict | None = None,
+              candidate: str | None = None, tiles: dict | None = None, untuned: bool = False) -> int:
+    """`leantile bench` over `sources` (default: every built-in): one row each, then the table,
+    JSON and chart in `out`. sizes, tiles: as leantile.compile takes them (the CLI parses its
+    --size / --tile pairs and checks for a GPU first)."""
     from .files import check_out_dir
     from .progress import progress
-    from .sources import parse_sizes
-    from .tiles import parse_tiles
 
-    check_out_dir(a.out, "--out")  # a bad --out is one line now, not after every benchmark ran
-    sizes, tiles = parse_sizes(a.size), parse_tiles(a.tile)
+    check_out_dir(out, "--out")  # a bad --out is one line now, not after every benchmark ran
     rows = []
-    for source in progress(a.sources or architectures.NAMES, "bench"):
+    for source in progress(sources or architectures.NAMES, "bench"):
         try:
-            rows.append(run_one(source, tuned=not a.untuned, sizes=sizes, candidate=a.candidate, tiles=tiles))
+            rows.append(run_one(source, tuned=not untuned, sizes=sizes or {}, candidate=candidate, tiles=tiles or {}))
         except Exception as e:
             rows.append({"arch": source, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-3000:]})
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "trace"}), flush=True)
     from .files import write_atomic
     gpu = torch.cuda.get_device_name().replace(" ", "-")
-    out = Path(a.out)
+    out = Path(out)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date": _now(), "rows": rows}
     write_atomic(out / f"bench-{gpu}.json", json.dumps(meta, indent=1) + "\n")
     lines = [f"# leantile bench on {meta['device']} (torch {meta['torch']}), {meta['date']}", "",

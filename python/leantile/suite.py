@@ -511,22 +511,25 @@ def measure(case: Case, g: ir.Graph, base, has_tuned: bool) -> list[dict]:
     return rows
 
 
-def run_suite(a) -> int:
-    """`leantile bench --suite ...` (leantile.cli.bench checks the arguments and the GPU)."""
+def run_suite(suite: str = "full", *, out: str = "benchmarks/results", shard: str | None = None, limit: int | None = None,
+              tags: list[str] | None = None, time_budget: float | None = None, precompile: bool = True) -> int:
+    """`leantile bench --suite ...`: the cases `select` picks, measured, written to `out` as they
+    come; time_budget (seconds): the cases after it are rows saying so; precompile: compile the
+    kernels ahead in a process pool (leantile.cli.bench checks the arguments and the GPU)."""
     import torch
 
     from .files import check_out_dir, write_atomic
     from .progress import progress
     from .tuned import load_tuned
 
-    check_out_dir(a.out, "--out")
-    cases = select(suite=a.suite, shard=a.shard, limit=a.limit, tags=a.tag)
-    sel = selection_name(a.suite, a.shard, a.limit, a.tag)
+    check_out_dir(out, "--out")
+    cases = select(suite=suite, shard=shard, limit=limit, tags=tags)
+    sel = selection_name(suite, shard, limit, tags)
     gpu = torch.cuda.get_device_name()
-    out = Path(a.out)
+    out = Path(out)
     stem = f"suite-{gpu.replace(' ', '-')}-{sel}"
     meta = {"selection": sel, "cases": len(cases), "device": gpu, "torch": torch.__version__,
-            "time_budget_s": a.time_budget}
+            "time_budget_s": time_budget}
     t0 = time.time()
     work = []  # (case, graph, baselines, tuned entry exists) or (case, None, None, skip/error record)
     for c in cases:
@@ -542,7 +545,7 @@ def run_suite(a) -> int:
             work.append((c, None, None, {"error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-3000:]}))
     jobs, job_of = [], {}
     for i, (c, g, _, tuned) in enumerate(work):
-        if g is not None and not a.no_precompile:
+        if g is not None and precompile:
             job_of[i] = [len(jobs)] + ([len(jobs) + 1] if tuned is True else [])
             jobs += [(g.to_json(), gpu, True)] + ([(g.to_json(), gpu, False)] if tuned is True else [])
     pool, futs = _pool(jobs, None)
@@ -557,9 +560,9 @@ def run_suite(a) -> int:
     try:
         for i, (c, g, base, extra) in enumerate(progress(work, "bench --suite")):
             before = len(rows)
-            if a.time_budget is not None and time.time() - t0 > a.time_budget:
-                meta["stopped"] = f"stopped at the time budget of {a.time_budget:.0f} s"
-                rows.append(suite_row(c, {"skipped": f"not run: --time-budget {a.time_budget:.0f} s reached"}))
+            if time_budget is not None and time.time() - t0 > time_budget:
+                meta["stopped"] = f"stopped at the time budget of {time_budget:.0f} s"
+                rows.append(suite_row(c, {"skipped": f"not run: --time-budget {time_budget:.0f} s reached"}))
                 continue
             if g is None:
                 rows.append(suite_row(c, extra))

@@ -72,36 +72,38 @@ def tune_one(g, budget_s: float, progress=None, all_candidates: bool = False) ->
     return best, log
 
 
-def run_tune(a) -> int:
-    """`leantile tune` (leantile.cli.tune parses the arguments and checks for a GPU)."""
+def run_tune(sources: list[str] | None = None, *, sizes: dict | None = None, budget_s: float = 120.0,
+             tuned_dir: str | None = None, log: str | None = None, all_candidates: bool = False) -> int:
+    """`leantile tune` over `sources` (default: every built-in) at `sizes`: the best verified point
+    of each stored in `tuned_dir` (default: the user's tuned folder), every point tried written to
+    `log` (leantile.cli.tune parses the arguments and checks for a GPU)."""
     import torch
 
     from .files import check_out_dir
-    from .sources import parse_sizes
 
-    if a.tuned_dir:
-        check_out_dir(a.tuned_dir, "--tuned-dir")
-    if a.log:
-        check_out_dir(Path(a.log).parent, "--log")
+    if tuned_dir:
+        check_out_dir(tuned_dir, "--tuned-dir")
+    if log:
+        check_out_dir(Path(log).parent, "--log")
     from rich.progress import Progress
 
     from .tuned import save_tuned
     gpu = torch.cuda.get_device_name()
     logs = []
     with Progress() as progress:
-        for source in a.sources or architectures.NAMES:
-            g = load_source(source, parse_sizes(a.size))
-            best, log = tune_one(g, a.budget_s, progress, a.all_candidates)
-            logs += log
+        for source in sources or architectures.NAMES:
+            g = load_source(source, sizes or {})
+            best, tried = tune_one(g, budget_s, progress, all_candidates)
+            logs += tried
             if best is None:
                 progress.console.print(f"{g.name}: no configuration passed the check")
                 continue
             save_tuned({"arch": g.name, "shape": dict(g.axes), "dtype": g.inputs()[0].dtype, "gpu": gpu,
                         "candidate": best["candidate"], "tiles": best["tiles"], "time_ms": best["gpu_ms"],
-                        "rel_err": best["rel_err"], "source": "leantile tune"}, a.tuned_dir)
+                        "rel_err": best["rel_err"], "source": "leantile tune"}, tuned_dir)
             progress.console.print(f"{g.name}: {best['gpu_ms']:.4f} ms  {best['candidate']}  {best['tiles']}")
-    if a.log:
+    if log:
         from .files import write_atomic
-        write_atomic(a.log, json.dumps({"device": gpu, "log": logs}, indent=1) + "\n")
+        write_atomic(log, json.dumps({"device": gpu, "log": logs}, indent=1) + "\n")
     return 0
 

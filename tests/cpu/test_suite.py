@@ -1,6 +1,5 @@
 """The shape suite (leantile.suite, `leantile bench --suite`): its cases, the bf16 graphs, the
 selections and shards, the summary, and the command's refusals, on the CPU."""
-import argparse
 import json
 import math
 
@@ -148,10 +147,10 @@ def test_run_suite_writes_rows_summary_and_chart_without_a_gpu(tmp_path, monkeyp
     monkeypatch.setenv("LEANTILE_TUNED_DIR", str(tmp_path / "tuned"))  # the shipped entries only
 
     def args(**kw):
-        return argparse.Namespace(**{"suite": "full", "shard": None, "limit": None, "tag": None, "out": str(tmp_path),
-                                     "time_budget": None, "no_precompile": True, **kw})
+        return {"suite": "full", "shard": None, "limit": None, "tags": None, "out": str(tmp_path),
+                "time_budget": None, "precompile": False, **kw}
 
-    assert suite.run_suite(args(tag=["published"])) == 0
+    assert suite.run_suite(**args(tags=["published"])) == 0
     stem = tmp_path / "suite-NVIDIA-H200-full-published"
     data = json.loads(stem.with_suffix(".json").read_text())
     by = {}
@@ -170,18 +169,18 @@ def test_run_suite_writes_rows_summary_and_chart_without_a_gpu(tmp_path, monkeyp
     lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
     assert [json.loads(x)["case"] for x in lines] == [r["case"] for r in data["rows"]]
     # an error is one row and the others go on
-    assert suite.run_suite(args(suite="quick", shard="1/5", limit=3)) == 1
+    assert suite.run_suite(**args(suite="quick", shard="1/5", limit=3)) == 1
     rows = json.loads((tmp_path / "suite-NVIDIA-H200-quick-1of5-first3.json").read_text())["rows"]
     assert [r["case"] for r in rows] == [c.name for c in suite.select(suite="quick", shard="1/5")[:3]]
     assert "no kernel today" in rows[0]["error"] and all("gpu_ms" in r for r in rows[1:])
     # a case over the memory limit is skipped with its reason; a spent time budget runs nothing more
-    assert suite.run_suite(args(tag=["large"], limit=5, time_budget=1e-9)) == 0
+    assert suite.run_suite(**args(tags=["large"], limit=5, time_budget=1e-9)) == 0
     rows = json.loads((tmp_path / "suite-NVIDIA-H200-full-large-first5.json").read_text())["rows"]
     assert len(rows) == 5 and all("not run" in r["skipped"] for r in rows)
     big = next(c for c in suite.CASES if c.name == "attention_llama3_8b_prefill_t32768")
     assert suite.footprint(suite.build(big)[0]) > suite.MEMORY_LIMIT
     monkeypatch.setattr(suite, "CASES", [big])
-    assert suite.run_suite(args()) == 0
+    assert suite.run_suite(**args()) == 0
     rows = json.loads((tmp_path / "suite-NVIDIA-H200-full.json").read_text())["rows"]
     assert [r["case"] for r in rows] == [big.name] and "GB" in rows[0]["skipped"]
 

@@ -48,10 +48,14 @@ def cmd_bench(args) -> int:
     if args.suite is not None:
         from ..suite import run_suite
 
-        return run_suite(args)
+        return run_suite(args.suite, out=args.out, shard=args.shard, limit=args.limit, tags=args.tag,
+                         time_budget=args.time_budget, precompile=not args.no_precompile)
     from ..bench import run_bench
+    from ..sources import parse_sizes
+    from ..tiles import parse_tiles
 
-    return run_bench(args)
+    return run_bench(args.sources, out=args.out, sizes=parse_sizes(args.size), candidate=args.candidate,
+                     tiles=parse_tiles(args.tile), untuned=args.untuned)
 
 
 def register(sub) -> None:

@@ -7,9 +7,11 @@ from .options import add_size, add_sources, require_gpu
 
 def cmd_tune(args) -> int:
     require_gpu("tune")
+    from ..sources import parse_sizes
     from ..tune import run_tune
 
-    return run_tune(args)
+    return run_tune(args.sources, sizes=parse_sizes(args.size), budget_s=args.budget_s, tuned_dir=args.tuned_dir,
+                    log=args.log, all_candidates=args.all_candidates)
 
 
 def register(sub) -> None:
