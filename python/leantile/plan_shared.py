@@ -16,7 +16,9 @@ epilogue's, which reuses the pipelined memory once the stream is done):
   that order), for each schedule: plain, FA3's overlap (its softmax and moved statements twice),
   ping-pong (prologue and epilogue once per consumer warpgroup).
 The emitter allocates what these list and refuses, as an internal error, anything else;
-plan_verify.shared_bytes sums them."""
+plan_verify.shared_bytes sums them. The same walk tells which register tiles a T.reduce_sum /
+T.reduce_max reads and in which layout (`reductions`): plan_verify.reduce_layout_problem refuses
+tiles whose layout TileLang cannot reduce."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -114,6 +116,26 @@ class Temp(NamedTuple):
     epilogue: bool
 
 
+class Reduced(NamedTuple):
+    """A register tile a T.reduce_sum / T.reduce_max of kernel k reads: the reduction's result,
+    the tile's axes, the axis reduced, and how its layout comes about: "gemm" (a GEMM
+    accumulator's register layout, or a tile computed elementwise from one), "partials" (a
+    deferred reduction's partials, accumulated by elementwise loops over the stream and reduced
+    after it) or "elementwise" (any other tile, reduced where it is computed)."""
+    dst: str
+    axes: tuple[str, ...]
+    axis: str
+    layout: str
+
+
+def reductions(plan: Plan, k: Kernel) -> tuple[Reduced, ...]:
+    """The register tiles kernel k's T.reduce_* statements read, in the order the emitter prints
+    them (a reduction to one value is a serial loop over shared memory: not listed)."""
+    walk = _Walk(plan, k, stores=False)
+    walk.run()
+    return tuple(walk.reduced)
+
+
 def temps(plan: Plan, k: Kernel) -> tuple[Temp, ...]:
     """The shared tiles of kernel k beyond its buffers and windows, in the order the emitter
     meets them (see the module docstring). A kernel of a plan still being built (derive's fit
@@ -130,13 +152,14 @@ class _Walk:
     and the temporaries they imply (emit.kernel's maps and do_store, emit.reductions' do_reduce,
     reduce_serial, to_shared and gemm_simt print what this decides)."""
 
-    def __init__(self, plan: Plan, k: Kernel):
-        self.plan, self.k = plan, k
+    def __init__(self, plan: Plan, k: Kernel, stores: bool = True):
+        self.plan, self.k, self.stores = plan, k, stores
         self.local = {b.name: b for b in k.buffers if b.scope != "global"}
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         self.fam: dict[str, str] = {}
         self.mirrored: set[str] = set()
         self.out: list[Temp] = []
+        self.reduced: list[Reduced] = []
         self.epilogue = False
 
     def run(self) -> tuple[Temp, ...]:
@@ -164,6 +187,7 @@ class _Walk:
                 for s in k.body:
                     if isinstance(s, Reduce) and s.deferred:
                         self.fam[s.dst] = "R"
+                        self.reduced.append(Reduced(s.dst, self.local[s.src].axes, s.axis, "partials"))
             self.epilogue = True
             self.stmts(k.epilogue)
         return tuple(self.out)
@@ -190,7 +214,8 @@ class _Walk:
                     if through:
                         self.maps(through)
             elif isinstance(s, Store):
-                self.store(s)
+                if self.stores:
+                    self.store(s)
             elif isinstance(s, Reduce):
                 self.reduce(s)
             elif isinstance(s, Gemm):
@@ -224,7 +249,9 @@ class _Walk:
             self.mirror(s.src)
             self.add("partials", s.dst, ("__lanes",), dst.dtype)
         elif not s.deferred:
-            self.fam[s.dst] = "G" if self.fam.get(s.src) == "G" else "R"
+            gemm = self.fam.get(s.src) == "G"  # a masked or cast copy of the operand keeps its layout
+            self.fam[s.dst] = "G" if gemm else "R"
+            self.reduced.append(Reduced(s.dst, self.local[s.src].axes, s.axis, "gemm" if gemm else "elementwise"))
 
     def store(self, s: Store) -> None:
         b, g = self.local[s.src], self.plan.global_buffer(s.dst)

@@ -21,7 +21,8 @@ It checks what the interpreter and the emitter take for granted:
     whole axis) times the bytes of their dtype ('acc' accumulates in f32: 4 bytes), times the
     pipeline's stages for tiles the stream body loads.
 
-  - the warps can share every tensor-core GEMM tile (warps_problem);
+  - the warps can share every tensor-core GEMM tile, and TileLang has a layout for every tile a
+    T.reduce_* reads (warps_problem, reduce_layout_problem);
   - the launch fits CUDA's grid limits (grid_problem): gridDim.x <= 2^31 - 1, .y and .z <= 65535
     (plan.grid_folded puts a grid that would pass y or z on x).
 
@@ -37,8 +38,9 @@ from . import ir
 from .plan import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Gemm, Iota, Kernel, Load, Map,
                    Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, statement_effects,
                    swapped_layout)
-from .plan_shared import temps, window_width, windows
+from .plan_shared import reductions, temps, window_width, windows
 from .target import DEFAULT, Target
+from .tiles import block_allowed
 
 SMEM_PREFIX = "shared memory"
 
@@ -186,7 +188,7 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
     16-row by 8-column pieces ("No valid warp partition for T.gemm" otherwise); and where a
     row of the accumulator is reduced or fed to a second GEMM (online softmax), each warp owns
     whole rows, n_w = 1 (flash at 64 rows over 8 warps: "Layout infer conflict")."""
-    packing = packing_problem(plan, k, tiles)
+    packing = packing_problem(plan, k, tiles) or reduce_layout_problem(plan, k, tiles)
     if packing:
         return packing
     local = {b.name: b for b in k.buffers}
@@ -215,6 +217,36 @@ def warps_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | Non
         if wg:
             return (f"{WARPS_PREFIX}: kernel {k.name}: {threads} threads ({warps} warps) cannot share its {m} x {n} "
                     f"GEMM tile into {s.acc} ({wg}); choose other threads or blocks")
+    return None
+
+
+REDUCE_LAYOUT = "has no register layout"  # in every reduce_layout_problem
+
+
+def reduce_layout_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | None:
+    """Whether TileLang 0.1.15 finds a register layout for every tile kernel k reduces with
+    T.reduce_sum / T.reduce_max (plan_shared.reductions), measured by lowering (sm_90, 128 and 256
+    threads, 16..256 rows and columns: benchmarks/reduce_layouts/): a deferred reduction's
+    partials need their last dimension a power of two (96, 160, 192 columns: "no available layout
+    found", whichever dimension is reduced; the GPU campaign's LayerNorm -> GEMM at one-wave
+    64 x 96 tiles, its colsum partials 64 x 96); a GEMM accumulator reduced over its rows holds at
+    most 64 of them (128 rows: "projected_reduce_var" fails at 128 and 256 threads; its row sums
+    take any columns). A tile reduced where it is computed (a softmax row of 96 columns) lowers.
+    A plan at blocks no kernel is built with (tiles.BLOCK_RULE: the interpreter's checks derive at
+    blocks of 3) is never lowered: not judged."""
+    blocks = [_block(t, tiles) for t in (*k.grid, *([k.stream] if k.stream else [])) if t.param not in (None, FIXED)]
+    if not all(block_allowed(b) for b in blocks):
+        return None
+    for r in reductions(plan, k):
+        dims = on_chip_dims(k, r.axes)
+        ext = dim_extents(plan, k, r.axes, tiles)
+        if r.layout == "partials" and ext[-1] & (ext[-1] - 1):
+            return (f"{WARPS_PREFIX}: kernel {k.name}: the {' x '.join(map(str, ext))} partials of {r.dst} "
+                    f"{REDUCE_LAYOUT} with {ext[-1]} columns (TileLang needs a power of two there); "
+                    "choose other blocks")
+        if r.layout == "gemm" and len(dims) == 2 and dims[0] == (r.axis,) and ext[0] > 64:
+            return (f"{WARPS_PREFIX}: kernel {k.name}: the GEMM tile reduced over its {ext[0]} rows into {r.dst} "
+                    f"{REDUCE_LAYOUT} for that reduction (at most 64 rows); choose other blocks")
     return None
 
 

@@ -19,7 +19,8 @@ from leantile.derive import candidates, derive  # noqa: E402
 from leantile.emit import emit_module, load_module  # noqa: E402
 from leantile.ir import GraphError  # noqa: E402
 from leantile.lower import lower_to_cuda  # noqa: E402
-from leantile.plan_verify import shared_bytes  # noqa: E402
+from leantile.plan_shared import reductions  # noqa: E402
+from leantile.plan_verify import TILE_PROBLEMS, shared_bytes  # noqa: E402
 
 import strategies  # noqa: E402
 from strategies import (ALL_CLASSES, inputs_in, inputs_mixed, random_graphs, resized, structured_graphs,  # noqa: E402
@@ -28,7 +29,7 @@ from profiles import examples  # noqa: E402
 
 _LOWERED: dict[str, str] = {}  # TileLang script -> kernel name it lowered as (shared across examples)
 _SEEN = {"graphs": 0, "candidates": 0, "kernels": 0, "lowered": 0, "swapped": 0, "deferred": 0, "pdl": 0,
-         "pingpong": 0}
+         "pingpong": 0, "refused_blocks": 0}
 
 GRAPHS = st.one_of(
     user_graphs().map(lambda gc: gc[0]),
@@ -180,6 +181,35 @@ def test_every_candidate_of_generated_graphs_on_the_pingpong_schedule_lowers(g, 
         mod = load_module(emit_module(plan), f"genpp_{g.name}_{c.name}".replace("+", "_"))
         for name, f in mod.build_kernel().items():
             if name in on:  # the plain kernels at these tiles: the sweeps above
+                _lowers(name, f, plan, mod)
+
+
+# blocks every user may ask for (tiles.BLOCK_RULE) that TileLang lays out for some tiles only:
+# 96 and 192 columns (the one-wave tiles), 96 rows, 96-deep k steps
+ODD_BLOCKS = ({"block_n": 96}, {"block_n": 192, "block_k": 32}, {"block_k": 96}, {"block_m": 96, "block_n": 160})
+
+
+@settings(max_examples=examples(4), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(st.one_of(strategies._user_norm_gemm(ALL_CLASSES).map(lambda gc: gc[0]), GRAPHS), st.sampled_from(ODD_BLOCKS))
+def test_tiles_derive_accepts_for_generated_graphs_lower(g, blocks):
+    """Every candidate of a generated graph at blocks of no power of two: derive refuses the tiles
+    with the reason (plan_verify: warps, reduce layouts, shared memory), or every kernel that
+    reduces a register tile lowers (the other kernels' layouts: the sweeps above).
+    The GPU campaign found a one-wave 64 x 96 tile whose colsum partials TileLang could not lay
+    out (gpu-fuzz 2026-11-28 s28): a crash at compile time, which the sizes 1..3 above never hit."""
+    g = resized(g, lambda a: 3)
+    for c in candidates(g):
+        try:
+            plan = derive(g, c.name, {**derive(g, c.name).tiles, **blocks})
+        except GraphError as e:
+            assert any(f"': {prefix}: " in str(e) for prefix in TILE_PROBLEMS), e
+            _SEEN["refused_blocks"] += 1
+            continue
+        mod = load_module(emit_module(plan), f"genblk_{g.name}_{c.name}".replace("+", "_"))
+        reducing = {k.name for k in plan.kernels if reductions(plan, k)}  # the layouts at stake
+        for name, f in mod.build_kernel().items():
+            if name in reducing:
                 _lowers(name, f, plan, mod)
 
 

@@ -140,3 +140,55 @@ def test_user_tiles_derive_accepts_are_tiles_that_lower(tiles, lowers):
     plan = derive(g, "direct", {"block_m": bm, "block_n": bn, "threads": th})
     mod = load_module(emit_module(plan), f"sizes_user_tiles_{bm}_{bn}_{th}")
     assert "__global__" in lower_to_cuda(mod.build_kernel(pdl=True)["gemm_2"], pass_configs=mod.PASS_CONFIGS.get("gemm_2"))
+
+
+def _norm_gemm(m: int, d: int, n: int, dtype: str = "f16"):
+    """LayerNorm rows into one GEMM and a GELU (the GPU campaign's user_norm_gemm form)."""
+    from leantile.dag import DagM
+    g = DagM("user_norm", {"m": m, "d": d, "n": n})
+    x, w = g.input("X", ["m", "d"], dtype), g.input("W", ["d", "n"], dtype)
+    g.output("out", g.gelu_tanh(g.matmul(g.layer_norm(x, "d"), w, "d", "d")))
+    return g.graph()
+
+
+# (candidate, tiles, refused): the colsum partials (block_k x block_n) and the softmax rows
+# (block_m x block_n) are tiles filled elementwise and reduced: a power of two of columns only
+@pytest.mark.parametrize("candidate,tiles,refused", [
+    ("stats_fused+colsum_streamed", {"block_m": 64, "block_n": 96, "threads": 128}, True),
+    ("stats_fused+colsum_streamed", {"block_m": 64, "block_n": 192, "threads": 128}, True),
+    ("stats_fused+colsum_streamed", {"block_m": 64, "block_n": 128, "threads": 128}, False),
+    ("stats_fused+colsum_precomputed", {"block_m": 64, "block_n": 96, "threads": 128}, False),
+])
+def test_a_reduced_elementwise_tile_takes_power_of_two_columns(candidate, tiles, refused):
+    """gpu-fuzz 2026-11-28 s28 (H200): the default plan of LayerNorm -> GEMM -> GELU at m = 1025,
+    d = 5, n = 511 took one-wave tiles of 64 x 96, and its colsum partials (64 x 96, filled by
+    elementwise adds, reduced over k after the stream) had no layout in TileLang ("no available
+    layout found": a compile crash on the GPU). derive refuses such tiles with the kernel and the
+    reason (plan_verify.reduce_layout_problem), the one-wave rule takes 128 columns there, and
+    every tile derive accepts lowers."""
+    from leantile.derive import derive
+    from leantile.ir import GraphError
+    g = _norm_gemm(1025, 5, 511)
+    if refused:
+        with pytest.raises(GraphError, match="has no register layout with .* columns"):
+            derive(g, candidate, tiles)
+        return
+    plan = derive(g, candidate, tiles)
+    mod = load_module(emit_module(plan), f"sizes_reduce_layout_{candidate.replace('+', '_')}_{tiles['block_n']}")
+    gemm = next(k for k in plan.kernels if k.name.startswith("gemm"))
+    assert "__global__" in lower_to_cuda(mod.build_kernel(pdl=True)[gemm.name], pass_configs=mod.PASS_CONFIGS.get(gemm.name))
+
+
+def test_one_wave_tiles_of_a_colsum_stream_take_power_of_two_columns():
+    """The shape's default (shape_tiles.wave_tiles: 96 columns for 511 of them) falls back to the
+    next power of two where the kernel reduces an elementwise tile, and keeps 96 where it does not."""
+    from leantile.cost import choose
+    from leantile.derive import derive
+    g = _norm_gemm(1025, 5, 511)
+    assert derive(g, "stats_fused+colsum_precomputed").tiles["block_n"] == 96
+    for cand in ("stats_fused+colsum_streamed", "stats_separate+colsum_streamed"):
+        assert derive(g, cand).tiles["block_n"] == 128, cand
+    plan = choose(g)[0]
+    mod = load_module(emit_module(plan), "sizes_reduce_layout_default")
+    for name, f in mod.build_kernel(pdl=True).items():
+        assert "__global__" in lower_to_cuda(f, pass_configs=mod.PASS_CONFIGS.get(name))

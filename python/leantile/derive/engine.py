@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .. import ir, plan_passes
 from ..plan import Buffer, Gemm, Plan
-from ..plan_verify import TILE_PROBLEMS, smem_problem, verify
+from ..plan_verify import REDUCE_LAYOUT, TILE_PROBLEMS, smem_problem, verify
 from ..target import DEFAULT, Target
 from ..tiles import check_tiles
 from . import kernels as K
@@ -363,7 +363,14 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
         if not shaped or set(given) & set(shaped):
             return None
         plan = plan_passes.run(_assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name), cx.target)
-        fits = not verify(plan, cx.g, cx.target)
+        problems = verify(plan, cx.g, cx.target)
+        if problems and REDUCE_LAYOUT in problems[0] and (pow2 := shape_tiles(cx, picked, swap, pow2=True)) != shaped:
+            # a one-wave tile of 96 or 192 columns whose kernel reduces an elementwise tile:
+            # TileLang has no layout for it (plan_verify.reduce_layout_problem); power-of-two columns
+            shaped, plan = pow2, plan_passes.run(_assemble(cx, picked, {**default_tiles(cx), **pow2, **given}, name),
+                                                 cx.target)
+            problems = verify(plan, cx.g, cx.target)
+        fits = not problems
         if not shaped.get("swap_ab"):
             return plan if fits else None
         if fits and all(k.swapped for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.statements())):

@@ -199,7 +199,7 @@ PINGPONG_MAX_CONTRACTION = 1024
 SWAP_NARROW_TILES = {"block_n": 64}
 
 
-def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
+def shape_tiles(cx: Ctx, picked: list, swap: bool = True, pow2: bool = False) -> dict:
     """Default tiles for the shape: GEMMs whose rows all fit 16, of 16-bit operands (and no
     attention), the swapped 16 x 128 tiles (SWAP_AB_TILES; with `swap` False, where a GEMM
     kernel cannot swap, what follows); a GEMM or attention whose rows (m, t_q) all fit 64
@@ -209,7 +209,8 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     is no multiple of 16 bytes: UNALIGNED_SOFTMAX_ROW_TILES), a large GEMM
     128 x 256 tiles (LARGE_GEMM_TILES), a lone GEMM under a wave of 128 x 128 tiles one wave
     of 64-row tiles (wave_tiles), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
-    other GEMM 3 stages (GEMM_TILES)."""
+    other GEMM 3 stages (GEMM_TILES). With `pow2`, blocks are powers of two only (a kernel that
+    reduces a tile filled elementwise: plan_verify.reduce_layout_problem)."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     rows = [gemm_rows(cx, n) for n in matmuls]
     flash_site = any(isinstance(c.site, FlashSite) for c in picked)
@@ -239,7 +240,7 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True) -> dict:
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
-    if wave := wave_tiles(cx):
+    if wave := wave_tiles(cx, pow2):
         return wave
     if pingpong_fits(cx, picked, cx.target.sms, read=False):  # where the plain kernel takes 128 x 128 tiles (below)
         return dict(PINGPONG_TILES)
@@ -263,12 +264,12 @@ def swap_columns(cx: Ctx, picked: list) -> dict:
     return SWAP_NARROW_TILES if 2 * max(math.ceil(c / block) for c in cols) <= cx.target.sms else {}
 
 
-def wave_tiles(cx: Ctx) -> dict:
+def wave_tiles(cx: Ctx, pow2: bool = False) -> dict:
     """WAVE_TILES with the fewest columns per tile (WAVE_COLUMNS) whose grid fills more than half
     a wave and at most one (128-deep k steps over a long contraction: WAVE_DEEP_K), for a graph of
     one contraction (no dual GEMM, no attention) of more than 64 rows, 16-bit operands, whose
     128 x 128 grid leaves SMs idle; {} elsewhere. Judged on the graph alone, so the split rule
-    (engine._gemm_options) and the plan's tiles agree."""
+    (engine._gemm_options) and the plan's tiles agree. With `pow2`, power-of-two columns only."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     if len(matmuls) != 1 or gemm_rows(cx, matmuls[0]) <= 64:
         return {}
@@ -280,7 +281,8 @@ def wave_tiles(cx: Ctx) -> dict:
     if _ctas(cx, mm, 128, 128) >= cx.target.sms:
         return {}
     # more than half a wave (fewer: a split over k fills the GPU better, split._splits), at most one
-    fits = [c for c in WAVE_COLUMNS if cx.target.sms < 2 * _ctas(cx, mm, WAVE_TILES["block_m"], c) and
+    fits = [c for c in WAVE_COLUMNS if not (pow2 and c & (c - 1)) and
+            cx.target.sms < 2 * _ctas(cx, mm, WAVE_TILES["block_m"], c) and
             _ctas(cx, mm, WAVE_TILES["block_m"], c) <= cx.target.sms]
     if not fits:
         return {}
