@@ -291,3 +291,27 @@ def test_kernels_command_writes_modules_cuda_and_index(tmp_path):
     assert entry["hopper"]["gemm_2"]["wgmma"] and entry["hopper"]["gemm_2"]["tma"]
     assert (tmp_path / "matmul" / "direct.py").exists()
     assert "gemm_2_kernel" in (tmp_path / "matmul" / "direct.cu").read_text()
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (two builds of four candidates)
+def test_kernels_command_lowers_in_worker_processes_as_in_one(tmp_path, monkeypatch):
+    """`leantile kernels` lowers its candidates in spawned processes, one per core (cli.kernels.
+    _lower_all): the same index, modules and CUDA C as lowered one after another here, in the
+    candidates' order, with a failing candidate recorded in place."""
+    _tilelang()
+    import os
+
+    from leantile.cli import kernels
+
+    src, sizes = "rmsnorm", {"m": 3, "d": 70, "n": 40}
+    pooled, lines = kernels.build_kernels([src], tmp_path / "pool", sizes, log=[].append), []
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    alone = kernels.build_kernels([src], tmp_path / "one", sizes, log=lines.append)
+    drop = lambda index: [{k: v for k, v in e.items() if k != "seconds"} for e in index["candidates"]]  # noqa: E731
+    assert len(pooled["candidates"]) >= 3 and drop(pooled) == drop(alone)
+    assert all(e["lowered"] for e in alone["candidates"]), lines
+    for e in alone["candidates"]:
+        for suffix in (".py", ".cu"):
+            f = e["module"].removesuffix(".py") + suffix
+            assert (tmp_path / "pool" / f).read_text() == (tmp_path / "one" / f).read_text(), f
+    assert [ln.split(":")[0] for ln in lines[:-1]] == [f"rmsnorm/{e['candidate']}" for e in alone["candidates"]]

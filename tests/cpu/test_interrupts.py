@@ -106,3 +106,46 @@ def test_an_interrupt_during_an_import_waits_for_the_import_to_finish(tmp_path, 
     r = subprocess.run([sys.executable, "-c", code_], capture_output=True, text=True, timeout=120, cwd=tmp_path,
                        env={**os.environ, "PYTHONPATH": f"{ROOT / 'python'}{os.pathsep}{tmp_path}"})
     assert r.stdout.strip() == f"INTERRUPTED {name} {code} True" and not r.stderr, r.stdout + r.stderr
+
+
+def _running_in_group(pgid: int) -> list[str]:
+    """The processes of process group pgid that still run (zombies aside: an orphan's exit status
+    is its new parent's to collect, which in a container's PID 1 may never happen), from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended while we looked
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(text[:text.rindex(")") + 1])
+    return out
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (three runs of `kernels`, ~10 s each)
+@pytest.mark.parametrize("sig,group,code", [(signal.SIGINT, True, 130), (signal.SIGINT, False, 130),
+                                            (signal.SIGTERM, False, 143)], ids=["ctrl-c", "SIGINT", "SIGTERM"])
+def test_an_interrupt_while_workers_lower_ends_them_and_the_command(tmp_path, sig, group, code):
+    """`kernels` lowers in worker processes (cli.kernels._lower_all). Interrupted while they work
+    (Ctrl-C reaches the whole process group; SIGINT and SIGTERM the command alone): one line
+    "interrupted", its exit status, no traceback from the command or a worker, no worker left
+    running, no stage left beside --out."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed: kernels only emits, no workers")
+    argv = [sys.executable, "-m", "leantile", "kernels", "rmsnorm", "--size", "m=3", "--size", "d=70",
+            "--size", "n=40", "--out", "k"]
+    p = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 120 and p.poll() is None and \
+            not any(tmp_path.rglob("*.py")):  # the modules are emitted: the workers start lowering them
+        time.sleep(0.05)
+    time.sleep(2.0)  # the workers are up (spawned, tilelang imported) and lowering
+    assert p.poll() is None, "kernels ended before it was interrupted"
+    os.killpg(p.pid, sig) if group else p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    assert "Traceback" not in out + err and "internal error" not in out + err, err[-3000:]
+    assert p.returncode == code and err.strip().splitlines()[-1] == "interrupted", (p.returncode, err[-2000:])
+    time.sleep(0.5)
+    assert _running_in_group(p.pid) == [], "workers still running after the command ended"
+    assert sorted(x.name for x in tmp_path.iterdir()) == [], list(tmp_path.iterdir())

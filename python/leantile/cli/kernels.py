@@ -71,14 +71,14 @@ def build_kernels(sources: list[str], out: Path, sizes: dict | None = None, nvcc
 
 def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
     from ..derive import candidates, derive, replay
-    from ..emit import emit_plan_to_dir, load_module
+    from ..emit import emit_plan_to_dir
 
     can_lower = _tilelang_available()
     if not can_lower:
         log("kernels: tilelang is not installed: writing TileLang modules only (no lowering)")
     from ..tuned import load_tuned, shipped_plan
 
-    entries = []
+    jobs = []  # (index entry, plan, module path): emitted here, lowered below
     for g in progress(graphs, "kernels"):
         if g.derivation:  # an export carries its derivation (Lean's): it must replay
             replay(g, g.derivation)
@@ -99,19 +99,73 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
                 "tuned": tuned,  # tiles of the tuned lookup (user folder, then shipped): what compile() runs
                 "default": c.name == default,  # tuned.shipped_plan's pick: compile() where no entry is tuned
-                "lowered": None, "cuda": None, "error": None,
+                "lowered": None, "cuda": None, "error": None, "seconds": time.perf_counter() - t0,
             }
-            if can_lower:
-                # the module just written (emitting twice took ~5 s on a 1000-kernel graph)
-                entry.update(_lower(plan, path.read_text(), load_module, path, arch, nvcc, out))
-            entry["seconds"] = round(time.perf_counter() - t0, 2)
-            status = {True: "ok", False: "FAILED", None: "emitted"}[entry["lowered"]]
-            log(f"{g.name}/{c.name}: {len(plan.kernels)} kernel(s) {status}"
-                + (f": {entry['error']}" if entry["error"] else ""))
-            entries.append(entry)
+            jobs.append((entry, plan, path))
+    entries = []
+
+    def record(i: int, res: dict) -> None:
+        entry, plan, _ = jobs[i]
+        entry.update(res, seconds=round(entry["seconds"] + res.get("seconds", 0.0), 2))
+        status = {True: "ok", False: "FAILED", None: "emitted"}[entry["lowered"]]
+        log(f"{plan.graph}/{plan.candidate}: {len(plan.kernels)} kernel(s) {status}"
+            + (f": {entry['error']}" if entry["error"] else ""))
+        entries.append(entry)
+    if can_lower:
+        _lower_all([(plan, path, arch, nvcc, out) for _, plan, path in jobs], record)
+    else:
+        for i in range(len(jobs)):
+            record(i, {})
     index = {"target": {"kind": "cuda", "arch": arch}, "tilelang": can_lower, "candidates": entries}
     write_atomic(under(out, "index.json"), json.dumps(index, indent=1) + "\n", root=out)
     return index
+
+
+def _lower_all(jobs: list, record) -> None:
+    """record(i, _lower's result) for each job in order, as it is ready: lowered in spawned
+    processes, one per core (TileLang lowers one kernel on one core: the 39 candidates of the
+    built-ins took ~2.5 minutes of `make kernels` on the GPU machine's 16 cores, one after
+    another), or here for a single job or a single core."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers < 2:
+        for i, job in progress(list(enumerate(jobs)), "lowering"):
+            record(i, _lower_job(*job))
+        return
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_ignores_sigint)
+    try:
+        futures = [pool.submit(_lower_job, *job) for job in jobs]
+        for i, f in progress(list(enumerate(futures)), "lowering"):
+            record(i, f.result())
+    except BaseException:  # Ctrl-C, SIGTERM or an error here: the workers stop now, mid-kernel
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:  # reaped: no zombie left behind
+            proc.join(timeout=10)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _worker_ignores_sigint() -> None:
+    """A worker leaves Ctrl-C to the command (leantile.interrupts), which ends it: a terminal's
+    Ctrl-C reaches the whole process group, and an idle worker would print a traceback."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _lower_job(plan, path: Path, arch: str, nvcc: bool, root: Path) -> dict:
+    """_lower for one emitted module (a worker process's task: it imports what it needs)."""
+    from ..emit import load_module
+
+    t0 = time.perf_counter()
+    res = _lower(plan, path.read_text(), load_module, path, arch, nvcc, root)  # the module just written
+    return {**res, "seconds": time.perf_counter() - t0}
 
 
 def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, root: Path) -> dict:
