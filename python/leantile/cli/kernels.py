@@ -130,7 +130,7 @@ def _lower_all(jobs: list, record) -> None:
     import os
     from concurrent.futures import ProcessPoolExecutor
 
-    workers = min(len(jobs), os.cpu_count() or 1)
+    workers = min(len(jobs), os.cpu_count() or 1, _memory_for_workers())
     if workers < 2:
         for i, job in progress(list(enumerate(jobs)), "lowering"):
             record(i, _lower_job(*job))
@@ -149,6 +149,20 @@ def _lower_all(jobs: list, record) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+WORKER_BYTES = 1 << 30  # a lowering worker: ~330 MiB once TileLang is imported, lowering on top
+
+
+def _memory_for_workers() -> int:
+    """How many lowering workers the available memory holds (WORKER_BYTES each; Linux's
+    MemAvailable): a 64-core machine with 16 GiB free must not start 39 of them. Unknown: no cap."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 1 << 20
+    return max(1, kib * 1024 // WORKER_BYTES)
 
 
 def _worker_ignores_sigint() -> None:
