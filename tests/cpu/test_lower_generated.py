@@ -189,7 +189,7 @@ def test_every_candidate_of_generated_graphs_on_the_pingpong_schedule_lowers(g, 
 ODD_BLOCKS = ({"block_n": 96}, {"block_n": 192, "block_k": 32}, {"block_k": 96}, {"block_m": 96, "block_n": 160})
 
 
-@settings(max_examples=examples(4), deadline=None, derandomize=True,
+@settings(max_examples=examples(4, deep=True), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(st.one_of(strategies._user_norm_gemm(ALL_CLASSES).map(lambda gc: gc[0]), GRAPHS), st.sampled_from(ODD_BLOCKS))
 def test_tiles_derive_accepts_for_generated_graphs_lower(g, blocks):
