@@ -315,3 +315,53 @@ def test_kernels_command_lowers_in_worker_processes_as_in_one(tmp_path, monkeypa
             f = e["module"].removesuffix(".py") + suffix
             assert (tmp_path / "pool" / f).read_text() == (tmp_path / "one" / f).read_text(), f
     assert [ln.split(":")[0] for ln in lines[:-1]] == [f"rmsnorm/{e['candidate']}" for e in alone["candidates"]]
+
+
+class _FakePool:
+    """A ProcessPoolExecutor stand-in that runs each job here; the job at index `broken` fails as
+    when its worker process dies (every later one too: a broken pool stays broken)."""
+    broken: int | None = None
+
+    def __init__(self, **_kw):
+        self.n, self._processes = 0, {}
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+        from concurrent.futures.process import BrokenProcessPool
+        f, i = Future(), self.n
+        self.n += 1
+        if self.broken is not None and i >= self.broken:
+            f.set_exception(BrokenProcessPool("A process in the process pool was terminated abruptly"))
+        else:
+            f.set_result(fn(*args))
+        return f
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (two builds of four candidates)
+def test_kernels_command_survives_a_dead_worker_and_a_machine_without_processes(tmp_path, monkeypatch):
+    """A worker killed mid-lowering (out of memory, a crash in TileLang) breaks the pool: the
+    candidates it left are recorded as not lowered, with the reason, and the rest of the index
+    is written (the command then exits 1, as for any candidate that fails to lower). Where no
+    process can be started (a sandbox), the candidates are lowered in the command's process."""
+    _tilelang()
+    import concurrent.futures
+    import os
+
+    from leantile.cli import kernels
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(_FakePool, "broken", 2)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", _FakePool)
+    index = kernels.build_kernels(["rmsnorm"], tmp_path / "a", {"m": 3, "d": 70, "n": 40}, log=[].append)
+    got = [(e["lowered"], e["error"]) for e in index["candidates"]]
+    assert got[:2] == [(True, None)] * 2 and len(got) >= 3, got
+    assert all(g == (False, f"LoweringError: {kernels.WORKER_DIED}") for g in got[2:]), got
+
+    def no_processes(**_kw):
+        raise OSError(38, "Function not implemented")  # sem_open where no /dev/shm is mounted
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_processes)
+    index = kernels.build_kernels(["rmsnorm"], tmp_path / "b", {"m": 3, "d": 70, "n": 40}, log=[].append)
+    assert [e["lowered"] for e in index["candidates"]] == [True] * len(got)

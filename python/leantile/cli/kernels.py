@@ -129,17 +129,28 @@ def _lower_all(jobs: list, record) -> None:
     import multiprocessing as mp
     import os
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     workers = min(len(jobs), os.cpu_count() or 1, _memory_for_workers())
-    if workers < 2:
+    pool = None
+    if workers >= 2:
+        try:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                                       initializer=_worker_ignores_sigint)
+        except (OSError, NotImplementedError, ValueError):  # no processes here (a sandbox): lowered in this one
+            pool = None
+    if pool is None:
         for i, job in progress(list(enumerate(jobs)), "lowering"):
             record(i, _lower_job(*job))
         return
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"), initializer=_worker_ignores_sigint)
     try:
         futures = [pool.submit(_lower_job, *job) for job in jobs]
         for i, f in progress(list(enumerate(futures)), "lowering"):
-            record(i, f.result())
+            try:
+                res = f.result()
+            except BrokenProcessPool:  # a worker died (killed for memory, or TileLang crashed)
+                res = {"lowered": False, "error": f"LoweringError: {WORKER_DIED}"}
+            record(i, res)
     except BaseException:  # Ctrl-C, SIGTERM or an error here: the workers stop now, mid-kernel
         procs = list((getattr(pool, "_processes", None) or {}).values())
         for proc in procs:
@@ -149,6 +160,10 @@ def _lower_all(jobs: list, record) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+# recorded for every candidate not lowered when a worker dies: the pool is broken from then on
+WORKER_DIED = "a lowering worker process died (killed for memory, or TileLang crashed): not lowered"
 
 
 WORKER_BYTES = 1 << 30  # a lowering worker: ~330 MiB once TileLang is imported, lowering on top
