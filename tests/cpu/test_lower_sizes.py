@@ -159,7 +159,7 @@ def _norm_gemm(m: int, d: int, n: int, dtype: str = "f16"):
     ("stats_fused+colsum_streamed", {"block_m": 64, "block_n": 128, "threads": 128}, False),
     ("stats_fused+colsum_precomputed", {"block_m": 64, "block_n": 96, "threads": 128}, False),
 ])
-def test_a_reduced_elementwise_tile_takes_power_of_two_columns(candidate, tiles, refused):
+def test_reduced_partials_take_power_of_two_columns(candidate, tiles, refused):
     """gpu-fuzz 2026-11-28 s28 (H200): the default plan of LayerNorm -> GEMM -> GELU at m = 1025,
     d = 5, n = 511 took one-wave tiles of 64 x 96, and its colsum partials (64 x 96, filled by
     elementwise adds, reduced over k after the stream) had no layout in TileLang ("no available
