@@ -10,12 +10,11 @@ joined, the stream's aliases name them), and the class of the clashing contracte
 a fresh name of the same size (`k_1`). Positions keep their order, so tensors are unchanged;
 a graph without a clash is returned as it is (its plans do not change).
 
-Floor 2 (beside ir, whose check reports the clashes no renaming can separate: clash_problems);
-derive's Ctx renames with unclash.
+Floor 2, below ir (whose check reports the clashes no renaming can separate: clash_problems), so it
+imports nothing of the package: `g` is an ir.Graph, its nodes told apart by `op`; derive's Ctx
+renames with unclash.
 """
 from __future__ import annotations
-
-from . import ir
 
 
 class _Classes:
@@ -39,11 +38,11 @@ class _Classes:
             self.parent[rx] = ry
 
 
-def _clashes(g: ir.Graph):
+def _clashes(g):
     """(matmul, operand node, contracted axis) for each contraction whose axis name is also
     a non-contracted axis of the other operand."""
     for n in g.nodes:
-        if isinstance(n, ir.Matmul) and n.axis_a != n.axis_b:
+        if n.op == "matmul" and n.axis_a != n.axis_b:
             a, b = g.nodes[n.a], g.nodes[n.b]
             if n.axis_a in b.axes:
                 yield n, n.a, n.axis_a
@@ -51,12 +50,12 @@ def _clashes(g: ir.Graph):
                 yield n, n.b, n.axis_b
 
 
-def _classes(g: ir.Graph) -> _Classes:
+def _classes(g) -> _Classes:
     cl = _Classes()
     for n in g.nodes:
         for x in n.axes:
             cl.find((n.id, x))
-        if isinstance(n, ir.Matmul):
+        if n.op == "matmul":
             free_a = [x for x in g.nodes[n.a].axes if x != n.axis_a]
             for x in free_a:
                 cl.join((n.id, x), (n.a, x))
@@ -71,7 +70,7 @@ def _classes(g: ir.Graph) -> _Classes:
     return cl
 
 
-def clash_problems(g: ir.Graph) -> list[str]:
+def clash_problems(g) -> list[str]:
     """One line per contraction no renaming can separate: the contracted axis is, through
     elementwise ops, the same axis as one the matmul keeps (`matmul(X[m, k], W[j, k], "k", "j")
     + X`: X's k is summed and kept at once). ir.check reports these, so every graph the IR
@@ -87,7 +86,8 @@ def clash_problems(g: ir.Graph) -> list[str]:
     return sorted(set(out))
 
 
-def unclash(g: ir.Graph) -> ir.Graph:
+def unclash(g):
+    """g with each clashing contracted axis renamed apart (`k` -> `k_1`); g itself where none clashes."""
     if next(_clashes(g), None) is None:
         return g
     cl = _classes(g)
@@ -114,9 +114,9 @@ def unclash(g: ir.Graph) -> ir.Graph:
     nodes, axes = [], dict(g.axes)
     for n in g.nodes:
         upd = {"axes": tuple(name(n.id, x) for x in n.axes)}
-        if isinstance(n, ir.Reduce):
+        if n.op == "reduce":
             upd["axis"] = name(n.x, n.axis)
-        elif isinstance(n, ir.Matmul):
+        elif n.op == "matmul":
             upd["axis_a"], upd["axis_b"] = name(n.a, n.axis_a), name(n.b, n.axis_b)
         for old, new in zip(n.axes, upd["axes"]):
             axes[new] = g.axes[old]

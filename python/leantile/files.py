@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .errors import GraphError
+
 
 class UnsafePath(ValueError):
     """A path built from untrusted parts (graph names, candidate names) leaves its root."""
@@ -70,8 +72,6 @@ _MINE: set[str] = set()  # stages made by this process and not yet published or 
 
 
 def _bad_out(flag: str, out, why: str):
-    from .ir import GraphError
-
     return GraphError([f"{flag} {_shown(out)}: {why}"])
 
 

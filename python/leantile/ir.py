@@ -17,6 +17,9 @@ import re
 from typing import Annotated, Literal, Union
 
 from . import ops
+from .axis_names import clash_problems
+from .errors import GraphError  # noqa: F401  (ir.GraphError: what callers catch)
+from .files import NotReadable, read_capped
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError, field_validator
 
 SCHEMA_ID = "leantile/v1"
@@ -81,14 +84,6 @@ DECIMAL = r"^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
 # torch's masked_fill(~keep, -inf)); +inf and NaN have no use in a graph and stay refused
 NEG_INF = "-inf"
 CONST_VALUE = r"^([+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?|-inf)$"
-
-
-class GraphError(ValueError):
-    """Bad input. `problems` holds one line per problem, each naming the node or field."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("; ".join(self.problems) if self.problems else "invalid graph")
 
 
 class _Node(BaseModel):
@@ -415,7 +410,6 @@ def check(g: Graph) -> list[str]:
             if i >= len(g.nodes):
                 problems.append(f"derivation[{k}] ({s.rule}): field 'at' names missing node {i}")
     if not problems:  # a contraction that keeps its own axis: no plan can tile and stream it at once
-        from .axis_names import clash_problems  # imports ir: at call time
         problems += clash_problems(g)
     return problems
 
@@ -545,8 +539,6 @@ def parse(data) -> Graph:
 def load(path) -> Graph:
     """Read and validate a graph file; errors name the file."""
     from pathlib import Path
-
-    from .files import NotReadable, read_capped
 
     p = Path(path)
     try:

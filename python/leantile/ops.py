@@ -73,8 +73,8 @@ def _sp():
 def _named(name: str):
     """A sympy function printed by name (silu, gelu): no closed form worth printing."""
     def make(x):
-        from . import symbolic
-        return getattr(symbolic, name)(x)
+        from . import sympy_names  # sympy on first use: importing ops stays quick
+        return getattr(sympy_names, name)(x)
     return make
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sympy as sp
 
 from . import ir, ops
+from .sympy_names import Named, gelu, silu  # noqa: F401  (symbolic.silu: the ops' sympy column)
 
 IndexedBase, Sum = sp.IndexedBase, sp.Sum
 
@@ -34,15 +35,6 @@ class RowMax(sp.Function):
         return r"\max_{%s} \left(%s\right)" % (printer._print(idx), printer._print(body))
 
 
-class Named(sp.Function):
-    """An elementwise function without a sympy closed form we want to print (silu, gelu)."""
-
-    def _latex(self, printer):
-        return r"\operatorname{%s}\left(%s\right)" % (type(self).__name__, printer._print(self.args[0]))
-
-
-silu = type("silu", (Named,), {})
-gelu = type("gelu", (Named,), {})
 
 
 def size(axis: str) -> sp.Symbol:

@@ -1,13 +1,18 @@
 """Floors (issue 48; the code layout of the project's design notes): a module imports only from its own floor or the
 floors below it, imports inside functions included (an AST walk of every module).
 
-    1 target, interrupts, progress        5 cost, tuned (how a plan is picked: the model's
-    2 ir, ops, symbolic, schema, tiles,      choice, or a measured entry the runtime reads)
-      dag, axis_names, files              6 emit, lower, codegen_repair
-    3 plan, plan_passes, plan_verify,      7 runtime, torch
-      plan_shared, interp, reference,     8 bench, suite, search, tune, report, show, lean
-      tolerance
-    4 derive, architectures, sources      9 cli, entry, __main__
+    1 target, interrupts, progress, errors
+    2 ir, ops, symbolic, sympy_names, schema, tiles, dag, axis_names, files
+    3 plan, plan_passes, plan_verify, plan_shared, interp, reference, tolerance
+    4 derive, architectures, sources
+    5 cost, tuned (how a plan is picked: the model's choice, or a measured entry the runtime reads)
+    6 emit, lower, codegen_repair
+    7 runtime, torch
+    8 bench, suite, search, tune, report, show, lean
+    9 cli, entry, __main__
+
+Within a floor (and within a package) no modules import each other in a circle either
+(test_no_import_circle).
 
 The package's __init__ is its facade (it re-exports every floor) and is not walked. The upward
 arrows that remain are listed in KNOWN_UP, each with the step of issue 48 that removes it; the
@@ -19,8 +24,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
 FLOOR = {
-    "target": 1, "interrupts": 1, "progress": 1,
-    "ir": 2, "ops": 2, "symbolic": 2, "schema": 2, "tiles": 2, "dag": 2, "axis_names": 2, "files": 2,
+    "target": 1, "interrupts": 1, "progress": 1, "errors": 1,
+    "ir": 2, "ops": 2, "symbolic": 2, "schema": 2, "tiles": 2, "dag": 2, "axis_names": 2, "files": 2, "sympy_names": 2,
     "plan": 3, "plan_passes": 3, "plan_verify": 3, "plan_shared": 3, "interp": 3, "reference": 3, "tolerance": 3,
     "derive": 4, "architectures": 4, "sources": 4,
     "cost": 5, "tuned": 5,  # the tuned store is read by the runtime; search and tune (8) write it
@@ -94,3 +99,50 @@ def test_the_walk_sees_relative_and_function_level_imports(tmp_path):
     f.write_text("from ..cost import choose\nfrom . import rules\ndef g():\n    from ..emit.kernel import k\n"
                  "    import leantile.cli\n")
     assert [m for m, _ in _imports(f, pkg)] == [["cost"], ["derive", "rules"], ["emit", "kernel"], ["cli"]]
+
+
+MAX_LINES = 600  # the project's rule for a module's size (small modules, one concern each)
+
+
+def test_no_module_is_over_600_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
+
+
+def _module_graph(package_root: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the package modules it imports (dotted paths inside leantile; a package is its
+    __init__), module- and function-level. `from .rules import group` is an arrow to rules.group:
+    the import machinery runs rules/__init__ first, but a package's __init__ imports its own
+    modules, so counting that arrow would make every package a circle of its own."""
+    mods = {}
+    for path in sorted(package_root.rglob("*.py")):
+        parts = path.relative_to(package_root).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if name:  # the facade (leantile/__init__) is not walked
+            mods[name] = path
+
+    def resolve(parts: list[str]) -> str | None:
+        for k in range(len(parts), 0, -1):  # `from .x import name`: x.name if a module, else x
+            if ".".join(parts[:k]) in mods:
+                return ".".join(parts[:k])
+        return None
+
+    return {name: {t for parts, _ in _imports(path, package_root) if (t := resolve(parts)) not in (None, name)}
+            for name, path in mods.items()}
+
+
+def test_no_import_circle():
+    import graphlib
+    try:
+        graphlib.TopologicalSorter(_module_graph()).prepare()
+    except graphlib.CycleError as e:
+        raise AssertionError(f"modules that import each other in a circle: {' -> '.join(e.args[1])}") from None
+
+
+def test_the_circle_check_sees_a_function_level_circle(tmp_path):
+    pkg = tmp_path / "leantile"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from . import b\n")
+    (pkg / "b.py").write_text("def f():\n    from .a import x\n")
+    assert _module_graph(pkg) == {"a": {"b"}, "b": {"a"}}

@@ -13,7 +13,7 @@ import evaluator as ev
 from leantile import interp
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
-from leantile.derive.rules import group as group_rule
+from leantile.derive import grids
 from leantile.derive.engine import refusals
 from leantile.plan import Load
 from leantile.tolerance import TOLERANCE
@@ -45,8 +45,8 @@ def flash(plan):
 
 
 def packed_rows(on: bool):
-    """group.PACK_QUERY_ROWS (heads x queries as one row dimension; off by default: slower)."""
-    return mock.patch.object(group_rule, "PACK_QUERY_ROWS", on)
+    """grids.PACK_QUERY_ROWS (heads x queries as one row dimension; off by default: slower)."""
+    return mock.patch.object(grids, "PACK_QUERY_ROWS", on)
 
 
 @packed_rows(True)
@@ -78,7 +78,7 @@ def test_one_query_tiles_the_heads():
 
 
 def test_many_queries_keep_a_head_per_cta_by_default():
-    """The queries of one head fill a tile's rows (group.PACK_QUERY_ROWS is off: measured slower)."""
+    """The queries of one head fill a tile's rows (grids.PACK_QUERY_ROWS is off: measured slower)."""
     g = gqa(heads=4, tq=300, tkv=500, d=64)
     k = flash(derive(g, "online_exp2"))
     assert k.packed == () and {t.axis: t.block for t in k.grid}["g"] == 1

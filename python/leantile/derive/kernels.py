@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..plan import FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
+from .grids import flash_grid, grid_tile, tiled_grid
 from .online_update import online_update
-from .rules import group as group_rule
 from .rules.masks import boundary_closure
 from .rules.regions import padded, row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
@@ -92,10 +92,6 @@ class KernelBuilder:
 # Plan objects are frozen: one object serves every kernel that has the same one (the tiles
 # of a grid, an input's fragment and its load in each of 10^5 unfused kernels).
 @functools.lru_cache(maxsize=4096)
-def _tile(axis: str, block: int, param: str | None, divisor: int = 1) -> Tile:
-    return Tile(axis=axis, block=block, param=param, divisor=divisor)
-
-
 @functools.lru_cache(maxsize=4096)
 def _buffer(name: str, axes: tuple, scope: str, dtype: str, node: int | None) -> Buffer:
     return Buffer(name=name, axes=axes, scope=scope, dtype=dtype, node=node)
@@ -104,11 +100,6 @@ def _buffer(name: str, axes: tuple, scope: str, dtype: str, node: int | None) ->
 @functools.lru_cache(maxsize=4096)
 def _load(src: str, dst: str) -> Load:
     return Load(src=src, dst=dst)
-
-
-def _grid(axes, tiled: dict[str, str], tiles: dict) -> list[Tile]:
-    """Tile the named axes with the named tile parameters; every other axis is a batch axis."""
-    return [_tile(a, tiles[tiled[a]], tiled[a]) if a in tiled else _tile(a, 1, None) for a in axes]
 
 
 def _stream(axis: str, param: str, tiles: dict, aliases=()) -> Stream:
@@ -141,24 +132,6 @@ def _operand(g, i, kb: KernelBuilder, have: dict[int, str]) -> str:
 
 # ---------------------------------------------------------------------------- online softmax
 # the per-block state update and the exponent forms: derive/online_update.py
-
-
-def flash_grid(g: Ctx, s: FlashSite, tiles: dict, pack: bool) -> tuple[list[Tile], tuple[str, ...]]:
-    """(grid, packed row axes) of a flash kernel, over the scores' axes less the key axis.
-    Unpacked, the query axis is tiled by block_m and every other axis is a batch axis. Packed
-    (pack_query_group, Q's head axis s.group): with one query (decode) the heads are tiled by
-    block_m (the query axis a batch axis); with group.PACK_QUERY_ROWS, where block_m is a multiple of
-    the heads G, a tile holds all G heads times block_m / G query positions, one row dimension
-    on chip (Kernel.packed). Otherwise it stays unpacked."""
-    axes = [a for a in g.node(s.qk).axes if a != s.axis]
-    if pack and s.group:
-        heads, queries, bm = g.axes[s.group], g.axes[s.row], tiles["block_m"]
-        if queries == 1:
-            return _grid(axes, {s.group: "block_m"}, tiles), ()
-        if group_rule.PACK_QUERY_ROWS and bm % heads == 0 and heads < bm:
-            return [_tile(a, heads, FIXED) if a == s.group else _tile(a, bm // heads, "block_m", heads)
-                    if a == s.row else _tile(a, 1, None) for a in axes], (s.group, s.row)
-    return _grid(axes, {s.row: "block_m"}, tiles), ()
 
 
 def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
@@ -206,7 +179,7 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
     grid, packed = flash_grid(g, s, tiles, pack)
     kb = KernelBuilder(g.names.user, f"flash_{pv.id}",
                        f"online-softmax attention: softmax(Q K^T) V, t streamed{scaled}",
-                       ([_tile(split, 1, None)] if split else []) + grid,
+                       ([grid_tile(split, 1, None)] if split else []) + grid,
                        _split(_stream(t, "block_n", tiles, [pv.axis_b]), split), tiles["threads"])
     kb.packed = packed
     if pack and s.group:
@@ -269,8 +242,8 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
     rows = [a for a in x.axes if a != t]
     row_axes = g.node(sm.mx).axes
     kb = KernelBuilder(g.names.user, f"softmax_stats_{sm.div}", f"online row max and sum of exp over {t} (one pass)",
-                       ([_tile(split, 1, None)] if split else [])
-                       + _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
+                       ([grid_tile(split, 1, None)] if split else [])
+                       + tiled_grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles),
                        _split(_stream(t, "block_n", tiles), split), tiles["threads"])
     xt = kb.buf(f"{g.value(sm.src)}_frag", x.axes, "fragment", "acc", sm.src, key=("frag", sm.src))
     P = kb.buf(g.value(sm.exp), x.axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
@@ -290,7 +263,7 @@ def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,
     ax = list(g.node(sm.div).axes)
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):]))
     nb = KernelBuilder(g.names.user, f"softmax_normalize_{sm.div}", f"exp(x - m) / l, tile by tile over {t}",
-                       _grid(ax, tiled, tiles), None, tiles["threads"])
+                       tiled_grid(ax, tiled, tiles), None, tiles["threads"])
     have: dict[int, str] = {}
     xf, mf, lf = (_operand(g, i, nb, have) for i in (sm.src, sm.mx, sm.sm))
     p = nb.buf(g.value(sm.exp), g.node(sm.exp).axes, "fragment", "acc", sm.exp, key=("value", sm.exp))
@@ -436,7 +409,7 @@ def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict, skip=()) -> tuple[Kerne
         (block, d), stages, threads = streamed_rows(g, rows, s.axis), tiles["stages"], tiles["threads"]
     kb = KernelBuilder(g.names.user, f"row_stats_{s.matmuls[0]}",
                        "per-row statistics of the GEMM's LHS, stored for its epilogue",
-                       [_tile(a, block, FIXED) if a == rows[-1] else _tile(a, 1, None) for a in rows],
+                       [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows],
                        _stream_of(s.axis, d, stages, FIXED, ()), threads)
     x = kb.buf(f"{g.value(s.base)}_shared", base.axes, "shared", g.dtype_of(s.base), s.base, key=("tile", s.base))
     kb.body.append(Load(src=g.value(s.base), dst=x))
@@ -455,7 +428,7 @@ def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict) -> Kernel:
     cols = [a for a in wn.axes if a != axis]
     name = g.colsum(w)  # the global it writes; the kernel and its accumulator are named after it
     kb = KernelBuilder(g.names.user, name, f"column sums of {g.value(w)} over {axis} (mean pullout)",
-                       _grid(cols, {cols[-1]: "block_r"} if cols else {}, tiles),
+                       tiled_grid(cols, {cols[-1]: "block_r"} if cols else {}, tiles),
                        _stream(axis, "block_k", tiles), tiles["threads"])
     t = kb.buf(f"{g.value(w)}_shared", wn.axes, "shared", g.dtype_of(w), w, key=("tile", w))
     acc = kb.buf(name, cols, "fragment", "acc", key=("colsum", w))
@@ -481,7 +454,7 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
     kb = KernelBuilder(g.names.user, f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
                        + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
-                       ([_tile(split, 1, None)] if split else []) + _grid(out_axes, tiled, tiles),
+                       ([grid_tile(split, 1, None)] if split else []) + tiled_grid(out_axes, tiled, tiles),
                        _split(_stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), split), tiles["threads"])
     if split:
         kb.role = f"slice of a split-K {what} over {s.axis}: float32 partial sums"
@@ -548,7 +521,7 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
         tiled = {ax[-1]: "block_m"} if ax else {}
         x = g.node(n.x)
         kb = KernelBuilder(g.names.user, f"reduce_{i}", f"{n.kind} of {g.value(n.x)} over {n.axis}",
-                           _grid(ax, tiled, tiles), _stream(n.axis, "block_k", tiles), tiles["threads"])
+                           tiled_grid(ax, tiled, tiles), _stream(n.axis, "block_k", tiles), tiles["threads"])
         t = kb.buf(f"{g.value(n.x)}_frag", x.axes, "fragment", "acc", n.x, key=("frag", n.x))
         acc = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         init = "0" if n.kind == "sum" else "-inf"
@@ -559,7 +532,7 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
         kb.epilogue.append(Store(src=acc, dst=g.value(i)))
         return kb.build()
     tiled = dict(zip(ax[-2:], ["block_m", "block_n"][-len(ax[-2:]):])) if ax else {}
-    kb = KernelBuilder(g.names.user, f"map_{i}", f"elementwise {n.op}", _grid(ax, tiled, tiles), None, tiles["threads"])
+    kb = KernelBuilder(g.names.user, f"map_{i}", f"elementwise {n.op}", tiled_grid(ax, tiled, tiles), None, tiles["threads"])
     if n.op == "iota":  # positions, computed in registers
         dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         kb.body += [Iota(dst=dst, axis=n.axis), Store(src=dst, dst=g.value(i))]

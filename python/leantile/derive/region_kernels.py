@@ -12,7 +12,8 @@ from __future__ import annotations
 from .. import ir
 from ..plan import FIXED, Fill, Iota, Map, Reduce, State, Store
 from .context import Ctx
-from .kernels import KernelBuilder, _load, _stream_of, _tile, node_map
+from .grids import grid_tile
+from .kernels import KernelBuilder, _load, _stream_of, node_map
 from .rules.regions import RegionSite, padded, row_block, row_threads, streamed_rows
 
 
@@ -38,12 +39,12 @@ def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
     `elems` elements, every other axis a batch axis. Measured on an H200 for SiLU over 8192 x 8192 f16
     at 256 threads (benchmarks/fusion/fusion_tiles_probe.py): 8 x 1024 0.0707 ms, 32 x 256 0.0711 ms, 128 x 128 0.0746 ms (the GEMM's
     default tiles, which map kernels used before); elementwise kernels are not searched."""
-    grid = [_tile(a, 1, None) for a in axes]
+    grid = [grid_tile(a, 1, None) for a in axes]
     if axes:
         last = min(1024, padded(cx.axes[axes[-1]]), elems)
-        grid[-1] = _tile(axes[-1], last, FIXED)
+        grid[-1] = grid_tile(axes[-1], last, FIXED)
         if len(axes) > 1:
-            grid[-2] = _tile(axes[-2], min(padded(cx.axes[axes[-2]]), max(1, elems // last)), FIXED)
+            grid[-2] = grid_tile(axes[-2], min(padded(cx.axes[axes[-2]]), max(1, elems // last)), FIXED)
     return grid
 
 
@@ -51,7 +52,7 @@ def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
     """Grid and stream of a streamed row kernel, fixed from the shape (rules.regions.streamed_rows)."""
     rows = list(site.rows)
     block, d = streamed_rows(cx, rows, site.axis, MAP_TILE)
-    grid = [_tile(a, block, FIXED) if a == rows[-1] else _tile(a, 1, None) for a in rows]
+    grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 
 
@@ -81,8 +82,8 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
     elif site.mode == "on_chip":
         rows = list(site.rows)
         block = row_block(cx, site.axes, site.reduced)
-        grid = [_tile(a, block, FIXED) if rows and a == rows[-1] else
-                _tile(a, max(2, padded(cx.axes[a])), FIXED) if a in site.reduced else _tile(a, 1, None)
+        grid = [grid_tile(a, block, FIXED) if rows and a == rows[-1] else
+                grid_tile(a, max(2, padded(cx.axes[a])), FIXED) if a in site.reduced else grid_tile(a, 1, None)
                 for a in site.axes]
         name = f"row_{site.members[0]}"
         role = f"row kernel over {', '.join(site.reduced)} (whole row on chip): {len(order)} ops, {reductions} reductions"

@@ -17,8 +17,9 @@ import math
 from .. import ir
 from ..plan import FIXED, Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
 from .context import Ctx
-from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _grid, _operand, flash_kernel, gemm_kernel, node_map,
+from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _operand, flash_kernel, gemm_kernel, node_map,
                       softmax_row_kernels)
+from .grids import tiled_grid
 from .region_kernels import MAP_TILE, map_grid
 from .rules.split import value_columns
 from .sites import FlashSite, SoftmaxSite
@@ -94,7 +95,7 @@ def split_flash(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kern
     d, = value_columns(cx, s)  # rules.split offers the split only with one
     kb = KernelBuilder(cx.names.user, f"split_merge_{s.pv}",
                        f"split-KV combine: the {axes[sa]} slices' o / l weighed by l exp(c m - max c m)",
-                       _grid([a for a in pv.axes if a != d], {}, tiles), None, 128)
+                       tiled_grid([a for a in pv.axes if a != d], {}, tiles), None, 128)
     ms = kb.buf(f"{m_name}_frag", (sa,), "fragment", "acc", key=("max",))
     w = kb.buf(f"{l_name}_frag", (sa,), "fragment", "acc", key=("weight",))
     op = kb.buf(f"{o_name}_frag", (d, sa), "fragment", "acc", key=("o",))
@@ -138,7 +139,7 @@ def split_row(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kernel
     rows = list(mx.axes)
     kb = KernelBuilder(cx.names.user, f"split_row_merge_{s.div}",
                        f"split softmax row combine: the {axes[sa]} slices' max and sum of exp merged",
-                       _grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles), None, tiles["threads"])
+                       tiled_grid(rows, {rows[-1]: "block_m"} if rows else {}, tiles), None, tiles["threads"])
     mp = kb.buf(f"{m_name}_frag", (*rows, sa), "fragment", "acc", key=("partial", s.mx))
     lp = kb.buf(f"{l_name}_frag", (*rows, sa), "fragment", "acc", key=("partial", s.sm))
     m = kb.buf(cx.value(s.mx), tuple(rows), "fragment", "acc", s.mx, key=("value", s.mx))

@@ -3,7 +3,7 @@
 Grouped-query attention (GQA, MQA) gives several query heads one K and V: Q[h_kv, g, t_q, d]
 against K[h_kv, t_kv, d], the group axis g on Q alone. Tiled one query head per CTA, every head
 of a group streams the same K and V blocks again. Packed, a CTA's block_m rows are the g heads
-of one group (for one query: decode; with PACK_QUERY_ROWS also g heads times block_m / g
+of one group (for one query: decode; with grids.PACK_QUERY_ROWS also g heads times block_m / g
 query positions): each K and V block is loaded once for the whole group, and a decode step fills
 the GEMM's rows with heads instead of padding. The online softmax keeps one state per row and every row of the tile reads
 the same key blocks, so folding the packed tile is folding each row on its own
@@ -11,19 +11,12 @@ the same key blocks, so folding the packed tile is folding each row on its own
 """
 from __future__ import annotations
 
+from .. import grids
 from ..context import Ctx
 from ..sites import FlashSite
 from .base import Rule, sym
 
 
-# Heads x query positions as one row dimension (Kernel.packed) for t_q > 1. Off: correct (the
-# interpreter, CPU lowering and the GPU tests check it with this on) but measured slower than a
-# head per CTA on the H200 (32 query / 8 KV heads, t = 2048: 0.185 ms against 0.139; t = 4096:
-# 0.613 against 0.521; t_q = 16: 0.046 against 0.035; benchmarks/gqa_packing/results/gqa-packing-2026-11-25.json):
-# a head's rows of the swizzled Q and O tiles are no TMA box, so TileLang 0.1.15 copies them with
-# plain loads before the producer warp starts. A prefill tile is full either way (no row to
-# gain); one query (decode) packs the heads as the rows and is not affected.
-PACK_QUERY_ROWS = False
 
 
 class PackQueryGroup(Rule):
@@ -40,7 +33,7 @@ class PackQueryGroup(Rule):
     def match(self, cx: Ctx, s: FlashSite) -> str | None:
         """Q's group axis, where Q has exactly one axis besides the query axis that K lacks: with
         one query (decode) wherever it sits (the heads are the rows); with more, only with
-        PACK_QUERY_ROWS and where it sits just before the query axis in Q, the scores and the
+        grids.PACK_QUERY_ROWS and where it sits just before the query axis in Q, the scores and the
         output (a packed row is one dimension of each). Else None (a refusal says why, except
         where the queries fill the rows anyway)."""
         qk, pv = cx.node(s.qk), cx.node(s.pv)
@@ -55,7 +48,7 @@ class PackQueryGroup(Rule):
         g = extra[0]
         if cx.axes[s.row] == 1:
             return g
-        if not PACK_QUERY_ROWS:  # a choice, not a refusal: the queries of one head fill the rows
+        if not grids.PACK_QUERY_ROWS:  # a choice, not a refusal: the queries of one head fill the rows
             return None
         for name, axes in (("Q", q.axes), ("the scores", qk.axes), ("the output", pv.axes)):
             i = list(axes).index(g) if g in axes else -1

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from ..context import Ctx
+from ..grids import flash_grid
 from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
 
@@ -148,10 +149,8 @@ class SplitKV(_Split):
     params = {"splits": "the number of slices of the key axis"}
 
     def splits(self, cx: Ctx, s: FlashSite, tiles: dict) -> int | None:
-        qk = cx.node(s.qk)
         if len(value_columns(cx, s)) != 1:  # the combine keeps one value axis on chip
             return None
-        from ..kernels import flash_grid  # the flash kernel's own grid (packed where the site has a group)
         ctas = math.prod(math.ceil(cx.axes[t.axis] / t.block) for t in flash_grid(cx, s, tiles, bool(s.group))[0])
         # one wave of CTAs, as for split_k: H100, one query against 128-wide heads
         # (benchmarks/decode_split_kv/results/split-probe-decode-h100-2026-11-26-max*.json), 2 / 4 / 8 slices:
