@@ -24,11 +24,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install -q -e ".[test,kernels,lean,report]"
 	@mkdir -p build && touch $(STAMP)
 
-# Two workers (the CI machine's two cores), one test file per worker: a file's tests run in
-# order in one process (test_lower_generated's coverage check reads what its sweeps saw).
-# Files are handed out in collection order (tests/conftest.py puts the longest first), not
-# xdist's default of most tests first, which left the longest (4 tests, 13 minutes) to the end.
-# TEST_WORKERS=0 runs everything in this process.
+# Two workers (the CI machine's two cores), one test file per worker at a time: files that build
+# something once for all their tests (module fixtures) build it once. Files are handed out in
+# collection order (tests/conftest.py puts the longest first), not xdist's default of most tests
+# first, which left the longest to the end. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 test: setup
 	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests

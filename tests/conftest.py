@@ -39,13 +39,14 @@ os.environ["LEANTILE_TUNED_DIR"] = tempfile.mkdtemp(prefix="leantile-tuned-")
 
 
 # The longest files go first, longest first (measured with --durations=0 on 2 cores:
-# benchmarks/test_logs/results/pytest-durations-cpu-2026-11-28.txt): under xdist (--dist loadfile
+# benchmarks/test_logs/results/pytest-durations-cpu-2026-11-28-a42239d.txt): under xdist (--dist loadfile
 # --no-loadscope-reorder, as make test runs it) files are handed out in this order, so the long
 # ones run beside each other and the short ones fill the end; a long file handed out last left one
-# core idle for minutes (test_lower_generated: 10 minutes, when it came last). The order within a
-# file is kept (test_lower_generated's coverage check runs after its sweeps).
-FIRST = ("test_lower_generated.py", "test_soundness.py", "test_shape_tiles.py", "test_split.py", "test_masks.py",
-         "test_emit.py", "test_overlap.py", "test_equivalence.py", "test_byo.py", "test_swap_ab.py")
+# core idle for minutes. Every file's tests run in any order (no test reads what another left).
+FIRST = ("test_lower_generated.py", "test_lower_generated_half.py", "test_emit.py", "test_lower_generated_mixed.py",
+         "test_equivalence.py", "test_byo.py", "test_interrupts.py", "test_masks.py", "test_swap_ab.py",
+         "test_lower_sizes.py", "test_overlap.py", "test_split.py", "test_lower.py", "test_gpu_fuzz.py",
+         "test_soundness.py")
 
 
 def pytest_configure(config):
