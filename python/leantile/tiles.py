@@ -79,13 +79,8 @@ NAMES = tuple(Tiles.model_fields)
 # tile parameters that choose a schedule, not a block size (plan_passes.overlap, pingpong, swap_operands,
 # dependent_launch, flush_subnormals):
 # no kernel takes them as an argument, so a module's get_configs() leaves them out; a plan
-# re-derived at other blocks (leantile tune) keeps its own
+# re-derived at other blocks (the search's default point, search.driver.default_point) keeps its own
 SCHEDULE = ("overlap", "pingpong", "swap_ab", "pdl", "ftz")
-
-
-def schedule_of(tiles: dict) -> dict:
-    """The schedule parameters of a plan's tiles (SCHEDULE)."""
-    return {p: v for p, v in tiles.items() if p in SCHEDULE}
 
 
 def tile_problems(tiles: dict, where: str = "tile", user: bool = True) -> list[str]:

@@ -505,3 +505,40 @@ def test_cli_search_starts_from_the_shipped_default_and_keeps_a_time_budget(tmp_
     assert out.count("nothing searched beat the shipped default") == 2 and not (tmp_path / "tuned").exists()
     assert main([*args, "--time-budget", "-1"]) == 1
     assert "--time-budget" in capsys.readouterr().err
+
+
+def test_tune_is_the_search_with_a_time_per_workload(tmp_path, monkeypatch):
+    """One tuning space: `leantile tune` runs `leantile search` (its space, database and saving
+    rules) with every built-in by default, --budget-s seconds per workload as the search's time
+    budget, and --tuned-dir as its --out; --log gets the measurements the database holds for
+    those workloads."""
+    from leantile import architectures
+    from leantile.cli import main
+    from leantile.cli import search as cli_search
+    from leantile.cli import tune as cli_tune
+    from leantile.search.db import SearchDB
+    from leantile.search.driver import Workload
+
+    seen = []
+    monkeypatch.setattr(cli_tune, "require_gpu", lambda command: None)
+    monkeypatch.setattr(cli_search, "cmd_search", lambda args: seen.append(args) or 0)
+    db = tmp_path / "search.sqlite"
+    monkeypatch.setattr(cli_search, "GPU_DB", str(db))
+    from leantile.search.space import Space
+    from leantile.search.workers import Measurement
+    wl, other = Workload.from_source("matmul", {"m": 64}), Workload.from_source("matmul", {"m": 128})
+    with_rows = SearchDB(db)
+    with_rows.append(wl.key, "momentum-k4-s0", Space(wl.graph()).all[0], Measurement(True, True, 0.5), gpu="G")
+    with_rows.append(other.key, "momentum-k4-s0", Space(other.graph()).all[0], Measurement(True, True, 0.7), gpu="G")
+    with_rows.close()
+    assert main(["tune", "--budget-s", "30", "--tuned-dir", str(tmp_path / "tuned")]) == 0
+    (args,) = seen
+    assert args.arch == ["all"] and args.time_budget == 30 * len(architectures.NAMES)
+    assert args.out == str(tmp_path / "tuned") and args.policy == "momentum" and not args.fake
+    log = tmp_path / "log.json"
+    assert main(["tune", "matmul", "--size", "m=64", "--budget-s", "5", "--log", str(log)]) == 0
+    assert seen[1].arch == ["matmul"] and seen[1].time_budget == 5 and seen[1].size == ["m=64"]
+    rows = json.loads(log.read_text())["log"]
+    assert [(r["workload"], r["time_ms"]) for r in rows] == [(wl.key, 0.5)]  # that workload's rows only
+    assert main(["tune", "matmul", "--budget-s", "0"]) == 1  # a budget of nothing: one line, nothing run
+    assert len(seen) == 2

@@ -113,22 +113,6 @@ def test_every_swapped_kernel_lowers_and_compiles(name):
     assert seen, name
 
 
-def test_tune_measures_each_candidate_in_its_own_schedule():
-    """leantile tune re-derives every config of a candidate's module, which lists block sizes
-    only: the swapped GEMM (and FlashAttention-3's overlap) of the shape's plan must stay in
-    each point, or tune would time 16-row tiles unswapped and never the shipped default."""
-    from leantile.tune import tune_points
-
-    g = architectures.build("swiglu", m=16, d=4096, n=14336)
-    points = tune_points(g)
-    assert points and all(t.get("swap_ab") == 1 for _, t in points)
-    first = derive(g, points[0][0], points[0][1])
-    assert first.tiles == derive(g, points[0][0]).tiles and all(k.swapped for k in _gemm_kernels(first))
-    attn = architectures.build("attention", h=12, t_q=2048, t_kv=2048, d_h=64)  # GPT-2: FA3 overlap
-    assert derive(attn).tiles.get("overlap") == 1
-    assert all(t.get("overlap") == 1 for c, t in tune_points(attn) if c == derive(attn).candidate)
-
-
 def test_leantile_derive_says_which_accumulator_is_kept_transposed():
     from leantile.cli.derive import plan_text
 

@@ -256,6 +256,22 @@ class _PerWorkload:
         pass
 
 
+def search_args(sources: list[str], **given):
+    """The arguments `leantile search SOURCE ...` parses, its defaults where not `given` (what
+    `leantile tune`, its front, passes to cmd_search)."""
+    import argparse
+
+    sub = argparse.ArgumentParser(prog="leantile").add_subparsers(dest="cmd")
+    register(sub)
+    args = sub.choices["search"].parse_args(["--", *sources])
+    unknown = set(given) - set(vars(args))
+    if unknown:
+        raise TypeError(f"search_args: no search option {sorted(unknown)}")
+    for k, v in given.items():
+        setattr(args, k, v)
+    return args
+
+
 def register(sub) -> None:
     s = sub.add_parser("search", help="search candidates x tile parameters for the fastest verified kernel")
     s.add_argument("arch", nargs="+", metavar="SOURCE",
