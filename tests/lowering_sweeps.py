@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from leantile.emit import emit_module, load_module
 from leantile.lower import lower_to_cuda
-from leantile.plan_verify import shared_bytes
+from leantile.plan.verify import shared_bytes
 
 from strategies import random_graphs, structured_graphs, user_graphs
 
@@ -55,7 +55,7 @@ class Sweep:
 
     def lowers(self, name: str, func, plan, mod) -> None:
         """Lowers with the pass options the emitted module `mod` compiles it with, and TileLang
-        allocates the shared memory plan_verify.shared_bytes counts (within the ~1 KiB of row-vector
+        allocates the shared memory plan.verify.shared_bytes counts (within the ~1 KiB of row-vector
         mirrors it leaves out): an undercount lets the verifier pass tiles that fail at launch, as
         the emitter's layout bridges once did (32 KiB each)."""
         configs = mod.PASS_CONFIGS.get(name)

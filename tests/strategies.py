@@ -18,7 +18,7 @@ def sizes(draw, names=AXES, lo=1, hi=9):
 
 
 # random_graphs' input dtypes with f64 among them (issue 46: f64 graphs take default tiles of their
-# own), for the derive suites; the lowering suites keep f32 (plan_verify counts two staged f64
+# own), for the derive suites; the lowering suites keep f32 (plan.verify counts two staged f64
 # stores of a GEMM as 128 KiB where TileLang gives them one place: 96 KiB with the operands)
 WITH_F64 = ("f32", "f32", "f32", "f64")
 
@@ -238,7 +238,7 @@ def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool =
 
 def overlap_attention_graphs():
     """(graph, classes): user attention in f16 at sizes FlashAttention-3's schedule serves
-    (plan_passes.overlap: 128-row query tiles, heads of 16..128 in 16s), partial tiles included."""
+    (plan.passes.overlap: 128-row query tiles, heads of 16..128 in 16s), partial tiles included."""
     return _user_attention(ALL_CLASSES, overlap=True).map(lambda gc: (inputs_in(gc[0], "f16"), gc[1]))
 
 
@@ -259,7 +259,7 @@ def inputs_in(g: ir.Graph, dtype: str, only: str | None = None) -> ir.Graph:
     """g with every input (every input of dtype `only`, where given) in `dtype`, validated again
     through ir.parse; casts keep their dtypes. `inputs_in(g, "f16", only="f32")` puts a generated
     graph on 16-bit operands: the tensor cores take them in either major order, so it gets the
-    kernels a float32 graph never does (a swapped GEMM, plan_passes.swap_operands; one wave of
+    kernels a float32 graph never does (a swapped GEMM, plan.passes.swap_operands; one wave of
     64-row tiles, shape_tiles.wave_tiles)."""
     data = g.model_dump(mode="json", by_alias=True)
     for n in data["nodes"]:

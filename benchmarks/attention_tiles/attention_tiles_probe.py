@@ -12,7 +12,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "default_tiles"))
 from tiles_probe import probe, suite  # noqa: E402
 
-OVERLAP = {"block_m": 128, "block_n": 128, "threads": 256, "overlap": 1}  # plan_passes.overlap (FA3)
+OVERLAP = {"block_m": 128, "block_n": 128, "threads": 256, "overlap": 1}  # plan.passes.overlap (FA3)
 VARIANTS = {"plain": {"overlap": 0}, "bn256": {"block_n": 256, "overlap": 0},
             "overlap": OVERLAP, "overlap_s2": {**OVERLAP, "stages": 2},
             # FA3's d128 tile: 176 keys (64 query rows per consumer: S 88 + P 44 + O 64 registers)

@@ -1,4 +1,4 @@
-"""Probe behind plan_passes.defer_reductions (issue 18, norm -> GEMM): a norm's statistics fused
+"""Probe behind plan.passes.defer_reductions (issue 18, norm -> GEMM): a norm's statistics fused
 into the GEMM's stream (stats_fused) with the body's accumulations deferred (each block added
 elementwise into a tile of partials, one reduction after the stream) against the same plan with
 a cross-thread T.reduce_sum every block, and against the shipped default plan (prenorm), the

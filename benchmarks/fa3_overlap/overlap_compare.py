@@ -1,4 +1,4 @@
-"""Emitted FA3 schedule (plan_passes.overlap) against the hand-written probe kernel
+"""Emitted FA3 schedule (plan.passes.overlap) against the hand-written probe kernel
 (benchmarks/fa3_overlap/fa3_probe.py) and the plain loop, per candidate (exp or exp2), on an H200:
 
     python benchmarks/fa3_overlap/overlap_compare.py      (writes $OUT/overlap-compare.json)

@@ -1,7 +1,7 @@
 """Masked attention on the GPU: the shipped plan, whose key blocks that every row of a CTA's
 tile keeps whole run without the mask (the positions, comparisons and select run on boundary
 blocks only: Map.boundary_only) and whose causal query tiles launch longest first
-(plan_passes.heavy_first), against the same plan launched in order, and against that one also
+(plan.passes.heavy_first), against the same plan launched in order, and against that one also
 evaluating the mask on every block that runs (masks.UNMASK_INTERIOR off); with SDPA's and
 FlexAttention's figures for the shape, in one process (leantile.bench.run_one:
 do_bench_cudagraph medians).
@@ -27,7 +27,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/mask_interior/results")
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args(argv)
-    from leantile import architectures, plan_passes
+    from leantile import architectures
+    from leantile.plan import passes as plan_passes
     from leantile.bench import run_one
     from leantile.derive.rules import masks
     rows, shipped_passes = [], plan_passes.PASSES

@@ -1,4 +1,4 @@
-"""Probe behind plan_passes.dependent_launch (issue 18): programmatic dependent launch between
+"""Probe behind plan.passes.dependent_launch (issue 18): programmatic dependent launch between
 the kernels of a plan. The shipped default plan of every named suite case with more than one
 kernel (norm -> GEMM, split-KV decode and its merge, a split softmax row), as derived (every
 kernel but the first waits for the one before as its first act, every kernel but the last lets

@@ -1,4 +1,4 @@
-"""Issue 18: the ping-pong GEMM schedule (plan_passes.pingpong, emit.pingpong) against the plain
+"""Issue 18: the ping-pong GEMM schedule (plan.passes.pingpong, emit.pingpong) against the plain
 pipelined kernel of the same plan, on built-ins at shapes that do not divide its 128 x 128 tiles
 (partial tiles on every axis, one tile, fewer tiles than CTAs, batch axes), every output checked
 against the float32 reference (Kernel.verify), both timed (do_bench_cudagraph).

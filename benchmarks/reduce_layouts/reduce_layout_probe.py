@@ -1,7 +1,7 @@
 """Which register tiles TileLang 0.1.15 can reduce (T.reduce_sum), found by lowering for sm_90 on
 the CPU: "parallel" = partials accumulated by T.Parallel adds over a pipelined loop and reduced
 after it (what a deferred reduction emits: emit.reductions.accumulate_partials), "gemm" = a
-T.gemm accumulator (FullRow). plan_verify.reduce_layout_problem states the rule these measure.
+T.gemm accumulator (FullRow). plan.verify.reduce_layout_problem states the rule these measure.
 
     python3 benchmarks/reduce_layouts/reduce_layout_probe.py [OUT.json]
 """

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .plan import Gemm, Kernel, Load, Map, Plan, Reduce, Store, key_block_interior, key_block_range, map_runs
 from .plan import statement_effects
-from .plan_verify import DTYPE_BYTES, extent, shared_bytes
+from .plan.verify import DTYPE_BYTES, extent, shared_bytes
 from .target import DEFAULT, Target
 
 # a block-wide reduction between a GEMM kernel's k steps: layernorm -> GEMM at GPT-2 m = 1 (12 k

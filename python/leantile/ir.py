@@ -27,7 +27,7 @@ SCHEMA_ID = "leantile/v1"
 DTYPES = ("f16", "bf16", "f32", "f64")
 # every fact of a dtype, in one place: bytes per element, and the name torch and TileLang both give
 # it (torch.float16, 'float16'); reference.TORCH_DTYPES, emit.common.TL_DTYPES and
-# plan_verify.DTYPE_BYTES (which adds the accumulator's, "acc") are built from these
+# plan.verify.DTYPE_BYTES (which adds the accumulator's, "acc") are built from these
 DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
 DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
 # the 16-bit dtypes: what Hopper's wgmma multiplies from shared memory in either major order, the
@@ -39,7 +39,7 @@ REDUCE_KINDS = ("sum", "max")
 MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor
 # a tensor the kernels read or write: their index arithmetic is 32-bit (TileLang's int32 indices;
 # 2^31 elements failed inside TileLang's lowering or with an OverflowError). Inputs and outputs
-# are checked here; intermediates where a plan stores them (plan_verify: INDEX_PREFIX), so that
+# are checked here; intermediates where a plan stores them (plan.verify: INDEX_PREFIX), so that
 # flash attention's never-stored 2^32 scores stay allowed
 MAX_TENSOR_ELEMENTS = (1 << 31) - 1
 

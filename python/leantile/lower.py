@@ -35,7 +35,7 @@ def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None
     ``pass_configs`` are TileLang pass options, e.g.
     ``{"tl.disable_warp_specialized": True}`` (see tilelang.PassConfigKey). ``info`` (a dict)
     receives "shared_bytes": the dynamic shared memory TileLang allocated (its
-    `dyn_shared_memory_buf`, 0 where none), what plan_verify.shared_bytes estimates, and "grid":
+    `dyn_shared_memory_buf`, 0 where none), what plan.verify.shared_bytes estimates, and "grid":
     the launch's (gridDim.x, .y, .z). ``repair=False`` returns TileLang's own source, without
     leantile.codegen_repair (to count what the repair changes; never compiled for a GPU).
     """

@@ -31,11 +31,11 @@ class Tiles(BaseModel):
     stages: Optional[Annotated[int, Field(strict=True, ge=1, le=8)]] = None
     threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
     swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
-    overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.overlap
-    pingpong: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.pingpong
-    swap_ab: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.swap_operands
-    pdl: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.dependent_launch
-    ftz: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan_passes.flush_subnormals
+    overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.overlap
+    pingpong: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.pingpong
+    swap_ab: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.swap_operands
+    pdl: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.dependent_launch
+    ftz: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.flush_subnormals
 
 
 BLOCKS = ("block_m", "block_n", "block_k", "block_r")
@@ -76,7 +76,7 @@ class UserTiles(Tiles):
 
 
 NAMES = tuple(Tiles.model_fields)
-# tile parameters that choose a schedule, not a block size (plan_passes.overlap, pingpong, swap_operands,
+# tile parameters that choose a schedule, not a block size (plan.passes.overlap, pingpong, swap_operands,
 # dependent_launch, flush_subnormals):
 # no kernel takes them as an argument, so a module's get_configs() leaves them out; a plan
 # re-derived at other blocks (the search's default point, search.driver.default_point) keeps its own

@@ -74,7 +74,7 @@ MEASURED_BEST = [
     # 0.0066: benchmarks/one_wave_tiles/results/tiles-probe-wave-stages-h100-2026-11-26.json)
     ("matmul", {"m": 128, "d": 768, "n": 2304}, {"block_m": 64, "block_n": 64}),
     ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64}),
-    # at m <= 16 the swapped tiles (plan_passes.swap_operands), 64 columns for this 24-tile grid:
+    # at m <= 16 the swapped tiles (plan.passes.swap_operands), 64 columns for this 24-tile grid:
     # H100 0.0054 ms against torch.compile's 0.0063 (benchmarks/swap_ab/results/suite-skinny-swap-h100-2026-11-26.md)
     ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 16, "block_n": 64, "stages": 4, "swap_ab": 1}),
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206

@@ -13,7 +13,7 @@ from leantile import architectures, interp, ir, reference
 from leantile.dag import build_graph, build_graph_with_output
 from leantile.derive import candidates, derive, replay
 from leantile.plan import Load, Store
-from leantile.plan_verify import verify
+from leantile.plan.verify import verify
 from leantile.target import DEFAULT
 from plan_checks import rel_err
 from strategies import issue46_graphs

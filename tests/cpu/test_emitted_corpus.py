@@ -1,7 +1,7 @@
 """Every plan of tests/emitted_digest.py's fixed corpus emits (every candidate of every export,
 soundness class, built-in and loss, at its sizes, at sizes dividing no tile, on 16-bit inputs):
 the emitter's internal checks hold on all of them, among them that it allocates exactly the
-shared windows and temporaries the plan lists (plan_shared). Only the tiles that ask for the
+shared windows and temporaries the plan lists (plan.shared). Only the tiles that ask for the
 ping-pong schedule may be refused, and then as the user's error (GraphError) naming why."""
 import emitted_digest
 

@@ -22,7 +22,7 @@ from leantile import plan as plan_mod
 from leantile.derive import candidates, derive
 from leantile.emit import emit_module
 from leantile.plan import GRID_X_MAX, GRID_YZ_MAX, grid_folded, grid_walk, launch_dims
-from leantile.plan_verify import GRID_PREFIX, grid_problem
+from leantile.plan.verify import GRID_PREFIX, grid_problem
 from plan_checks import check
 from strategies import resized, structured_graphs, user_graphs
 from profiles import examples  # noqa: E402
@@ -167,7 +167,7 @@ def test_tiles_past_x_are_refused_cleanly():
     (ir.MAX_TENSOR_ELEMENTS: the kernels index with 32-bit integers) with the limit named; the
     verifier's grid check stays behind it (a plan built at other tiles)."""
     from leantile.dag import DagM
-    from leantile.plan_verify import grid_problem
+    from leantile.plan.verify import grid_problem
 
     d = DagM("huge_map", {"a": 2 ** 20, "b": 2 ** 20, "c": 4096})
     d.output("out", d.exp(d.input("X", ["a", "b", "c"], "f32")))

@@ -100,14 +100,14 @@ def test_lowering_error_is_wrapped():
 
 
 def test_shared_memory_estimate_matches_tilelang():
-    """plan_verify.shared_bytes (stages copies of each pipelined tile; stages + 1 and the output's
+    """plan.verify.shared_bytes (stages copies of each pipelined tile; stages + 1 and the output's
     staging tile under FA3's schedule) against TileLang's own allocation, read from the lowered
     module: equal for a GEMM at two pipelines and for flash attention, plain and overlapped (the
     layernorm GEMM adds ~1 KiB of row-vector mirrors the plan does not model)."""
     from leantile import architectures, ir
     from leantile.derive import derive
     from leantile.emit import emit_module, load_module
-    from leantile.plan_verify import shared_bytes
+    from leantile.plan.verify import shared_bytes
     cases = [("matmul", "direct", None), ("matmul", "direct", {"block_n": 256, "stages": 3}),
              ("attention", "online_exp2", {"block_n": 256, "stages": 1, "overlap": 0}),
              ("attention", "online_exp2", None),  # FA3's schedule: a ring of stages + 1 blocks
@@ -135,7 +135,7 @@ def test_unaligned_rows_of_a_row_kernel_move_as_vectors(dtype, cols):
     import re
     from leantile.derive import candidates, derive
     from leantile.emit import emit_module, load_module
-    from leantile.plan_verify import shared_bytes
+    from leantile.plan.verify import shared_bytes
     from leantile.sources import load_source
     from strategies import inputs_in
     def graph(n):

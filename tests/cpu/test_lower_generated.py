@@ -17,8 +17,8 @@ pytestmark = pytest.mark.slow  # minutes of TileLang lowering: make test runs it
 from leantile.cost import choose  # noqa: E402
 from leantile.derive import candidates, derive  # noqa: E402
 from leantile.ir import GraphError  # noqa: E402
-from leantile.plan_shared import reductions  # noqa: E402
-from leantile.plan_verify import TILE_PROBLEMS  # noqa: E402
+from leantile.plan.shared import reductions  # noqa: E402
+from leantile.plan.verify import TILE_PROBLEMS  # noqa: E402
 
 import strategies  # noqa: E402
 from lowering_sweeps import GRAPHS, Sweep, sweep_settings  # noqa: E402
@@ -55,8 +55,8 @@ def test_every_candidate_of_generated_graphs_lowers():
     every_candidate_lowers()
     seen = sweep.seen
     assert seen["graphs"] >= count and seen["candidates"] >= seen["graphs"], seen
-    # reductions deferred past a stream (plan_passes.defer_reductions) and kernels launched
-    # dependently (plan_passes.dependent_launch) were among them
+    # reductions deferred past a stream (plan.passes.defer_reductions) and kernels launched
+    # dependently (plan.passes.dependent_launch) were among them
     assert seen["deferred"] >= min(5, count // 10) and seen["pdl"] >= min(20, count // 2), seen
 
 
@@ -85,7 +85,7 @@ ODD_BLOCKS = ({"block_n": 96}, {"block_n": 192, "block_k": 32}, {"block_k": 96},
 @given(st.one_of(strategies._user_norm_gemm(ALL_CLASSES).map(lambda gc: gc[0]), GRAPHS), st.sampled_from(ODD_BLOCKS))
 def test_tiles_derive_accepts_for_generated_graphs_lower(g, blocks):
     """Every candidate of a generated graph at blocks of no power of two: derive refuses the tiles
-    with the reason (plan_verify: warps, reduce layouts, shared memory), or every kernel that
+    with the reason (plan.verify: warps, reduce layouts, shared memory), or every kernel that
     reduces a register tile lowers (the other kernels' layouts: the sweeps above).
     The GPU campaign found a one-wave 64 x 96 tile whose colsum partials TileLang could not lay
     out (gpu-fuzz 2026-11-28 s28): a crash at compile time, which the sizes 1..3 above never hit."""

@@ -19,7 +19,7 @@ from strategies import inputs_in, resized, user_graphs  # noqa: E402
 
 def test_every_candidate_of_half_precision_generated_graphs_lowers():
     """The same graphs with 16-bit inputs: their few-row GEMMs take the swapped tiles (the
-    accumulator transposed: plan_passes.swap_operands), which float32 graphs never do."""
+    accumulator transposed: plan.passes.swap_operands), which float32 graphs never do."""
     sweep = Sweep()
     count = examples(12)
 

@@ -36,7 +36,7 @@ PINGPONG_TILES = {"block_m": 128, "block_n": 128, "threads": 256, "pingpong": 1}
 
 
 def test_every_candidate_of_generated_graphs_on_the_pingpong_schedule_lowers():
-    """Every candidate asked for the ping-pong schedule (plan_passes.pingpong): the kernels that
+    """Every candidate asked for the ping-pong schedule (plan.passes.pingpong): the kernels that
     take it (a GEMM with an elementwise epilogue: norms into GEMMs, several outputs, casts,
     reused weights) emit and lower with the shared memory the verifier counts."""
     sweep = Sweep()

@@ -127,7 +127,7 @@ def test_user_tiles_derive_accepts_are_tiles_that_lower(tiles, lowers):
     """`--tile` values a GEMM's warpgroups cannot split (rows no multiple of 64; an N-major B of
     16 or 48 columns over 2 warpgroups) are refused by derive with the kernel and the reason, not
     passed on to fail in TileLang ("m_warp a multiple of 4", "Not a canonical GMMA_MN layout");
-    every tile derive accepts lowers (plan_verify._warpgroup_problem, measured over 36 of them)."""
+    every tile derive accepts lowers (plan.verify._warpgroup_problem, measured over 36 of them)."""
     from leantile import architectures
     from leantile.derive import derive
     from leantile.ir import GraphError
@@ -164,7 +164,7 @@ def test_reduced_partials_take_power_of_two_columns(candidate, tiles, refused):
     d = 5, n = 511 took one-wave tiles of 64 x 96, and its colsum partials (64 x 96, filled by
     elementwise adds, reduced over k after the stream) had no layout in TileLang ("no available
     layout found": a compile crash on the GPU). derive refuses such tiles with the kernel and the
-    reason (plan_verify.reduce_layout_problem), the one-wave rule takes 128 columns there, and
+    reason (plan.verify.reduce_layout_problem), the one-wave rule takes 128 columns there, and
     every tile derive accepts lowers."""
     from leantile.derive import derive
     from leantile.ir import GraphError

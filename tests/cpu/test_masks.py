@@ -252,7 +252,7 @@ def test_causal_interior_blocks_run_unmasked():
 
 def test_causal_query_tiles_launch_longest_first():
     """Under key <= row + c the last query tiles stream the most key blocks: the causal kernel
-    launches them first (plan_passes.heavy_first) and indexes every access by the reversed tile;
+    launches them first (plan.passes.heavy_first) and indexes every access by the reversed tile;
     a bound key <= -row + c makes the first tiles the longest, and nothing is reversed."""
     from leantile.emit import emit_module
     g = attention(causal(0), tq=64, tkv=64)

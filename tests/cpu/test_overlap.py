@@ -1,4 +1,4 @@
-"""FlashAttention-3's schedule (issue 18): when plan_passes.overlap engages, what the shape rule
+"""FlashAttention-3's schedule (issue 18): when plan.passes.overlap engages, what the shape rule
 picks by default, and that the emitted kernels lower for sm_90 with their wgmma in flight
 (ptxas serialises wgmma whose accumulators are touched while they run: warning C7514).
 Values are checked on the GPU (tests/gpu/test_overlap_gpu.py) and by the interpreter, which runs the
@@ -145,10 +145,10 @@ def test_overlapped_kernels_keep_their_wgmma_in_flight(arch, sizes, stages):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(overlap_attention_graphs())
 def test_generated_attention_with_the_schedule_asked_lowers(gc):
-    """...and plan_verify.shared_bytes counts what TileLang allocates for it (the ring of
+    """...and plan.verify.shared_bytes counts what TileLang allocates for it (the ring of
     stages + 1 blocks, the output's staging tile): an undercount lets the verifier pass tiles
     that fail at launch."""
-    from leantile.plan_verify import shared_bytes
+    from leantile.plan.verify import shared_bytes
     g, _ = gc
     for c in candidates(g):
         if c.name == "unfused" or c.name.endswith("split"):

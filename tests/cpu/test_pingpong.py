@@ -1,4 +1,4 @@
-"""Issue 18: the ping-pong GEMM schedule (plan_passes.pingpong, emit.pingpong). Which kernels
+"""Issue 18: the ping-pong GEMM schedule (plan.passes.pingpong, emit.pingpong). Which kernels
 take it, that it changes no statement (interp runs what the emitter prints), the orderings
 its correctness rests on in the emitted script, and the tiles it refuses."""
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Issue 13: the emitter's code-generation decisions are plan fields set by named passes
-(leantile.plan_passes); the emitter spells them, the search reads them, the verifier checks
+(leantile.plan.passes); the emitter spells them, the search reads them, the verifier checks
 that they fit the kernel."""
 from leantile import architectures
 from leantile.derive import derive
 from leantile.emit import emit_module
 from leantile.plan import Gemm, Store
-from leantile.plan_verify import verify
+from leantile.plan.verify import verify
 
 
 def _edit(plan, j, **fields):
@@ -61,7 +61,7 @@ def test_repeated_load_is_dropped_from_the_plan_interp_runs():
     from leantile import interp, reference
     from leantile.dag import build_graph_with_output
     from leantile.plan import Load
-    from leantile.plan_passes import drop_repeated_loads
+    from leantile.plan.passes import drop_repeated_loads
     def body(d):
         x = d.input("X", ["m", "k"], "f32")
         return d.matmul(x, x, "k", "k")  # sum_k x[m, k] x[m, k]: m is a batch axis of the product
@@ -79,7 +79,7 @@ def test_repeated_load_is_dropped_from_the_plan_interp_runs():
 
 
 def test_gemm_engine_and_fullrow_warps_are_plan_decisions():
-    """Tensor cores or a SIMT loop is the plan's choice (Gemm.mma, plan_passes.gemm_engine), and
+    """Tensor cores or a SIMT loop is the plan's choice (Gemm.mma, plan.passes.gemm_engine), and
     a FullRow kernel whose warps cannot share the 16-row slices of its tile is refused as a tile
     choice (flash at block_m 64 with 256 threads failed TileLang's layout inference)."""
     import pytest
@@ -116,7 +116,7 @@ def _loop_and_after(src: str, kernel: str) -> tuple[str, str]:
 
 
 def test_stream_accumulations_are_deferred_past_the_stream():
-    """plan_passes.defer_reductions: a norm's statistics accumulated in the GEMM's stream and a
+    """plan.passes.defer_reductions: a norm's statistics accumulated in the GEMM's stream and a
     weight's column sums are added block by block into a tile of partials and reduced once after
     the stream (no cross-thread reduction in the pipelined loop: 0.0645 -> 0.0565 ms for
     rmsnorm_published's stats_fused on an H100, benchmarks/deferred_reduce/deferred_reduce_probe.py); online
@@ -162,7 +162,7 @@ def test_verify_rejects_a_deferral_the_stream_reads():
 
 
 def test_consecutive_kernels_launch_dependently():
-    """plan_passes.dependent_launch: every kernel but the first waits for the one before as its
+    """plan.passes.dependent_launch: every kernel but the first waits for the one before as its
     first act, every kernel but the last lets the next launch early (its launch and setup overlap
     this one's tail); a one-kernel plan has neither. The module turns it off below sm_90, where
     TileLang refuses it."""
@@ -202,7 +202,7 @@ def test_consecutive_kernels_launch_dependently():
 
 
 def test_kernels_with_an_exp2_compile_with_subnormals_flushed():
-    """plan_passes.flush_subnormals: every kernel with an exp2 (and only those) is compiled with
+    """plan.passes.flush_subnormals: every kernel with an exp2 (and only those) is compiled with
     nvcc -ftz=true; the tile parameter ftz=0 turns it off. The emitted module compiles each kernel
     with its NVCC_FLAGS, and the flag reaches nvcc: exp2 loses its subnormal fix-up, so the cubin
     of the same CUDA source is smaller."""

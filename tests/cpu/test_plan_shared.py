@@ -1,10 +1,10 @@
-"""leantile.plan_shared: the plan lists the shared-memory windows of a kernel's unaligned copies
+"""leantile.plan.shared: the plan lists the shared-memory windows of a kernel's unaligned copies
 (issue 48, step 2); the emitter prints exactly the listed ones (it refuses, as an internal error,
-to allocate a window the plan does not list), and plan_verify.shared_bytes counts the list
+to allocate a window the plan does not list), and plan.verify.shared_bytes counts the list
 (tests/cpu/test_lower.py checks that count against TileLang's own allocation)."""
 import pytest
 
-from leantile import plan_shared
+from leantile.plan import shared
 from leantile.derive import candidates, derive
 from leantile.emit import emit_module
 from leantile.emit.common import EmitError
@@ -28,16 +28,16 @@ def _row_kernel(plan):
 def test_unaligned_rows_list_a_window_per_copy(dtype, cols, granule):
     plan = _softmax_rows(cols, dtype)
     k = _row_kernel(plan)
-    wins = plan_shared.windows(plan, k)
+    wins = shared.windows(plan, k)
     assert {w.store for w in wins} == {False, True}  # its row read and its row written
     assert all(w.granule == granule for w in wins)   # elements per 16 bytes
     # the module allocates the windows the plan lists, kernel by kernel, and no other
-    assert sum(len(plan_shared.windows(plan, kk)) for kk in plan.kernels) == emit_module(plan).count("# window (emit.unaligned)")
+    assert sum(len(shared.windows(plan, kk)) for kk in plan.kernels) == emit_module(plan).count("# window (emit.unaligned)")
 
 
 def test_aligned_rows_list_none():
     plan = _softmax_rows(50264)  # 100528 bytes: whole granules
-    assert all(plan_shared.windows(plan, k) == () for k in plan.kernels)
+    assert all(shared.windows(plan, k) == () for k in plan.kernels)
     assert "# window (emit.unaligned)" not in emit_module(plan)
 
 
@@ -52,14 +52,14 @@ def test_the_emitter_allocates_only_the_listed_windows(monkeypatch):
 def test_window_width_covers_every_start_in_a_granule():
     for v in (4, 8):
         for extent in (1, 7, 8, 9, 50257):
-            w = plan_shared.window_width(extent, v)
+            w = shared.window_width(extent, v)
             assert w % v == 0
             # a run of `extent` starting at offset o in its first granule ends inside the window
             assert all(o + extent <= w for o in range(v))
 
 
 def _kernels_with(plan, role):
-    return [(k, t) for k in plan.kernels for t in plan_shared.temps(plan, k) if t.role == role]
+    return [(k, t) for k in plan.kernels for t in shared.temps(plan, k) if t.role == role]
 
 
 def _allocated(src: str) -> int:
@@ -78,7 +78,7 @@ def test_each_role_is_listed_where_the_emitter_needs_it():
     assert any(_kernels_with(p, "partials") for p in plans)
     for p in plans:
         for k, t in _kernels_with(p, "partials"):
-            assert t.axes == ("__lanes",) and any(m.role == "mirror" for m in plan_shared.temps(p, k))
+            assert t.axes == ("__lanes",) and any(m.role == "mirror" for m in shared.temps(p, k))
     # a norm's statistics read beside the GEMM's register layout: mirrors, in the epilogue's phase
     lnlg = architectures.build("layernorm_linear_gelu")
     p = derive(lnlg, "stats_fused+colsum_streamed")
@@ -88,7 +88,7 @@ def test_each_role_is_listed_where_the_emitter_needs_it():
     p = derive(inputs_in(CLASSES[1](), "f16", only="f32"), "prenorm")
     assert _kernels_with(p, "transposing")
     for plan in [*plans, derive(lnlg, "stats_fused+colsum_streamed"), p]:
-        assert sum(len(plan_shared.temps(plan, k)) for k in plan.kernels) == _allocated(emit_module(plan))
+        assert sum(len(shared.temps(plan, k)) for k in plan.kernels) == _allocated(emit_module(plan))
 
 
 def test_a_pingpong_kernel_lists_each_warpgroups_staging_beside_the_ring():
@@ -96,7 +96,7 @@ def test_a_pingpong_kernel_lists_each_warpgroups_staging_beside_the_ring():
     from emitted_digest import PINGPONG
     p = derive(architectures.build("matmul"), "direct", PINGPONG)
     [k] = [k for k in p.kernels if k.pingpong]
-    staged = [t for t in plan_shared.temps(p, k) if t.role == "staging"]
+    staged = [t for t in shared.temps(p, k) if t.role == "staging"]
     stores = [s for s in k.epilogue if s.op == "store"]
     assert len(staged) == 2 * len(stores) > 0  # one per consumer warpgroup
     assert not any(t.epilogue for t in staged)  # the epilogue runs under the other's mainloop

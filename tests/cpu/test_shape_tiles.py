@@ -14,7 +14,7 @@ from leantile.cost import choose, output_tiles
 from leantile.derive import candidates, derive
 from leantile.derive.shape_tiles import (FLASH_OVERLAP_TILES, FLASH_SMALL_GRID_TILES, FLASH_WIDE_KEYS,
                                          FLASH_WIDE_TILES)
-from leantile.plan_verify import DTYPE_BYTES, verify
+from leantile.plan.verify import DTYPE_BYTES, verify
 from leantile.sources import load_source
 from leantile.target import DEFAULT
 from leantile.tolerance import output_tolerances, rel_err
@@ -142,7 +142,7 @@ def test_head_dimensions_no_mma_tile_covers_still_build_and_lower(d_h):
     a V tile TileLang cannot lay out for wgmma) run those GEMMs on the CUDA cores: the default
     plan builds, stays exact and lowers for sm_90 (before, choose raised or lowering failed)."""
     from leantile.plan import Gemm
-    from leantile.plan_verify import mma_shaped
+    from leantile.plan.verify import mma_shaped
 
     g = architectures.build("attention", h=2, t_q=70, t_kv=130, d_h=d_h)
     plan = choose(g)[0]

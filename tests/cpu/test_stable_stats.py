@@ -14,7 +14,7 @@ from leantile import architectures, interp, reference
 from leantile.dag import DagM, build_graph_with_output
 from leantile.derive import candidates, derive
 from leantile.plan import Buffer, Pivot, Store
-from leantile.plan_verify import verify
+from leantile.plan.verify import verify
 from plan_checks import rel_err, tolerance
 
 TILES = (None, {"block_m": 8, "block_n": 16, "block_k": 24, "block_r": 8})

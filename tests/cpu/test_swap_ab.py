@@ -1,4 +1,4 @@
-"""The swapped GEMM (plan_passes.swap_operands, tile parameter swap_ab): which kernels take it,
+"""The swapped GEMM (plan.passes.swap_operands, tile parameter swap_ab): which kernels take it,
 the tiles a few-row GEMM gets by default (derive/shape_tiles.py), and what the emitter spells:
 acc^T = b^T a^T on the tensor cores, every fragment of the accumulator's axes laid out (column,
 row), the store transposed through a shared tile. Values are the GPU's to check
@@ -122,7 +122,7 @@ def test_leantile_derive_says_which_accumulator_is_kept_transposed():
 
 
 def test_the_verifier_refuses_a_swap_where_no_gemm_accumulates_or_a_row_is_reduced():
-    from leantile.plan_verify import verify
+    from leantile.plan.verify import verify
 
     g = architectures.build("swiglu", m=3, d=200, n=136)
     plan = derive(g, "fused", ASK)

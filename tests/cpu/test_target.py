@@ -87,7 +87,7 @@ def test_derive_splits_for_the_sms_of_its_target():
 
 def test_derive_and_the_verifier_hold_plans_to_the_targets_shared_memory():
     from leantile.derive import refusals
-    from leantile.plan_verify import verify
+    from leantile.plan.verify import verify
     g = _skinny_gemm()
     plan = derive(g)
     assert verify(plan, g) == []  # fits 227 KiB

@@ -4,7 +4,7 @@ computed LHS `0.5 * X`, a reused weight, renamed and clashing contraction axes, 
 epilogue, constant outputs, dependent GEMMs, norms into one or two GEMMs, attention with
 computed operands and masks, softmax with its statistics as outputs) at sizes of several
 tiles, partial ones and size-1 axes. Few rows give GEMM kernels their swapped accumulator
-(plan_passes.swap_operands), a layout the CPU interpreter cannot see: only values computed on
+(plan.passes.swap_operands), a layout the CPU interpreter cannot see: only values computed on
 the GPU tell a wrong transpose. Every fused candidate of each graph, through leantile.compile's
 verify (outputs NaN-poisoned, fresh random inputs, the dtype's tolerance).
 

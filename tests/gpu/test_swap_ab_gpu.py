@@ -1,5 +1,5 @@
 """GPU checks (marker gpu; skipped without CUDA) of GEMM kernels that keep their accumulator
-transposed (plan_passes.swap_operands, tile parameter swap_ab): acc^T = W^T X^T on the tensor
+transposed (plan.passes.swap_operands, tile parameter swap_ab): acc^T = W^T X^T on the tensor
 cores, stored through a transposing shared tile. The interpreter ignores the layout (values do
 not depend on it), so only the GPU can tell a wrong transpose: every fused candidate of every
 GEMM architecture at few rows (1, 7, 16: the shape's default tiles are the swapped ones), at

@@ -16,9 +16,9 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from .. import ir, plan_passes
-from ..plan import Gemm, Plan
-from ..plan_verify import REDUCE_LAYOUT, TILE_PROBLEMS, smem_problem, verify
+from .. import ir
+from ..plan import Gemm, Plan, passes
+from ..plan.verify import REDUCE_LAYOUT, TILE_PROBLEMS, smem_problem, verify
 from ..target import DEFAULT, Target
 from ..tiles import check_tiles
 from . import kernels as K
@@ -341,7 +341,7 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
     options, chosen = _match(families, steps)
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles, user=False)  # the interpreter's checks derive at any block; users are held to UserTiles
-    plan = _shaped_plan(cx, picked, given, name) or plan_passes.run(
+    plan = _shaped_plan(cx, picked, given, name) or passes.run(
         assemble(cx, picked, {**default_tiles(cx), **given}, name), cx.target)
     problems = verify(plan, cx.g, cx.target)
     bugs = [p for p in problems if not p.startswith(TILE_PROBLEMS)]
@@ -357,17 +357,17 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
     """The plan at the shape's tiles (shape_tiles), or None where the given tiles override them
     or they do not fit the target (a dual GEMM's two B tiles): then the defaults. The swapped
     few-row tiles are taken only where every tensor-core GEMM kernel swaps (a 16-row tile is
-    worth it only so: plan_passes.swap_operands); else the shape's unswapped tiles."""
+    worth it only so: plan.passes.swap_operands); else the shape's unswapped tiles."""
     for swap in (True, False):
         shaped = shape_tiles(cx, picked, swap)
         if not shaped or set(given) & set(shaped):
             return None
-        plan = plan_passes.run(assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name), cx.target)
+        plan = passes.run(assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name), cx.target)
         problems = verify(plan, cx.g, cx.target)
         if problems and REDUCE_LAYOUT in problems[0] and (pow2 := shape_tiles(cx, picked, swap, pow2=True)) != shaped:
             # a one-wave tile of 96 or 192 columns whose kernel reduces an elementwise tile:
-            # TileLang has no layout for it (plan_verify.reduce_layout_problem); power-of-two columns
-            shaped, plan = pow2, plan_passes.run(assemble(cx, picked, {**default_tiles(cx), **pow2, **given}, name),
+            # TileLang has no layout for it (plan.verify.reduce_layout_problem); power-of-two columns
+            shaped, plan = pow2, passes.run(assemble(cx, picked, {**default_tiles(cx), **pow2, **given}, name),
                                                  cx.target)
             problems = verify(plan, cx.g, cx.target)
         fits = not problems

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from .. import ir
-from ..plan_passes import PINGPONG_BLOCK_M, PINGPONG_DTYPES, PINGPONG_THREADS, SWAP_DTYPES
-from ..plan_verify import DTYPE_BYTES
+from ..plan.passes import PINGPONG_BLOCK_M, PINGPONG_DTYPES, PINGPONG_THREADS, SWAP_DTYPES
+from ..plan.verify import DTYPE_BYTES
 from . import kernels as K
 from .context import Ctx
 from .sites import FlashSite, SoftmaxSite
@@ -42,7 +42,7 @@ LARGE_GEMM_TILES = {"block_n": 256, "stages": 4}
 SMALL_M_TILES = {"block_m": 64, "threads": 128}
 SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
 # The default where every GEMM has at most SWAP_AB_ROWS rows (decode-time projections): the
-# accumulator kept transposed (plan_passes.swap_operands), the weight's 128 columns on the
+# accumulator kept transposed (plan.passes.swap_operands), the weight's 128 columns on the
 # wgmma's M side and the 16 token rows on its N side, 4 stages deep. At 64 x 256 tiles the tensor
 # cores did 4x-64x the needed work and the kernel needed a split over k to fill the GPU. H100,
 # the split-K slice kernel alone (benchmarks/swap_ab/swap_ab_probe.py, benchmarks/swap_ab/results/swap-ab-probe-h100-2026-11-26.json):
@@ -66,7 +66,7 @@ FLASH_TILES = {"stages": 1}
 # 0.1261, llama3-70b t2048 0.2675 -> 0.2501; equal at t512 (0.0149 -> 0.0150). Masked
 # (causal, sliding-window) attention keeps 128: a wider tile wastes more of each diagonal block
 # (causal t2048 0.1018 -> 0.1048, t512 0.0147 -> 0.0198, window t4096 0.1776 -> 0.1900).
-# Since kernels with an exp2 are compiled with -ftz=true (plan_passes.flush_subnormals) these
+# Since kernels with an exp2 are compiled with -ftz=true (plan.passes.flush_subnormals) these
 # shapes take FlashAttention-3's schedule below wherever it applies; the wide tiles remain for
 # the plain loop (a bias tile, packed heads, f32), without the flag: at 256 keys ptxas spills
 # twice as much with it (48 bytes) and the loop ran 0.97x (benchmarks/ftz/results/ftz-probe-attention-h200-2026-11-26.json).
@@ -78,7 +78,7 @@ FLASH_WIDE_KEYS = 2048
 # 0.0088; at t2048 (192 CTAs) they lose (0.0565 -> 0.0594), and causal gpt2 t1024 loses too.
 FLASH_SMALL_GRID_TILES = {"block_m": 64, "block_n": 256, "threads": 128}
 # Every other unmasked attention with heads of 16..128 in 16s over more than
-# FLASH_OVERLAP_MIN_KEYS keys: FlashAttention-3's schedule (plan_passes.overlap, emit.overlap: a
+# FLASH_OVERLAP_MIN_KEYS keys: FlashAttention-3's schedule (plan.passes.overlap, emit.overlap: a
 # TMA producer warpgroup, the loop rotated so the softmax runs while P V does, two consumer
 # warpgroups taking turns) at the plain 128 x 128 tiles. On an H200, the emitted kernel against
 # the plain loop, both exp2 (benchmarks/fa3_overlap/overlap_compare.py, benchmarks/fa3_overlap/results/overlap-compare-h200-2026-11-26.json):
@@ -177,7 +177,7 @@ WAVE_DEEP_K = 512
 WAVE_DEEP_BLOCK_K = 128
 WAVE_DEEP_BYTES = 192 * 1024
 # The one GEMM of a graph with an epilogue, of 16-bit operands in TMA-able rows, over a short
-# contraction (at most PINGPONG_MAX_CONTRACTION): the ping-pong schedule (plan_passes.pingpong,
+# contraction (at most PINGPONG_MAX_CONTRACTION): the ping-pong schedule (plan.passes.pingpong,
 # emit.pingpong), whose epilogue runs under the other warpgroup's mainloop (pingpong_fits). H200,
 # same process (benchmarks/pingpong/results/pingpong-2026-11-27.md, pingpong-policy-h200-2026-11-27.json):
 # - an op reads the GEMM (bias + gelu) and there are two 128 x 128 tiles per SM or more: before
@@ -210,7 +210,7 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True, pow2: bool = False) ->
     128 x 256 tiles (LARGE_GEMM_TILES), a lone GEMM under a wave of 128 x 128 tiles one wave
     of 64-row tiles (wave_tiles), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
     other GEMM 3 stages (GEMM_TILES). With `pow2`, blocks are powers of two only (a kernel that
-    reduces a tile filled elementwise: plan_verify.reduce_layout_problem)."""
+    reduces a tile filled elementwise: plan.verify.reduce_layout_problem)."""
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     rows = [gemm_rows(cx, n) for n in matmuls]
     flash_site = any(isinstance(c.site, FlashSite) for c in picked)
@@ -318,7 +318,7 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
     masked = any(c.skip or c.site.bounds or c.site.skip_at for c in flash)
     heads = [cx.axes[cx.node(c.site.qk).axis_a] for c in flash]
     keys = min(cx.axes[c.site.axis] for c in flash)
-    # plan_passes.overlap_parts' conditions that the graph shows: MMA-shaped heads, 16-bit
+    # plan.passes.overlap_parts' conditions that the graph shows: MMA-shaped heads, 16-bit
     # operands, no extra tile per key block, one head per CTA
     overlappable = (all(16 <= h <= 128 and h % 16 == 0 for h in heads)
                     and all(cx.dtype_of(c.site.qk) in ir.HALF_DTYPES for c in flash)
@@ -348,7 +348,7 @@ def gemm_rows(cx: Ctx, mm: ir.Matmul) -> int:
 
 def swap_rows(cx: Ctx, mm: ir.Matmul) -> bool:
     """Whether a contraction takes the swapped tiles by its shape (SWAP_AB_TILES): at most
-    SWAP_AB_ROWS rows and 16-bit operands (plan_passes.SWAP_DTYPES)."""
+    SWAP_AB_ROWS rows and 16-bit operands (plan.passes.SWAP_DTYPES)."""
     return gemm_rows(cx, mm) <= SWAP_AB_ROWS and {cx.dtype_of(mm.a), cx.dtype_of(mm.b)} <= SWAP_DTYPES
 
 

@@ -9,7 +9,7 @@ import re
 
 from .. import ir, ops
 from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store, row_bytes
-from ..plan_verify import extent
+from ..plan.verify import extent
 
 class EmitError(ValueError):
     """The plan uses something the TileLang emitter cannot express."""
@@ -192,7 +192,7 @@ def _loaded_without_tma(plan: Plan, k: Kernel) -> set[str]:
 
 
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
-    """{kernel name: nvcc flags beyond TileLang's own}: -ftz=true where plan_passes.flush_subnormals
+    """{kernel name: nvcc flags beyond TileLang's own}: -ftz=true where plan.passes.flush_subnormals
     set it. The emitted module compiles with them, and `leantile kernels` lowers with them.
 
     Not -fmad=false: nvcc contracts a multiply and a following add into one FMA wherever it likes

@@ -8,7 +8,7 @@ import math
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
                     on_chip_dims, swapped_layout)
 from .. import ops
-from ..plan_shared import temps, windows
+from ..plan.shared import temps, windows
 from .grid import GridWriter
 from .overlap import PRODUCER_THREADS, OverlapWriter
 from .pingpong import PingPongWriter
@@ -61,7 +61,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         self.taken = taken
         self.temps: list[tuple[str, tuple[str, ...], str, str]] = []  # (name, axes, scope, dtype expr)
         # (role, buffer, in the epilogue) of each shared temp made: write() checks them against the
-        # plan's list (plan_shared.temps)
+        # plan's list (plan.shared.temps)
         self.shared_made: list[tuple[str, str, bool]] = []
         # (name, (row axis, column axis), dtype expr, width name, granule, before the epilogue,
         # global name) of emit.unaligned's windows
@@ -236,7 +236,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
                 else:
                     self.maps(group, depth)
                 continue
-            if isinstance(s, Load) and loaded.get(s.dst) == s.src:  # plan_passes.drop_repeated_loads removes these
+            if isinstance(s, Load) and loaded.get(s.dst) == s.src:  # plan.passes.drop_repeated_loads removes these
                 raise EmitError(f"kernel {self.k.name}: {s.dst} is loaded from {s.src} twice in a row (the plan "
                                 "passes were not run)")
             written = s.acc if isinstance(s, Gemm) else (None if isinstance(s, Store) else s.dst)
@@ -311,7 +311,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.emit(f"{staged}[i, j] = T.cast({src}[j, i], {_global_dtype(self.plan, g)})", depth + 1)
             self.emit(f"T.copy({staged}, {self.gslice(g, b.axes, f'store {s.src}->{s.dst}')})", depth)
             return
-        if s.staged or packed:  # through shared memory (plan_passes.store_staging; a packed tile's rows by head)
+        if s.staged or packed:  # through shared memory (plan.passes.store_staging; a packed tile's rows by head)
             staged = self.fresh(f"{_ident(s.dst)}_out_shared")
             self.temps.append((staged, b.axes, "shared", _global_dtype(self.plan, g)))
             self.made("staging", s.src)
@@ -324,7 +324,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         self.emit(f"T.copy({src}, {self.gslice(g, b.axes, f'store {s.src}->{s.dst}')})", depth)
 
     def made(self, role: str, buffer: str) -> None:
-        """Record a shared temp the writer allocates (checked against plan_shared.temps)."""
+        """Record a shared temp the writer allocates (checked against plan.shared.temps)."""
         self.shared_made.append((role, buffer, self.epilogue_temps is not None))
 
     def do_fill(self, s: Fill, depth: int):
@@ -422,7 +422,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.emit(f"{self.ref(s.dst, axes, loop)} = {expr}", depth + 1)
 
     def do_gemm(self, s: Gemm, depth: int):
-        if not s.mma:  # plan_passes.gemm_engine: not an MMA tile shape
+        if not s.mma:  # plan.passes.gemm_engine: not an MMA tile shape
             self.gemm_simt(s, depth)
             return
         if s.clear:
@@ -458,25 +458,25 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         # would pass CUDA's 65535 (emit.grid)
         rev = list(reversed(k.grid))
         counts, flat, flat_var = self.lay_out_grid(rev)
-        self.full_row = k.warp_policy == "full_row"  # plan_passes.warp_policy
+        self.full_row = k.warp_policy == "full_row"  # plan.passes.warp_policy
         self.has_gemm = any(isinstance(s, Gemm) for s in k.statements())
         body: list[str] = []
         self.lines = body
         d = 3
-        if k.wait_previous:  # plan_passes.dependent_launch; `pdl` is off below sm_90
+        if k.wait_previous:  # plan.passes.dependent_launch; `pdl` is off below sm_90
             self.emit("if pdl:", d)
             self.emit("T.pdl_sync()  # first: wait for the kernel before this one to finish", d + 1)
         if k.launch_next:  # at the start: after the stream it was slower on 7 of 9 plans (docs/tilelang-notes.md)
             self.emit("if pdl:", d)
             self.emit("T.pdl_trigger()  # the next kernel may launch now (it waits for this one to finish)", d + 1)
-        if k.swizzle and not k.pingpong:  # panels of neighbouring tiles share operands in L2 (plan_passes.swizzle)
+        if k.swizzle and not k.pingpong:  # panels of neighbouring tiles share operands in L2 (plan.passes.swizzle)
             self.params["swizzle"] = "swizzle"
             self.emit("T.use_swizzle(panel_size=max(swizzle, 1), enable=swizzle > 0)", d)
         if flat and not k.pingpong:
             self.emit_grid_indices(flat, flat_var, d)
         self.grid_guard(rev)
         bound = dict(self.grid_var)  # the launch's own index names
-        if k.heavy_first:  # plan_passes.heavy_first: the last tiles of the axis, the longest, launch first
+        if k.heavy_first:  # plan.passes.heavy_first: the last tiles of the axis, the longest, launch first
             a = k.heavy_first
             v = self.fresh(f"{bound[a]}_heavy_first")
             self.emit(f"{v} = T.ceildiv({_size(a)}, {self.extent(a)}) - 1 - {bound[a]}  "
@@ -537,10 +537,10 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
                 out.append(f"            {name} = T.alloc_fragment(({shape}), {dt})  # reduction operand")
         listed = [(w.buffer, w.granule, w.epilogue) for w in windows(self.plan, k)]
         made = [(g, v, not in_stream) for _, _, _, _, v, in_stream, g in self.windows]
-        if made != listed:  # the plan lists the windows (plan_shared.windows); the writer only prints them
+        if made != listed:  # the plan lists the windows (plan.shared.windows); the writer only prints them
             raise EmitError(f"internal error: kernel {k.name}: the writer made windows {made}, the plan lists {listed}")
         listed = sorted((t.role, t.buffer, t.epilogue) for t in temps(self.plan, k))
-        if sorted(self.shared_made) != listed:  # and the other shared temps (plan_shared.temps)
+        if sorted(self.shared_made) != listed:  # and the other shared temps (plan.shared.temps)
             raise EmitError(f"internal error: kernel {k.name}: the writer made shared temps {sorted(self.shared_made)}, "
                             f"the plan lists {listed}")
         for name, (rows, _), dt, width, *_ in self.windows:

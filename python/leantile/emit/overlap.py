@@ -19,7 +19,7 @@ ptxas serialises wgmma whose number in flight depends on a branch (warning C7514
 from __future__ import annotations
 
 from ..plan import overlap_parts, running_maxes
-from ..plan_passes import OVERLAP_BLOCK_M, OVERLAP_THREADS
+from ..plan.passes import OVERLAP_BLOCK_M, OVERLAP_THREADS
 from .common import _size
 
 PRODUCER_THREADS = 128

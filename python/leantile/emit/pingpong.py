@@ -19,7 +19,7 @@ at most one phase ahead. Measured: benchmarks/pingpong/pingpong_gemm_probe.py.
 """
 from __future__ import annotations
 
-from ..plan_passes import PINGPONG_BLOCK_M, PINGPONG_MAX_TILE, PINGPONG_THREADS, pingpong_parts
+from ..plan.passes import PINGPONG_BLOCK_M, PINGPONG_MAX_TILE, PINGPONG_THREADS, pingpong_parts
 from .common import _size
 from .overlap import PRODUCER_THREADS
 

@@ -70,7 +70,7 @@ class ReductionWriter:
 
     def start_partials(self, depth: int):
         """Before the stream: a tile of partials per deferred reduction of the body
-        (Reduce.deferred, plan_passes.defer_reductions), filled with the reduction's identity."""
+        (Reduce.deferred, plan.passes.defer_reductions), filled with the reduction's identity."""
         self.partials = {}
         for s in self.k.body:
             if isinstance(s, Reduce) and s.deferred:

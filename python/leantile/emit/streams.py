@@ -5,9 +5,9 @@ statements, and the masks of a partial last block (partial_guard)."""
 from __future__ import annotations
 
 from ..plan import Iota, Load, Map, Plan, row_bytes, running_maxes
-from ..plan_verify import DTYPE_BYTES, extent
+from ..plan.verify import DTYPE_BYTES, extent
 from .common import EmitError, _size, pass_configs
-from ..plan_shared import one_block_stream
+from ..plan.shared import one_block_stream
 
 # the most stages TileLang's cp.async software pipeline lowers over a run-time trip count, where
 # the stream's shared loads are one run of statements (one cp.async group per block; see

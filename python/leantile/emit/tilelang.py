@@ -163,7 +163,7 @@ def emit_module(plan: Plan) -> str:
         L.append(f"    {{'name': {k.name!r}, 'role': {k.role!r},")
         L.append(f"     'params': {[b.name for b in w.globals]!r}, 'reads': {w.reads!r}, 'writes': {w.writes!r}}},")
     L.append("]")
-    L.append("# nvcc flags per kernel, beyond TileLang's own (plan_passes.flush_subnormals: -ftz=true makes exp2")
+    L.append("# nvcc flags per kernel, beyond TileLang's own (plan.passes.flush_subnormals: -ftz=true makes exp2")
     L.append("# one MUFU.EX2, float32 subnormals flushed to zero)")
     L.append(f"NVCC_FLAGS = {nvcc_flags(plan)!r}")
     L.append("# TileLang pass options per kernel, for every lowering of it (emit.common.pass_configs: cp.async off")

@@ -28,17 +28,17 @@ from __future__ import annotations
 import math
 
 from ..plan import FIXED, Buffer, Load, Store
-from ..plan_shared import VECTOR_BYTES, window_granule
+from ..plan.shared import VECTOR_BYTES, window_granule
 from .common import _global_dtype, _size
 
 
 class UnalignedWriter:
     """Window loads and stores; the writer's helpers come from emit.kernel._KernelWriter. Which
-    copies take a window, and the list of them, are the plan's (plan_shared.window_granule,
-    plan_shared.windows); write() checks that it allocated exactly the listed ones."""
+    copies take a window, and the list of them, are the plan's (plan.shared.window_granule,
+    plan.shared.windows); write() checks that it allocated exactly the listed ones."""
 
     def window_granule(self, g: Buffer, local: Buffer) -> int | None:
-        """plan_shared.window_granule of this kernel."""
+        """plan.shared.window_granule of this kernel."""
         return window_granule(self.plan, self.k, g, local)
 
     def _window_geometry(self, g: Buffer, v: int):
@@ -64,7 +64,7 @@ class UnalignedWriter:
 
     def _window_temp(self, g: Buffer, rows: str, cols: str, width: str, v: int) -> str:
         """A shared window (allocated by write(), which checks it against the plan's list,
-        plan_shared.windows; plan_verify.shared_bytes counts that list, each window in the phase
+        plan.shared.windows; plan.verify.shared_bytes counts that list, each window in the phase
         that uses it: the stream's or the epilogue's)."""
         name = self.fresh(f"{g.name}_window")
         self.windows.append((name, (rows, cols), _global_dtype(self.plan, g), width, v, self.epilogue_temps is None, g.name))

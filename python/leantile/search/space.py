@@ -5,7 +5,7 @@ kernels use (an attention plan has no block_k). Points are valid for the shape:
 
   - a block is never beyond the next power of two of the largest axis it tiles (as the
     emitter's own get_configs rule: a larger block only computes padding);
-  - every kernel passes the plan verifier's tile checks at the point's tiles (plan_verify:
+  - every kernel passes the plan verifier's tile checks at the point's tiles (plan.verify:
     the warps can share every tensor-core tile, whole rows per warp where the accumulator
     feeds a row reduction or a second GEMM; shared memory, streamed tiles times `stages`,
     within 227 KiB), judged on the plan of the default tiles with the point's blocks: one
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..files import load_json
 from ..plan import Plan
-from ..plan_verify import DTYPE_BYTES, extent, smem_problem, warps_problem
+from ..plan.verify import DTYPE_BYTES, extent, smem_problem, warps_problem
 from ..tiles import SCHEDULE
 
 DOMAINS: dict[str, tuple[int, ...]] = {

@@ -1,5 +1,5 @@
 """The shared-memory temporaries a kernel's plan implies beyond its own buffers (issue 48, step
-2: the plan lists them, the emitter allocates what is listed, plan_verify sums the list).
+2: the plan lists them, the emitter allocates what is listed, plan.verify sums the list).
 
 Two lists, each temporary in the phase that uses it (beside the stream's buffers, or the
 epilogue's, which reuses the pipelined memory once the stream is done):
@@ -16,14 +16,14 @@ epilogue's, which reuses the pipelined memory once the stream is done):
   that order), for each schedule: plain, FA3's overlap (its softmax and moved statements twice),
   ping-pong (prologue and epilogue once per consumer warpgroup).
 The emitter allocates what these list and refuses, as an internal error, anything else;
-plan_verify.shared_bytes sums them. The same walk tells which register tiles a T.reduce_sum /
-T.reduce_max reads and in which layout (`reductions`): plan_verify.reduce_layout_problem refuses
+plan.verify.shared_bytes sums them. The same walk tells which register tiles a T.reduce_sum /
+T.reduce_max reads and in which layout (`reductions`): plan.verify.reduce_layout_problem refuses
 tiles whose layout TileLang cannot reduce."""
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .plan import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims,
+from . import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims,
                    overlap_parts, row_bytes, swapped_layout)
 
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
@@ -43,7 +43,7 @@ class Window(NamedTuple):
 def window_width(extent: int, v: int) -> int:
     """Columns of a window over a run of `extent` elements that may start anywhere in a granule
     of v: the granules such a run can touch, whole (the emitted factory computes the same from
-    its block size; plan_verify.shared_bytes calls this)."""
+    its block size; plan.verify.shared_bytes calls this)."""
     return (extent + 2 * v - 2) // v * v
 
 

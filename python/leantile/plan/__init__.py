@@ -22,7 +22,7 @@ from typing import Annotated, Literal, NamedTuple, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import ir
+from .. import ir
 
 Scope = Literal["global", "shared", "fragment"]
 
@@ -164,7 +164,7 @@ class Store(_M):
     src: str
     dst: str  # global buffer
     # through shared memory: one coalesced (TMA) copy instead of per-thread writes of a GEMM
-    # fragment (set by plan_passes.store_staging)
+    # fragment (set by plan.passes.store_staging)
     staged: bool = False
 
 
@@ -184,7 +184,7 @@ class Gemm(_M):
     axis_b: str
     clear: bool = False  # acc = a . b instead of +=
     # tensor cores (T.gemm) rather than a SIMT loop over the contracted axis: set by
-    # plan_passes.gemm_engine where the tile is a 2-D MMA shape (code generation only)
+    # plan.passes.gemm_engine where the tile is a 2-D MMA shape (code generation only)
     mma: bool = False
 
 
@@ -202,7 +202,7 @@ class Map(_M):
     # may drop a key of the block. On an interior block (plan.key_block_interior) the mask is
     # true everywhere: a select (fn "select", its keep exactly the stream's bounds) passes
     # args[1] through (dst := args[1]), and any other boundary-only value is read by nothing
-    # else (plan_verify checks both)
+    # else (plan.verify checks both)
     boundary_only: bool = False
 
 
@@ -214,7 +214,7 @@ class Reduce(_M):
     kind: Literal["sum", "max"]
     axis: str
     accumulate: bool = False
-    # plan_passes.defer_reductions (code generation, interp ignores it): a stream body's
+    # plan.passes.defer_reductions (code generation, interp ignores it): a stream body's
     # accumulation whose total only the epilogue reads adds each block elementwise into a tile
     # of partial sums (or maxima) and reduces that tile once after the stream, so the loop body
     # has no cross-thread reduction
@@ -265,7 +265,7 @@ class Kernel(_M):
     body: tuple[Stmt, ...] = ()
     epilogue: tuple[Stmt, ...] = ()
     threads: int = 256
-    # Code-generation decisions, set by the named passes of leantile.plan_passes (the emitter
+    # Code-generation decisions, set by the named passes of leantile.plan.passes (the emitter
     # spells them, the search reads them; interp ignores them: they do not change values):
     # "full_row": every warp owns whole rows of the GEMM accumulator (a row reduction or a
     # second GEMM reads it), which caps threads at 2 * block_m
@@ -277,35 +277,35 @@ class Kernel(_M):
     # whole group). The interpreter keeps them as separate axes (values do not depend on the
     # layout); the emitter, the verifier and the cost model read on_chip_dims.
     packed: tuple[str, ...] = ()
-    # a tiled grid axis whose tiles launch in reverse order (plan_passes.heavy_first): under a
+    # a tiled grid axis whose tiles launch in reverse order (plan.passes.heavy_first): under a
     # causal mask the last query tiles stream the most key blocks; launched first, they leave
     # the short tiles to fill the last wave (FlashAttention-2's order)
     heavy_first: Optional[str] = None
-    # plan_passes.overlap (tile parameter `overlap`): FlashAttention-3's schedule for an online-
+    # plan.passes.overlap (tile parameter `overlap`): FlashAttention-3's schedule for an online-
     # softmax stream: a producer warpgroup loads the K and V blocks by TMA into a ring of
     # `stages` + 1 buffers; two consumer warpgroups run the loop rotated (this block's Q K^T and the last
     # block's P V issued together, the softmax between them) and take turns at the tensor cores
     overlap: bool = False
-    # plan_passes.pingpong (tile parameter `pingpong`): a GEMM whose epilogue is elementwise runs
+    # plan.passes.pingpong (tile parameter `pingpong`): a GEMM whose epilogue is elementwise runs
     # persistent (one CTA per SM walking the output tiles) with a producer warpgroup loading A
     # and B by TMA into a ring of `stages` buffers and two consumer warpgroups, each on a whole
     # tile of its own, taking turns at the tensor cores: one's epilogue runs under the other's
     # mainloop (CUTLASS's ping-pong schedule; emit.pingpong)
     pingpong: bool = False
-    # plan_passes.swap_operands (tile parameter `swap_ab`): the (row, column) axes of a GEMM
+    # plan.passes.swap_operands (tile parameter `swap_ab`): the (row, column) axes of a GEMM
     # accumulator the kernel keeps transposed on chip, (column, row), and computes as
     # C^T = B^T A^T: a tile of few rows (a decode-time projection, m <= 16) takes the MMA's
     # narrow N side, the weight's columns its 64-row M side. Every on-chip buffer with exactly
     # these axes is laid out so (on_chip_dims); the interpreter keeps the logical order.
     swapped: tuple[str, ...] = ()
-    # plan_passes.dependent_launch: programmatic dependent launch (sm_90+) between consecutive
+    # plan.passes.dependent_launch: programmatic dependent launch (sm_90+) between consecutive
     # kernels of a plan: `launch_next` lets the next kernel launch while this one runs
     # (griddepcontrol.launch_dependents); `wait_previous` makes this kernel's first act a wait
     # for the one before to finish and flush (griddepcontrol.wait). Launch and setup overlap
     # the previous kernel's tail; every statement still runs after it.
     launch_next: bool = False
     wait_previous: bool = False
-    # plan_passes.flush_subnormals (tile parameter `ftz`): nvcc compiles the kernel with
+    # plan.passes.flush_subnormals (tile parameter `ftz`): nvcc compiles the kernel with
     # -ftz=true, float32 subnormals flushed to zero. Its exp2 is then one MUFU.EX2 instead of
     # the instruction wrapped in a subnormal fix-up (a compare, two predicated multiplies): the
     # softmax of an attention tile is issue-bound on the CUDA cores. A value below 2^-126 (a
@@ -360,7 +360,7 @@ def map_runs(stmts, axes_of) -> list[tuple[int, int]]:
 
 def swapped_layout(k: Kernel, axes: tuple[str, ...]) -> bool:
     """Whether an on-chip buffer of k with these axes is kept (column, row): exactly k's
-    swapped accumulator axes (plan_passes.swap_operands)."""
+    swapped accumulator axes (plan.passes.swap_operands)."""
     return bool(k.swapped) and tuple(axes) == k.swapped
 
 
@@ -447,7 +447,7 @@ class Plan(_M):
 
 def row_bytes(plan: Plan, b) -> int:
     """Bytes of one row (the contiguous last axis) of global buffer b: what the widths of its
-    vector copies must divide (plan_shared's windows, emit.common.pass_configs)."""
+    vector copies must divide (plan.shared's windows, emit.common.pass_configs)."""
     return (plan.axes.get(b.axes[-1], 0) if b.axes else 1) * DTYPE_BYTES.get(b.dtype, 4)
 
 

@@ -13,7 +13,7 @@ It checks what the interpreter and the emitter take for granted:
   - every buffer axis is an axis of the plan;
   - a pivot is taken in the stream body over the streamed axis; a split stream is split over a
     batch axis of the grid; the code-generation fields
-    (plan_passes) fit the kernel: FullRow and swizzle only on GEMM kernels (swizzle with two
+    (plan.passes) fit the kernel: FullRow and swizzle only on GEMM kernels (swizzle with two
     tiled grid axes), a staged store only from a 2-D fragment;
   - the shared memory of each kernel fits the target (Target.smem_per_cta, 227 KiB on sm_90): the sum
     over its shared buffers of the product of their extents at the plan's tiles (the grid
@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import math
 
-from . import ir
-from .plan import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Gemm, Iota, Kernel, Load, Map,
+from .. import ir
+from . import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Gemm, Iota, Kernel, Load, Map,
                    Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, statement_effects,
                    swapped_layout)
-from .plan_shared import reductions, temps, window_width, windows
-from .target import DEFAULT, Target
-from .tiles import block_allowed
+from .shared import reductions, temps, window_width, windows
+from ..target import DEFAULT, Target
+from ..tiles import block_allowed
 
 SMEM_PREFIX = "shared memory"
 
@@ -82,7 +82,7 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     """Bytes of shared memory kernel k allocates (see the module docstring): a shared tile the
     stream body loads is multi-buffered, `stages` copies (TileLang's pipelining; stages + 1 in
     FA3's ring), the others once; the plan's other shared tiles before the epilogue (a mirror, a
-    serial reduction's partials: plan_shared.temps; a window: plan_shared.windows) come on top. The epilogue's (store staging, a window of an unaligned store) reuse the pipelined
+    serial reduction's partials: plan.shared.temps; a window: plan.shared.windows) come on top. The epilogue's (store staging, a window of an unaligned store) reuse the pipelined
     memory after the loop: the kernel needs the larger of the two phases (an epilogue window
     of 128 x 136 halves over 32 KiB of single-stage operands: 34816 bytes, both counts). Under
     FA3's schedule the ring is not reused: the epilogue's tiles come on top.
@@ -102,7 +102,7 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     def temp_bytes(t) -> int:
         return math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in t.axes) * DTYPE_BYTES.get(t.dtype, 4)
 
-    def window_bytes(w) -> int:  # whole granules under a row of the tile (plan_shared.window_width)
+    def window_bytes(w) -> int:  # whole granules under a row of the tile (plan.shared.window_width)
         rows, cols = plan.global_buffer(w.buffer).axes[-2:]
         return extent(plan, k, rows, tiles) * window_width(extent(plan, k, cols, tiles), w.granule) * \
             DTYPE_BYTES.get(plan.global_buffer(w.buffer).dtype, 4)
@@ -225,7 +225,7 @@ REDUCE_LAYOUT = "has no register layout"  # in every reduce_layout_problem
 
 def reduce_layout_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | None:
     """Whether TileLang 0.1.15 finds a register layout for every tile kernel k reduces with
-    T.reduce_sum / T.reduce_max (plan_shared.reductions), measured by lowering (sm_90, 128 and 256
+    T.reduce_sum / T.reduce_max (plan.shared.reductions), measured by lowering (sm_90, 128 and 256
     threads, 16..256 rows and columns: benchmarks/reduce_layouts/): a deferred reduction's
     partials need their last dimension a power of two (96, 160, 192 columns: "no available layout
     found", whichever dimension is reduced; the GPU campaign's LayerNorm -> GEMM at one-wave
@@ -267,7 +267,7 @@ def _warpgroup_problem(m: int, n: int, warps: int, a: Buffer, b: Buffer, axis_b:
 
 
 def deferrable(plan: Plan, k: Kernel, s) -> bool:
-    """Whether the Reduce `s` may be deferred (Reduce.deferred, plan_passes.defer_reductions): an
+    """Whether the Reduce `s` may be deferred (Reduce.deferred, plan.passes.defer_reductions): an
     accumulation in the body of a plain stream that may run several blocks (a row on chip, a FIXED
     block as long as its axis, runs one; FA3's loop is its own), over the
     streamed axis, of a two-axis tile into a one-axis total that no other body statement reads
@@ -334,7 +334,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     if k.swapped and not (any(isinstance(s, Gemm) and s.mma and s.acc in local and swapped_layout(k, local[s.acc].axes)
                               for s in k.statements()) and not any(isinstance(s, Reduce) for s in k.statements())):
         out.append(f"{where}: axes {k.swapped} kept swapped, but no tensor-core GEMM accumulates over them "
-                   "or a reduction reads the kernel's tiles (plan_passes.swap_operands)")
+                   "or a reduction reads the kernel's tiles (plan.passes.swap_operands)")
     for s in k.statements():
         if isinstance(s, Store) and s.staged and not (s.src in local and local[s.src].scope == "fragment"
                                                       and len(on_chip_dims(k, local[s.src].axes)) == 2):

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
-from . import ir
-from .plan import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, overlap_parts,
+from .. import ir
+from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, overlap_parts,
                    running_maxes, statement_effects)
-from .plan_verify import deferrable, mma_shaped
-from .target import DEFAULT, Target
+from .verify import deferrable, mma_shaped
+from ..target import DEFAULT, Target
 
 PARTS = ("prologue", "body", "epilogue")
 
@@ -252,7 +252,7 @@ def pingpong_parts(plan: Plan, k: Kernel) -> PingPongParts | None:
     epilogue without GEMMs, reductions or pivots (elementwise: each consumer finishes its tile
     alone), no split or skipped blocks, and every global it touches in rows of whole 16-byte
     granules (the operands by TMA; no unaligned window in the epilogue)."""
-    from .plan import row_bytes
+    from . import row_bytes
     st = k.stream
     if (st is None or st.split or st.skip or k.overlap or k.swapped or k.packed or k.heavy_first
             or k.warp_policy != "auto" or k.threads != PINGPONG_THREADS or len(k.body) != 3):
@@ -293,13 +293,13 @@ def pingpong(plan: Plan, target: Target = DEFAULT) -> Plan:
     benchmarks/pingpong/pingpong_check.py."""
     if not (plan.tiles or {}).get("pingpong"):
         return plan
-    from .plan_verify import smem_problem
+    from .verify import smem_problem
     kernels, changed = list(plan.kernels), False
     for j, k in enumerate(kernels):
         if pingpong_parts(plan, k) is None:
             continue
         pp = k.model_copy(update={"pingpong": True})
-        # each consumer stages its own epilogue tiles beside the ring (plan_verify.shared_bytes):
+        # each consumer stages its own epilogue tiles beside the ring (plan.verify.shared_bytes):
         # a kernel with several GEMM outputs may not fit where the plain loop, reusing the
         # pipelined buffers for them, does; it stays plain
         if smem_problem(plan, pp, target) is None:
