@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from . import ir, ops
+from . import ir
+from .ir import ops
 
 
 def _decimal(v) -> str:
@@ -70,7 +71,7 @@ class DagM:
     def _unary(self, op: str, x: int) -> int:
         return self._push(ir.Unary, op=op, x=x, axes=self._axes_of(x))
 
-    # one method per unary op of the registry (leantile.ops): g.exp(x), g.erf(x), g.sigmoid(x), ...
+    # one method per unary op of the registry (leantile.ir.ops): g.exp(x), g.erf(x), g.sigmoid(x), ...
 
     def cast(self, x: int, dtype: str) -> int:
         return self._push(ir.Cast, op="cast", x=x, dtype=dtype, axes=self._axes_of(x))

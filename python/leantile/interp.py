@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from . import ir, ops, reference
+from . import ir, reference
+from .ir import ops
 from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
                    key_block_interior, key_block_range, running_maxes, stream_steps)
 

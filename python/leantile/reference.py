@@ -10,7 +10,8 @@ import math
 
 import torch
 
-from . import ir, ops
+from . import ir
+from .ir import ops
 
 TORCH_DTYPES = {d: getattr(torch, name) for d, name in ir.DTYPE_NAMES.items()}
 _RANK = {torch.float16: 0, torch.bfloat16: 0, torch.float32: 1, torch.float64: 2}

@@ -122,7 +122,7 @@ def test_4_clash_with_epilogue_and_norm():
 
 
 def test_4_renaming_keeps_plans_of_graphs_without_a_clash_and_refuses_an_unrenamable_one():
-    from leantile.axis_names import unclash
+    from leantile.ir.axis_names import unclash
     g = architectures.build("attention")
     assert unclash(g) is g
     plan = derive(build_graph_with_output("clash", {"m": 5, "k": 4, "j": 4}, lambda g: g.matmul(

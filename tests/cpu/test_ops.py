@@ -1,4 +1,4 @@
-"""The op registry (leantile.ops) is the one table of elementwise ops: every table derived from
+"""The op registry (leantile.ir.ops) is the one table of elementwise ops: every table derived from
 it covers every op, each interpretation of an op agrees with the others on random values, and
 the Lean IR and the independent test evaluator name every op."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from leantile import dag, ir, ops, reference, symbolic
+from leantile import dag, ir, reference
+from leantile.ir import ops, symbolic
 from leantile.emit.common import SPELLING
 from leantile.interp import FUNCS
 

@@ -33,7 +33,7 @@ def test_json_layout_is_compact_sorted_with_newline():
 
 def test_committed_schema_is_current():
     committed = json.loads((ROOT / "schemas" / "leantile-v1.schema.json").read_text())
-    assert committed == ir.json_schema(), "schema is stale: run `python -m leantile.schema`"
+    assert committed == ir.json_schema(), "schema is stale: run `python -m leantile.ir.schema`"
 
 
 def test_schema_accepts_exports():

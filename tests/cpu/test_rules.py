@@ -10,7 +10,7 @@ import pytest
 from leantile.derive.engine import RegionChoice
 import sympy as sp
 
-from leantile import symbolic
+from leantile.ir import symbolic
 from leantile.derive import RULES
 from leantile.derive.engine import _options, decide
 from leantile.derive.context import Ctx

@@ -17,9 +17,10 @@ import gc
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from .. import ir, ops
+from .. import ir
+from ..ir import ops
 from ..target import DEFAULT, Target
-from ..axis_names import unclash
+from ..ir.axis_names import unclash
 
 _SCALAR_FNS = ops.SCALAR  # constant folding, from the op registry
 # value dtypes whose range is narrower than the accumulator's (float32): f16's largest is 65504

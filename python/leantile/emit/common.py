@@ -7,7 +7,8 @@ import keyword
 import math
 import re
 
-from .. import ir, ops
+from .. import ir
+from ..ir import ops
 from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store, row_bytes
 from ..plan.verify import extent
 
@@ -25,7 +26,7 @@ RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "ks", "i", "j", "l", "
 LOOP_VARS = ("i", "j", "l", "i3", "i4", "i5")
 GRID_VARS = ("bx", "by", "bz")
 
-# TileLang spellings of every map function, from the op registry (leantile.ops)
+# TileLang spellings of every map function, from the op registry (leantile.ir.ops)
 SPELLING = ops.TILELANG
 
 

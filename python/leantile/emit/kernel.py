@@ -7,7 +7,7 @@ import math
 
 from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
                     on_chip_dims, swapped_layout)
-from .. import ops
+from ..ir import ops
 from ..plan.shared import temps, windows
 from .grid import GridWriter
 from .overlap import PRODUCER_THREADS, OverlapWriter

@@ -1,5 +1,5 @@
 """Each derivation step's expression before and after, as LaTeX: the step's rule prints it
-(`Rule.formula`, with the index expressions of leantile.symbolic)."""
+(`Rule.formula`, with the index expressions of leantile.ir.symbolic)."""
 from __future__ import annotations
 
 from .. import ir

@@ -35,7 +35,7 @@ END_TO_END = {"attention": "LeanTile.tiled_attention_eq_softmax"}
 
 
 def sympy_checks() -> dict:
-    """Rule name -> its sympy check (leantile.symbolic), for every rule."""
+    """Rule name -> its sympy check (leantile.ir.symbolic), for every rule."""
     return {r.name: r.check for r in RULES}
 
 

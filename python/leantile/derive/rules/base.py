@@ -68,7 +68,7 @@ class Option:
 
 
 def sym():
-    """leantile.symbolic (sympy), imported when a formula or check is first asked for: deriving
+    """leantile.ir.symbolic (sympy), imported when a formula or check is first asked for: deriving
     a plan never needs sympy, and importing it costs half a second."""
-    from ... import symbolic
+    from ...ir import symbolic
     return symbolic

@@ -1,10 +1,10 @@
-"""Write schemas/leantile-v1.schema.json from the pydantic models: `python -m leantile.schema`."""
+"""Write schemas/leantile-v1.schema.json from the pydantic models: `python -m leantile.ir.schema`."""
 import json
 import sys
 from pathlib import Path
 
-from .files import write_atomic
-from .ir import json_schema
+from ..files import write_atomic
+from . import json_schema
 
 if __name__ == "__main__":
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "schemas/leantile-v1.schema.json")

@@ -18,8 +18,8 @@ from typing import Annotated, Literal, Union
 
 from . import ops
 from .axis_names import clash_problems
-from .errors import GraphError  # noqa: F401  (ir.GraphError: what callers catch)
-from .files import NotReadable, read_capped
+from ..errors import GraphError  # noqa: F401  (ir.GraphError: what callers catch)
+from ..files import NotReadable, read_capped
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError, field_validator
 
 SCHEMA_ID = "leantile/v1"
@@ -33,7 +33,7 @@ DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "f
 # the 16-bit dtypes: what Hopper's wgmma multiplies from shared memory in either major order, the
 # operands of the swapped, ping-pong and FA3-overlap schedules
 HALF_DTYPES = frozenset({"f16", "bf16"})
-UNARY_OPS = ops.UNARY  # from the one op registry (leantile.ops)
+UNARY_OPS = ops.UNARY  # from the one op registry (leantile.ir.ops)
 BINARY_OPS = ops.BINARY
 REDUCE_KINDS = ("sum", "max")
 MAX_AXIS_SIZE = 1 << 31  # anything larger is a typo, not a tensor

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from . import ir, ops
+from .. import ir
+from . import ops
 from .sympy_names import Named, gelu, silu  # noqa: F401  (symbolic.silu: the ops' sympy column)
 
 IndexedBase, Sum = sp.IndexedBase, sp.Sum
