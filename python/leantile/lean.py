@@ -396,17 +396,25 @@ def check_lean_main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m leantile.lean", description="proof status of every cited theorem")
     add_arguments(p)
-    return run_check_lean(p.parse_args(sys.argv[1:] if argv is None else argv))
+    return run_check_lean(**options_of(p.parse_args(sys.argv[1:] if argv is None else argv)))
 
 
-def run_check_lean(args) -> int:
-    """`leantile check-lean`: 0 unless a theorem failed (or, with --require-checked, is unchecked)."""
-    if args.write_axioms_file:
-        Path(args.write_axioms_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.write_axioms_file).write_text(axioms_check_source(theorems_to_check().values()))
+def options_of(args) -> dict:
+    """run_check_lean's keywords from the parsed options of add_arguments."""
+    return {"root": args.root, "as_json": args.json, "build": not args.no_build, "timeout": args.timeout,
+            "require_checked": args.require_checked, "write_axioms_file": args.write_axioms_file}
+
+
+def run_check_lean(*, root: str | None = None, as_json: bool = False, build: bool = True, timeout: float = 1800.0,
+                   require_checked: bool = False, write_axioms_file: str | None = None) -> int:
+    """`leantile check-lean`: 0 unless a theorem failed (or, with require_checked, is unchecked).
+    write_axioms_file: only write a Lean file with `#print axioms` for each theorem there."""
+    if write_axioms_file:
+        Path(write_axioms_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(write_axioms_file).write_text(axioms_check_source(theorems_to_check().values()))
         return 0
-    statuses = theorem_status(args.root, build=not args.no_build, timeout=args.timeout)
-    if args.json:
+    statuses = theorem_status(root, build=build, timeout=timeout)
+    if as_json:
         print(json.dumps([s.to_dict() for s in statuses], indent=2))
     else:
         print(format_table(statuses))
@@ -414,7 +422,7 @@ def run_check_lean(args) -> int:
             print(f"\n{NO_LAKE}.")
     if any(s.status == "failed" for s in statuses):
         return 1
-    if args.require_checked and any(s.status != "checked" for s in statuses):
+    if require_checked and any(s.status != "checked" for s in statuses):
         return 1
     return 0
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 
 def cmd_check_lean(args) -> int:
-    from ..lean import run_check_lean
+    from ..lean import options_of, run_check_lean
 
-    return run_check_lean(args)
+    return run_check_lean(**options_of(args))
 
 
 def register(sub) -> None:
