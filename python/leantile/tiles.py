@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from . import ir
@@ -21,9 +21,39 @@ from . import ir
 _Block = Optional[Annotated[int, Field(strict=True, ge=1, le=1024)]]
 
 
-class Tiles(BaseModel):
-    """Tile parameters: only the names the emitter tunes, strict integers in range."""
+_Switch = Optional[Annotated[int, Field(strict=True, ge=0, le=1)]]
+
+# the switches' names before 2026-11-28, still read wherever tiles come from a user or a file
+# (--tile, leantile.compile(tiles=), tuned entries): the new names say what they do
+RENAMED = {"swap_ab": "swap_operands", "pdl": "dependent_launch", "ftz": "flush_subnormals"}
+
+
+def current_names(tiles: dict) -> dict:
+    """tiles with every old switch name (RENAMED) replaced by its current one."""
+    return {RENAMED.get(k, k): v for k, v in tiles.items()}
+
+
+class Schedule(BaseModel):
+    """The schedule switches a plan's tiles may carry (0 or 1; absent: the plan pass decides).
+    They choose how the kernels run, not a block size: no kernel takes them as an argument, so
+    a module's get_configs() leaves them out, and a plan re-derived at other blocks (the search's
+    default point, search.driver.default_point) keeps its own."""
     model_config = ConfigDict(extra="forbid", strict=True)
+    overlap: _Switch = None  # FlashAttention-3's intra-warpgroup overlap (plan.passes.overlap)
+    pingpong: _Switch = None  # two consumer warpgroups taking turns on a GEMM (plan.passes.pingpong)
+    swap_operands: _Switch = None  # a few-row GEMM computed transposed (plan.passes.swap_operands)
+    dependent_launch: _Switch = None  # programmatic dependent launch (plan.passes.dependent_launch)
+    flush_subnormals: _Switch = None  # nvcc -ftz=true where an exp2 runs (plan.passes.flush_subnormals)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _current_names(cls, v):
+        return current_names(v) if isinstance(v, dict) else v
+
+
+class Tiles(Schedule):
+    """Tile parameters: the block sizes, stages, threads and swizzle the emitter tunes, and the
+    schedule switches (Schedule); strict integers in range, old switch names read (RENAMED)."""
     block_m: _Block = None
     block_n: _Block = None
     block_k: _Block = None
@@ -31,11 +61,6 @@ class Tiles(BaseModel):
     stages: Optional[Annotated[int, Field(strict=True, ge=1, le=8)]] = None
     threads: Optional[Annotated[int, Field(strict=True, ge=32, le=1024, multiple_of=32)]] = None
     swizzle: Optional[Annotated[int, Field(strict=True, ge=0, le=64)]] = None
-    overlap: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.overlap
-    pingpong: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.pingpong
-    swap_ab: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.swap_operands
-    pdl: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.dependent_launch
-    ftz: Optional[Annotated[int, Field(strict=True, ge=0, le=1)]] = None  # plan.passes.flush_subnormals
 
 
 BLOCKS = ("block_m", "block_n", "block_k", "block_r")
@@ -75,17 +100,22 @@ class UserTiles(Tiles):
         return v
 
 
-NAMES = tuple(Tiles.model_fields)
-# tile parameters that choose a schedule, not a block size (plan.passes.overlap, pingpong, swap_operands,
-# dependent_launch, flush_subnormals):
-# no kernel takes them as an argument, so a module's get_configs() leaves them out; a plan
-# re-derived at other blocks (the search's default point, search.driver.default_point) keeps its own
-SCHEDULE = ("overlap", "pingpong", "swap_ab", "pdl", "ftz")
+SCHEDULE = tuple(Schedule.model_fields)
+NAMES = tuple(n for n in Tiles.model_fields if n not in SCHEDULE) + SCHEDULE  # sizes first, as printed
+
+
+def schedule_of(tiles: dict) -> Schedule:
+    """The schedule switches of a plan's tiles, typed."""
+    return Schedule.model_validate({k: v for k, v in current_names(tiles).items() if k in SCHEDULE})
 
 
 def tile_problems(tiles: dict, where: str = "tile", user: bool = True) -> list[str]:
     """One line per bad tile parameter (unknown name, not an integer, out of range, and where
     `user`, a block the kernels cannot use: UserTiles)."""
+    twice = [f"{where} {ir.shown(k)}: given twice, as {ir.shown(k)} and its old name {ir.shown(o)}"
+             for o, k in RENAMED.items() if o in tiles and k in tiles]
+    if twice:
+        return twice
     try:
         (UserTiles if user else Tiles).model_validate(dict(tiles))
     except ValidationError as e:
@@ -100,12 +130,12 @@ def tile_problems(tiles: dict, where: str = "tile", user: bool = True) -> list[s
 
 
 def check_tiles(tiles: dict | None, where: str = "tile", user: bool = True) -> dict:
-    """tiles, or a GraphError naming every bad parameter (user False: Tiles' ranges only, what a
-    plan may be built with; derive's own check)."""
+    """tiles (old switch names replaced: RENAMED), or a GraphError naming every bad parameter
+    (user False: Tiles' ranges only, what a plan may be built with; derive's own check)."""
     problems = tile_problems(tiles or {}, where, user)
     if problems:
         raise ir.GraphError(problems)
-    return dict(tiles or {})
+    return current_names(dict(tiles or {}))
 
 
 def parse_tiles(pairs: list[str] | None) -> dict[str, int]:

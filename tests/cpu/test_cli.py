@@ -131,3 +131,29 @@ def test_bad_tile_is_one_line(tile, capsys):
     assert main(["derive", "matmul", "--tile", tile]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: --tile")
+
+
+def test_schedule_switches_say_what_they_do_and_old_names_still_read(capsys, tmp_path):
+    """The schedule switches are tiles.Schedule (swap_operands, dependent_launch,
+    flush_subnormals, overlap, pingpong); their old names (swap_ab, pdl, ftz) are read wherever
+    tiles come from a user or a file, and become the new ones; both names at once is one line."""
+    import leantile
+    from leantile.derive import derive
+    from leantile.tiles import RENAMED, Schedule, check_tiles, schedule_of
+    from leantile.tuned import entry_problem
+
+    assert set(RENAMED.values()) <= set(Schedule.model_fields)
+    assert check_tiles({"block_m": 16, "swap_ab": 1, "pdl": 0, "ftz": 0}) == \
+        {"block_m": 16, "swap_operands": 1, "dependent_launch": 0, "flush_subnormals": 0}
+    assert schedule_of({"block_m": 64, "pdl": 0}) == Schedule(dependent_launch=0)
+    g = architectures.build("matmul", m=4, d=4096, n=6144)
+    old, new = derive(g, None, {"swap_ab": 1, "pdl": 0}), derive(g, None, {"swap_operands": 1, "dependent_launch": 0})
+    assert old.tiles == new.tiles and old == new
+    k = leantile.compile(g, tiles={"swap_ab": 1}, device="cpu", interpret=True)
+    assert k.plan.tiles["swap_operands"] == 1 and "swap_ab" not in k.plan.tiles
+    entry = {"arch": "matmul", "shape": {"m": 4, "d": 4096, "n": 6144}, "dtype": "f32", "gpu": "G",
+             "candidate": "direct", "tiles": {"block_m": 64, "ftz": 0}, "time_ms": 1.0}
+    assert entry_problem(entry) is None  # a tuned file written before the rename still reads
+    assert main(["derive", "matmul", "--tile", "pdl=0", "dependent_launch=1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "given twice" in err[0] and "dependent_launch" in err[0]

@@ -76,7 +76,7 @@ MEASURED_BEST = [
     ("layernorm_linear_gelu", {"m": 128, "d": 768, "n": 3072}, {"block_m": 64, "block_n": 64}),
     # at m <= 16 the swapped tiles (plan.passes.swap_operands), 64 columns for this 24-tile grid:
     # H100 0.0054 ms against torch.compile's 0.0063 (benchmarks/swap_ab/results/suite-skinny-swap-h100-2026-11-26.md)
-    ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 16, "block_n": 64, "stages": 4, "swap_ab": 1}),
+    ("layernorm_linear_gelu", {"m": 1, "d": 768, "n": 3072}, {"block_m": 16, "block_n": 64, "stages": 4, "swap_operands": 1}),
     ("matmul", {"m": 256, "d": 524288, "n": 256}, {"block_m": 128, "block_n": 256, "stages": 3}),  # 0.153 vs 0.206
     # 128 x 4096 x 4096: 4 slices at 128 x 128 x 4 stages 0.0141 ms; 8 at 128 x 256 0.0193 (H200:
     # benchmarks/split_k_waves/results/issue16-m128-max4-probe-2026-11-25.json); unsplit at one wave of 64 x 64
@@ -89,7 +89,7 @@ MEASURED_BEST = [
     # where a split is offered, unsplit candidates keep their tiles: rmsnorm 1 x 4096 x 6144 ran
     # 0.016 ms split at 64 x 256 and 0.028 unsplit at 64 x 64 (suite-split-serial-combine-2026-11-25.md);
     # swapped 16 x 128 (H100, same process): m = 16 0.0259 -> 0.0229 (tiles-probe-swap-h100-2026-11-26.json)
-    ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}),
+    ("rmsnorm", {"m": 1, "d": 4096, "n": 6144}, {"block_m": 16, "block_n": 128, "stages": 4, "swap_operands": 1}),
     # GPT-2's c_proj (96 CTAs of 128 x 128: 3 stages 0.0195 ms, 2 0.0236, 64 x 256 0.0217 on the H200,
     # benchmarks/default_tiles/results/tiles-probe-gemm-cproj-h200-2026-11-26.json) takes one wave of 64 x 192 tiles (H100 0.0222
     # -> 0.0188 at 6 stages, 0.0182 at 4: split-probe-cproj-h100-2026-11-26-192.json); a wave or more of

@@ -203,7 +203,7 @@ def test_consecutive_kernels_launch_dependently():
 
 def test_kernels_with_an_exp2_compile_with_subnormals_flushed():
     """plan.passes.flush_subnormals: every kernel with an exp2 (and only those) is compiled with
-    nvcc -ftz=true; the tile parameter ftz=0 turns it off. The emitted module compiles each kernel
+    nvcc -ftz=true; the tile parameter flush_subnormals=0 turns it off. The emitted module compiles each kernel
     with its NVCC_FLAGS, and the flag reaches nvcc: exp2 loses its subnormal fix-up, so the cubin
     of the same CUDA source is smaller."""
     import pytest
@@ -217,7 +217,7 @@ def test_kernels_with_an_exp2_compile_with_subnormals_flushed():
             exp2 = any(s.op == "map" and s.fn == "exp2" for s in k.statements())
             assert k.flush_subnormals == exp2, (plan.candidate, k.name)
     assert [k.flush_subnormals for k in split.kernels] == [True, False]  # the merge: exp, not exp2
-    off = derive(architectures.build("attention", h=2, t_q=100, t_kv=300, d_h=64), "online_exp2", {"ftz": 0})
+    off = derive(architectures.build("attention", h=2, t_q=100, t_kv=300, d_h=64), "online_exp2", {"flush_subnormals": 0})
     assert not any(k.flush_subnormals for k in off.kernels)
     mod = load_module(emit_module(softmax), "ftz_on")
     assert mod.NVCC_FLAGS == {k.name: ["-ftz=true"] for k in softmax.kernels}

@@ -440,12 +440,12 @@ def test_the_default_point_carries_the_shapes_schedule():
     from leantile.search.driver import default_point
     few = Workload.builtin("matmul", {"m": 16, "d": 4096, "n": 4096})
     p = default_point(few)
-    assert p.tile_dict["swap_ab"] == 1 and p.tile_dict["block_m"] == 16, p
+    assert p.tile_dict["swap_operands"] == 1 and p.tile_dict["block_m"] == 16, p
     gpt2 = Workload.builtin("attention", {"h": 12, "t_q": 2048, "t_kv": 2048, "d_h": 64})
     assert default_point(gpt2).tile_dict.get("overlap") == 1
     space = Space(few.graph())
     assert p not in space  # off the domains
-    assert all("swap_ab" not in q.tile_dict for q in space.neighbours(p))
+    assert all("swap_operands" not in q.tile_dict for q in space.neighbours(p))
 
 
 @pytest.mark.parametrize("default_fastest", [True, False])
@@ -473,7 +473,7 @@ def test_cli_writes_no_entry_slower_than_the_default_plan(tmp_path, capsys, monk
     else:
         assert "no entry written" not in said
         (entry,) = json.loads((out / "matmul.json").read_text())["entries"]
-        assert "swap_ab" not in entry["tiles"] and entry["shape"] == {"m": 16, "d": 4096, "n": 4096}
+        assert "swap_operands" not in entry["tiles"] and entry["shape"] == {"m": 16, "d": 4096, "n": 4096}
 
 
 def test_cli_search_starts_from_the_shipped_default_and_keeps_a_time_budget(tmp_path, capsys):

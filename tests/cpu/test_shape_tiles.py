@@ -85,9 +85,9 @@ def test_decode_keeps_its_split_tiles():
     assert p.candidate.endswith("split") and p.tiles["block_n"] == 128
     assert p.tiles["stages"] == 1 and not verify(p, g)  # 1 stage, as prefill (H200: 1-5% over 2)
     mlp = choose(architectures.build("swiglu", m=16, d=4096, n=14336))[0]
-    assert mlp.tiles["stages"] == 4 and mlp.tiles["swap_ab"] == 1  # a few-row GEMM: the swapped tiles
+    assert mlp.tiles["stages"] == 4 and mlp.tiles["swap_operands"] == 1  # a few-row GEMM: the swapped tiles
     mlp = choose(architectures.build("swiglu", m=40, d=4096, n=14336))[0]
-    assert mlp.tiles["stages"] == 2 and not mlp.tiles.get("swap_ab")  # a skinny one keeps its stages
+    assert mlp.tiles["stages"] == 2 and not mlp.tiles.get("swap_operands")  # a skinny one keeps its stages
 
 
 def _check(g, plan, seed):

@@ -1,4 +1,4 @@
-"""The swapped GEMM (plan.passes.swap_operands, tile parameter swap_ab): which kernels take it,
+"""The swapped GEMM (plan.passes.swap_operands, tile parameter swap_operands, once swap_ab): which kernels take it,
 the tiles a few-row GEMM gets by default (derive/shape_tiles.py), and what the emitter spells:
 acc^T = b^T a^T on the tensor cores, every fragment of the accumulator's axes laid out (column,
 row), the store transposed through a shared tile. Values are the GPU's to check
@@ -15,7 +15,7 @@ from leantile.emit import emit_module, load_module
 from leantile.plan import Gemm, Reduce, on_chip_dims
 
 GEMMS = ("matmul", "swiglu", "rmsnorm", "rmsnorm_mlp", "layernorm_linear_gelu")
-ASK = {"block_m": 16, "block_n": 128, "stages": 4, "threads": 128, "swap_ab": 1}
+ASK = {"block_m": 16, "block_n": 128, "stages": 4, "threads": 128, "swap_operands": 1}
 
 
 def _gemm_kernels(plan):
@@ -34,13 +34,13 @@ def test_a_kernel_swaps_exactly_where_its_accumulator_stays_out_of_reductions(na
                 acc = k.buffer(next(s.acc for s in k.statements() if isinstance(s, Gemm)))
                 assert k.swapped == acc.axes
                 assert on_chip_dims(k, acc.axes) == ((acc.axes[1],), (acc.axes[0],))
-        unasked = derive(g, c.name, {**ASK, "swap_ab": 0})
+        unasked = derive(g, c.name, {**ASK, "swap_operands": 0})
         assert not any(k.swapped for k in unasked.kernels)
 
 
 def test_attention_never_swaps():
     g = architectures.build("attention", h=2, t_q=70, t_kv=90, d_h=64)
-    plan = derive(g, None, {"block_m": 64, "block_n": 64, "threads": 128, "swap_ab": 1})
+    plan = derive(g, None, {"block_m": 64, "block_n": 64, "threads": 128, "swap_operands": 1})
     assert not any(k.swapped for k in plan.kernels)
 
 
@@ -60,19 +60,19 @@ def test_a_few_row_gemm_takes_the_swapped_tiles_by_default(m):
                 want = {**SWAP_AB_TILES, **({} if plan.tiles["block_n"] == 128 else SWAP_NARROW_TILES)}
                 assert {p: plan.tiles[p] for p in SWAP_AB_TILES} == want, (name, c.name)
             else:
-                assert plan.tiles["block_m"] == 64 and not plan.tiles.get("swap_ab"), (name, c.name, plan.tiles)
+                assert plan.tiles["block_m"] == 64 and not plan.tiles.get("swap_operands"), (name, c.name, plan.tiles)
 
 
 def test_more_rows_keep_the_unswapped_tiles():
     for m in (SWAP_AB_ROWS + 1, 64, 300):
         plan = derive(architectures.build("matmul", m=m, d=4096, n=6144))
-        assert not plan.tiles.get("swap_ab") and not any(k.swapped for k in plan.kernels)
+        assert not plan.tiles.get("swap_operands") and not any(k.swapped for k in plan.kernels)
 
 
 def test_a_short_unsplit_gemm_on_few_columns_takes_64_column_tiles():
     """GPT-2's layernorm -> GEMM at m = 1: 24 tiles of 128 columns, k too short to split."""
     plan = derive(architectures.build("layernorm_linear_gelu", m=1, d=768, n=3072), "prenorm")
-    assert plan.tiles["block_n"] == SWAP_NARROW_TILES["block_n"] and plan.tiles["swap_ab"] == 1
+    assert plan.tiles["block_n"] == SWAP_NARROW_TILES["block_n"] and plan.tiles["swap_operands"] == 1
     wide = derive(architectures.build("matmul", m=1, d=4096, n=14336))  # 112 tiles: 128 columns
     assert wide.tiles["block_n"] == SWAP_AB_TILES["block_n"]
 
@@ -86,7 +86,7 @@ def test_the_emitter_spells_the_swapped_gemm_and_its_transposed_store():
     assert "T.gemm(W_gate_shared, X_shared, matmul_3, transpose_A=True, transpose_B=True)" in src
     assert "T.gemm(W_up_shared, X_shared, matmul_5, transpose_A=True, transpose_B=True)" in src
     assert "for i, j in T.Parallel(block_n, block_m):" in src
-    assert "for i, j in T.Parallel(block_m, block_n):  # mul_6 is kept transposed (swap_ab)" in src
+    assert "for i, j in T.Parallel(block_m, block_n):  # mul_6 is kept transposed (swap_operands)" in src
     assert "_out_shared[i, j] = T.cast(mul_6_frag[j, i]" in src
 
 
@@ -117,7 +117,7 @@ def test_leantile_derive_says_which_accumulator_is_kept_transposed():
     from leantile.cli.derive import plan_text
 
     text = plan_text(derive(architectures.build("matmul", m=4, d=4096, n=6144)))
-    assert "swap_ab=1" in text and "accumulator [m, n] kept transposed (swap_ab)" in text
+    assert "swap_operands=1" in text and "accumulator [m, n] kept transposed (swap_operands)" in text
     assert "kept transposed" not in plan_text(derive(architectures.build("matmul", m=40, d=4096, n=6144)))
 
 

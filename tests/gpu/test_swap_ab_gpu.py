@@ -38,7 +38,7 @@ def test_swap_asked_at_wider_row_tiles_is_exact(block_m, threads):
     """The swap is a layout: at 40 rows (two or one row tiles, the last partial) it must give
     the same values at any row tile."""
     g = architectures.build("swiglu", m=40, d=320, n=200)
-    tiles = {"block_m": block_m, "block_n": 128, "stages": 3, "threads": threads, "swap_ab": 1}
+    tiles = {"block_m": block_m, "block_n": 128, "stages": 3, "threads": threads, "swap_operands": 1}
     k = leantile.compile(g, candidate="fused", tiles=tiles)
     assert any(x.swapped for x in k.plan.kernels)
     assert k.verify(seed=8)["ok"]

@@ -47,11 +47,11 @@ def plan_text(plan) -> str:
         lines.append(f"  kernel {k.name}: {k.role}")
         lines.append(grid)
         if k.swapped:  # plan.passes.swap_operands: acc^T = b^T a^T, (column, row) on chip
-            lines.append(f"    accumulator [{', '.join(k.swapped)}] kept transposed (swap_ab)")
+            lines.append(f"    accumulator [{', '.join(k.swapped)}] kept transposed (swap_operands)")
         if k.wait_previous or k.launch_next:  # plan.passes.dependent_launch
             lines.append("    dependent launch: " + ", ".join(
                 w for w, on in (("waits for the kernel before", k.wait_previous),
-                                ("lets the next launch early", k.launch_next)) if on) + " (pdl)")
+                                ("lets the next launch early", k.launch_next)) if on) + " (dependent_launch)")
         if k.flush_subnormals:  # plan.passes.flush_subnormals
             lines.append("    compiled with -ftz=true: exp2 is one MUFU.EX2, float32 subnormals flush to 0 (ftz)")
         for b in k.buffers:

@@ -371,7 +371,7 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
                                                  cx.target)
             problems = verify(plan, cx.g, cx.target)
         fits = not problems
-        if not shaped.get("swap_ab"):
+        if not shaped.get("swap_operands"):
             return plan if fits else None
         if fits and all(k.swapped for k in plan.kernels if any(isinstance(s, Gemm) and s.mma for s in k.statements())):
             return plan

@@ -50,7 +50,7 @@ SMALL_M_GEMM_TILES = {"block_n": 256, "stages": 3}
 # 16 x 4096 x 14336 0.0422 -> 0.0403, 1 x 8192 x 10240 0.0584 -> 0.0566 (cuBLAS 0.0205, 0.0455,
 # 0.0462, 0.0606); 16 x 8192 x 28672 (224 tiles of 128 columns) 0.1563 -> 0.1620.
 SWAP_AB_ROWS = 16
-SWAP_AB_TILES = {"block_m": 16, "block_n": 128, "stages": 4, "swap_ab": 1}
+SWAP_AB_TILES = {"block_m": 16, "block_n": 128, "stages": 4, "swap_operands": 1}
 # The default of a plan with a GEMM split over k (rows > 64): see shape_tiles.
 SPLIT_GEMM_TILES = {"stages": 4}
 # Attention (flash kernels, no GEMM kernel beside them: `stages` is one for the plan) streams
@@ -70,7 +70,7 @@ FLASH_TILES = {"stages": 1}
 # shapes take FlashAttention-3's schedule below wherever it applies; the wide tiles remain for
 # the plain loop (a bias tile, packed heads, f32), without the flag: at 256 keys ptxas spills
 # twice as much with it (48 bytes) and the loop ran 0.97x (benchmarks/ftz/results/ftz-probe-attention-h200-2026-11-26.json).
-FLASH_WIDE_TILES = {"block_n": 256, "ftz": 0}
+FLASH_WIDE_TILES = {"block_n": 256, "flush_subnormals": 0}
 FLASH_WIDE_KEYS = 2048
 # Unmasked attention with heads of at most 64 whose 128-row query tiles leave SMs idle (under
 # one wave): 64-row tiles on one warpgroup, 256 keys per tile. GPT-2 t512 (12 heads: 48 CTAs of

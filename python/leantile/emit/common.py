@@ -17,7 +17,8 @@ class EmitError(ValueError):
 
 
 TL_DTYPES = dict(ir.DTYPE_NAMES)  # TileLang names a dtype as torch does
-TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "pingpong", "swap_ab", "pdl", "ftz")
+TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "pingpong", "swap_operands",
+           "dependent_launch", "flush_subnormals")
 # names the generated code uses itself; buffer names that collide are renamed
 RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "ks", "i", "j", "l", "i0", "i1", "i2", "i3",
             "main", "dtype", "accum_dtype", "threads", "stages", "block_m", "block_n",
@@ -200,7 +201,7 @@ def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
     (the product then unrounded), which is harmless except where a plan relies on a product being
     ONE rounded value in two places; those products are the plan op mul_rn (T.ieee_mul, never
     contracted) and fused multiply-adds are the plan op fma (T.ieee_fmaf). -fmad=false on every
-    kernel was measured (H100, one call, tuned gqa_attention 8 x 4 heads 4096 x 4096, ftz=0):
+    kernel was measured (H100, one call, tuned gqa_attention 8 x 4 heads 4096 x 4096, flush_subnormals=0):
     0.4701 -> 0.5367 ms, while attention, softmax_row, layernorm_linear_gelu and rmsnorm_mlp did
     not move (benchmarks/fma_contraction/results/fmad-probe-h100-2026-11-28.json)."""
     return {k.name: ["-ftz=true"] for k in plan.kernels if k.flush_subnormals}

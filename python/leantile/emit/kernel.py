@@ -307,7 +307,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.temps.append((staged, b.axes, "shared_plain", _global_dtype(self.plan, g)))
             self.made("transposing", s.src)
             rows, cols = (self.extent(a) for a in b.axes)
-            self.emit(f"for i, j in T.Parallel({rows}, {cols}):  # {s.src} is kept transposed (swap_ab)", depth)
+            self.emit(f"for i, j in T.Parallel({rows}, {cols}):  # {s.src} is kept transposed (swap_operands)", depth)
             self.emit(f"{staged}[i, j] = T.cast({src}[j, i], {_global_dtype(self.plan, g)})", depth + 1)
             self.emit(f"T.copy({staged}, {self.gslice(g, b.axes, f'store {s.src}->{s.dst}')})", depth)
             return
@@ -463,7 +463,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         body: list[str] = []
         self.lines = body
         d = 3
-        if k.wait_previous:  # plan.passes.dependent_launch; `pdl` is off below sm_90
+        if k.wait_previous:  # plan.passes.dependent_launch; build_kernel's `pdl` is off below sm_90
             self.emit("if pdl:", d)
             self.emit("T.pdl_sync()  # first: wait for the kernel before this one to finish", d + 1)
         if k.launch_next:  # at the start: after the stream it was slower on 7 of 9 plans (docs/tilelang-notes.md)

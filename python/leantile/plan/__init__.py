@@ -292,7 +292,7 @@ class Kernel(_M):
     # tile of its own, taking turns at the tensor cores: one's epilogue runs under the other's
     # mainloop (CUTLASS's ping-pong schedule; emit.pingpong)
     pingpong: bool = False
-    # plan.passes.swap_operands (tile parameter `swap_ab`): the (row, column) axes of a GEMM
+    # plan.passes.swap_operands (tile parameter `swap_operands`): the (row, column) axes of a GEMM
     # accumulator the kernel keeps transposed on chip, (column, row), and computes as
     # C^T = B^T A^T: a tile of few rows (a decode-time projection, m <= 16) takes the MMA's
     # narrow N side, the weight's columns its 64-row M side. Every on-chip buffer with exactly
@@ -305,7 +305,7 @@ class Kernel(_M):
     # the previous kernel's tail; every statement still runs after it.
     launch_next: bool = False
     wait_previous: bool = False
-    # plan.passes.flush_subnormals (tile parameter `ftz`): nvcc compiles the kernel with
+    # plan.passes.flush_subnormals (tile parameter `flush_subnormals`): nvcc compiles the kernel with
     # -ftz=true, float32 subnormals flushed to zero. Its exp2 is then one MUFU.EX2 instead of
     # the instruction wrapped in a subnormal fix-up (a compare, two predicated multiplies): the
     # softmax of an attention tile is issue-bound on the CUDA cores. A value below 2^-126 (a

@@ -138,14 +138,14 @@ SWAP_DTYPES = ir.HALF_DTYPES
 
 
 def swap_operands(plan: Plan) -> Plan:
-    """Kernel.swapped where the tile parameter `swap_ab` is 1 and a GEMM kernel can keep its
+    """Kernel.swapped where the tile parameter `swap_operands` is 1 and a GEMM kernel can keep its
     accumulator transposed: every contraction a tensor-core one of shared operands into the same
     (row, column) fragment axes, and every other statement on a buffer of those axes a fill, a
     map or a store (no load, mask or reduction, which would need the logical layout; no
     attention, whose rows a softmax reduces), the operands 16-bit (SWAP_DTYPES). The emitter
     then spells acc^T = b^T a^T and stores through a transposing shared tile; the values are the
     same (interp ignores the field)."""
-    if not (plan.tiles or {}).get("swap_ab"):
+    if not (plan.tiles or {}).get("swap_operands"):
         return plan
 
     def decide(plan, k):
@@ -199,13 +199,13 @@ def _split_attention(k: Kernel) -> bool:
 def dependent_launch(plan: Plan) -> Plan:
     """Kernel.launch_next on every kernel but the last, Kernel.wait_previous on every kernel but
     the first: each kernel's launch and prologue overlap the tail of the one before. The tile
-    parameter `pdl` (0 or 1) decides where given; by default it is on, but for a split-KV
+    parameter `dependent_launch` (0 or 1) decides where given; by default it is on, but for a split-KV
     attention and its merge. Measured on an H100 (benchmarks/pdl/pdl_probe.py, medians of 5 rounds,
     benchmarks/pdl/results/pdl-probe-h100-2026-11-26.json): norm -> GEMM 0.998x..1.035x, split-K after a norm
     1.061x, a split softmax row 1.069x; split-KV decode 0.98x, 1.10x and 0.88x (GQA, 8 KV heads
     of 4 queries). The wait is the kernel's first statement, so no kernel reads or writes a
     buffer before the kernels before it have finished."""
-    choice = (plan.tiles or {}).get("pdl")
+    choice = (plan.tiles or {}).get("dependent_launch")
     if len(plan.kernels) < 2 or choice == 0 or (choice is None and any(map(_split_attention, plan.kernels))):
         return plan
     last = len(plan.kernels) - 1
@@ -313,13 +313,13 @@ def _has_exp2(k: Kernel) -> bool:
 
 def flush_subnormals(plan: Plan) -> Plan:
     """Kernel.flush_subnormals (nvcc -ftz=true) on every kernel with an exp2; the tile parameter
-    `ftz` (0 or 1) decides where given. Measured on an H200 (benchmarks/ftz/ftz_probe.py, best of 4
+    `flush_subnormals` (0 or 1) decides where given. Measured on an H200 (benchmarks/ftz/ftz_probe.py, best of 4
     interleaved rounds, benchmarks/ftz/results/ftz-probe-attention-h200-2026-11-26.json): the overlapped
     attention kernels 1.053x..1.058x (published, scaled, llama3-8b t2048, gqa), causal 1.024x,
     decode 1.028x, rows 1.00x; the plain loop at 256 keys 0.97x (ptxas spills 48 bytes where it
-    spilled 24: shape_tiles.FLASH_WIDE_TILES asks ftz=0 for it). exp2 is the only function whose
+    spilled 24: shape_tiles.FLASH_WIDE_TILES asks flush_subnormals=0 for it). exp2 is the only function whose
     code the flag shortens here: no other kernel gets it."""
-    if (plan.tiles or {}).get("ftz") == 0:
+    if (plan.tiles or {}).get("flush_subnormals") == 0:
         return plan
     kernels = tuple(k.model_copy(update={"flush_subnormals": True}) if _has_exp2(k) else k for k in plan.kernels)
     return plan.model_copy(update={"kernels": kernels}) if kernels != plan.kernels else plan

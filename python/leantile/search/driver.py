@@ -236,7 +236,7 @@ def point_entry(wl: Workload, point: Point, time_ms: float, gpu: str | None, **p
 
 def default_point(wl: Workload) -> Point:
     """The plan leantile ships for the workload where no tuned entry exists (the cost model's
-    candidate at the shape's tiles, leantile.cost.choose) as a point: its schedule (swap_ab,
+    candidate at the shape's tiles, leantile.cost.choose) as a point: its schedule (swap_operands,
     overlap) and blocks off the search's domains (a 16-row tile) included. A search's best is
     saved only where it beats this point, measured in the same run (cli.search)."""
     from ..tuned import shipped_plan
