@@ -154,6 +154,9 @@ def test_schedule_switches_say_what_they_do_and_old_names_still_read(capsys, tmp
     entry = {"arch": "matmul", "shape": {"m": 4, "d": 4096, "n": 6144}, "dtype": "f32", "gpu": "G",
              "candidate": "direct", "tiles": {"block_m": 64, "ftz": 0}, "time_ms": 1.0}
     assert entry_problem(entry) is None  # a tuned file written before the rename still reads
+    from leantile.search.space import Point
+    row = json.dumps({"candidate": "direct", "tiles": {"block_m": 16, "swap_ab": 1}})  # a search database's row
+    assert Point.from_key(row) == Point.make("direct", {"block_m": 16, "swap_operands": 1})
     assert main(["derive", "matmul", "--tile", "pdl=0", "dependent_launch=1"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "given twice" in err[0] and "dependent_launch" in err[0]

@@ -29,7 +29,7 @@ from .. import ir
 from ..files import load_json
 from ..plan import Plan
 from ..plan.verify import DTYPE_BYTES, extent, smem_problem, warps_problem
-from ..tiles import SCHEDULE
+from ..tiles import SCHEDULE, current_names
 
 DOMAINS: dict[str, tuple[int, ...]] = {
     "block_m": (64, 128, 256),
@@ -58,6 +58,7 @@ class Point:
 
     @staticmethod
     def make(candidate: str, tiles: dict) -> "Point":
+        tiles = current_names(tiles)  # a database row of before the switches' rename (tiles.RENAMED)
         return Point(candidate, tuple((p, int(tiles[p])) for p in ORDER if p in tiles))
 
     @property
