@@ -466,18 +466,16 @@ def _precompile(graph_json: str, gpu: str, tuned: bool) -> str | None:
 def _pool(jobs: list, workers: int | None):
     """(pool, {job index: future}) compiling each (graph json, gpu, tuned) in spawned processes;
     (None, {}) where there is no pool."""
-    import multiprocessing as mp
     import os
-    from concurrent.futures import ProcessPoolExecutor
+
+    from .process_pool import spawn_pool
 
     if not jobs:
         return None, {}
-    try:
-        pool = ProcessPoolExecutor(max_workers=workers or max(1, min(len(jobs), (os.cpu_count() or 2) - 2)),
-                                   mp_context=mp.get_context("spawn"))
-        return pool, {i: pool.submit(_precompile, *job) for i, job in enumerate(jobs)}
-    except Exception:  # no pool here: the loop compiles each kernel itself
+    pool = spawn_pool(workers or max(1, min(len(jobs), (os.cpu_count() or 2) - 2)))
+    if pool is None:  # no processes here: the loop compiles each kernel itself
         return None, {}
+    return pool, {i: pool.submit(_precompile, *job) for i, job in enumerate(jobs)}
 
 
 def measure(case: Case, g: ir.Graph, base, has_tuned: bool) -> list[dict]:
@@ -577,8 +575,9 @@ def run_suite(suite: str = "full", *, out: str = "benchmarks/results", shard: st
                 print(json.dumps(_clean({k: v for k, v in r.items() if k != "trace"})), flush=True)
             publish()
     finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:  # what it still compiles is not waited for
+            from .process_pool import stop_now
+            stop_now(pool)
     publish()
     chart(rows, out / f"{stem}.png", f"leantile vs torch.compile, {sel}, {gpu}")
     print(markdown(rows, meta), flush=True)

@@ -1,7 +1,7 @@
 """Floors (issue 48; the code layout of the project's design notes): a module imports only from its own floor or the
 floors below it, imports inside functions included (an AST walk of every module).
 
-    1 target, interrupts, progress, errors
+    1 target, interrupts, progress, errors, process_pool
     2 ir (the package: the graph IR, the op registry, axis names, sympy forms, the JSON schema), tiles,
       dag, files
     3 plan (the package: the plan IR, its passes, verifier and shared buffers), interp, reference, tolerance
@@ -25,7 +25,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
 FLOOR = {
-    "target": 1, "interrupts": 1, "progress": 1, "errors": 1,
+    "target": 1, "interrupts": 1, "progress": 1, "errors": 1, "process_pool": 1,
     "ir": 2, "tiles": 2, "dag": 2, "files": 2,
     "plan": 3, "interp": 3, "reference": 3, "tolerance": 3,
     "derive": 4, "architectures": 4, "sources": 4,

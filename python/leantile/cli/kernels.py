@@ -126,19 +126,13 @@ def _lower_all(jobs: list, record) -> None:
     processes, one per core (TileLang lowers one kernel on one core: the 39 candidates of the
     built-ins took ~2.5 minutes of `make kernels` on the GPU machine's 16 cores, one after
     another), or here for a single job or a single core."""
-    import multiprocessing as mp
     import os
-    from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    workers = min(len(jobs), os.cpu_count() or 1, _memory_for_workers())
-    pool = None
-    if workers >= 2:
-        try:
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                                       initializer=_worker_ignores_sigint)
-        except (OSError, NotImplementedError, ValueError):  # no processes here (a sandbox): lowered in this one
-            pool = None
+    from ..process_pool import memory_for_workers, spawn_pool, stop_now
+
+    workers = min(len(jobs), os.cpu_count() or 1, memory_for_workers())
+    pool = spawn_pool(workers) if workers >= 2 else None  # None: no processes here (a sandbox)
     if pool is None:
         for i, job in progress(list(enumerate(jobs)), "lowering"):
             record(i, _lower_job(*job))
@@ -152,40 +146,13 @@ def _lower_all(jobs: list, record) -> None:
                 res = {"lowered": False, "error": f"LoweringError: {WORKER_DIED}"}
             record(i, res)
     except BaseException:  # Ctrl-C, SIGTERM or an error here: the workers stop now, mid-kernel
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:  # reaped: no zombie left behind
-            proc.join(timeout=10)
-        pool.shutdown(wait=False, cancel_futures=True)
+        stop_now(pool)
         raise
     pool.shutdown(wait=True)
 
 
 # recorded for every candidate not lowered when a worker dies: the pool is broken from then on
 WORKER_DIED = "a lowering worker process died (killed for memory, or TileLang crashed): not lowered"
-
-
-WORKER_BYTES = 1 << 30  # a lowering worker: ~330 MiB once TileLang is imported, lowering on top
-
-
-def _memory_for_workers() -> int:
-    """How many lowering workers the available memory holds (WORKER_BYTES each; Linux's
-    MemAvailable): a 64-core machine with 16 GiB free must not start 39 of them. Unknown: no cap."""
-    try:
-        with open("/proc/meminfo") as f:
-            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        return 1 << 20
-    return max(1, kib * 1024 // WORKER_BYTES)
-
-
-def _worker_ignores_sigint() -> None:
-    """A worker leaves Ctrl-C to the command (leantile.interrupts), which ends it: a terminal's
-    Ctrl-C reaches the whole process group, and an idle worker would print a traceback."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _lower_job(plan, path: Path, arch: str, nvcc: bool, root: Path) -> dict:

@@ -246,7 +246,8 @@ class GpuMeasurer:
                  cpu_stage: str = "compile", rep: int = 100, job_timeout_s: float = 180.0,
                  tol: float | None = None):
         import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+
+        from ..process_pool import spawn_pool
 
         self.ctx = mp.get_context("spawn")
         if cpu_stage not in CPU_STAGES:
@@ -254,7 +255,10 @@ class GpuMeasurer:
         self.gpus, self.build_dir, self.cpu_stage, self.rep = list(gpus), build_dir, cpu_stage, rep
         self.tol = tol  # None: leantile.tolerance's table by output dtype
         self.job_timeout_s = job_timeout_s
-        self.pool = ProcessPoolExecutor(max_workers=compile_workers or os.cpu_count() or 1, mp_context=self.ctx)
+        self.pool = spawn_pool(compile_workers or os.cpu_count() or 1)
+        if self.pool is None:  # the machine's limit, not the user's input: one line, exit 1
+            from ..ir import GraphError
+            raise GraphError(["search: no worker process can be started here (multiprocessing is unavailable)"])
         self.inq, self.outq = self.ctx.Queue(), self.ctx.Queue()
         self.procs = {g: self._spawn(g) for g in self.gpus}
         self.gpu_name, self.versions = None, None
@@ -346,4 +350,5 @@ class GpuMeasurer:
             p.join(timeout=10)
             if p.is_alive():
                 p.terminate()
-        self.pool.shutdown(cancel_futures=True)
+        from ..process_pool import stop_now
+        stop_now(self.pool)  # compiles still running are not waited for

@@ -1,0 +1,50 @@
+"""The one way leantile starts worker processes (`kernels`' lowering, the suite's and the
+search's compiles): spawned, never forked (no CUDA context or TileLang state is copied), no
+more of them than the free memory holds, each leaving Ctrl-C to the command, which ends them
+(leantile.interrupts; a terminal's Ctrl-C reaches the whole process group, and an idle worker
+would print a traceback); stopped mid-task and reaped when the command stops."""
+from __future__ import annotations
+
+WORKER_BYTES = 1 << 30  # a worker: ~330 MiB once TileLang is imported, lowering or nvcc on top
+
+
+def memory_for_workers(bytes_each: int = WORKER_BYTES) -> int:
+    """How many workers the available memory holds (Linux's MemAvailable): a 64-core machine with
+    16 GiB free must not start 39 of them. Unknown: no cap."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 1 << 20
+    return max(1, kib * 1024 // bytes_each)
+
+
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def spawn_pool(workers: int):
+    """A ProcessPoolExecutor of at most `workers` spawned processes (fewer where the memory holds
+    fewer), or None where no process can be started here (a sandbox without /dev/shm: sem_open
+    fails): the caller then works in its own process."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    try:
+        return ProcessPoolExecutor(max_workers=max(1, min(workers, memory_for_workers())),
+                                   mp_context=mp.get_context("spawn"), initializer=_ignore_sigint)
+    except (OSError, NotImplementedError, ValueError):
+        return None
+
+
+def stop_now(pool) -> None:
+    """End the pool's workers now, mid-task (Ctrl-C, SIGTERM, an error, or the work is done),
+    reap them (no zombie left behind) and drop what was queued."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(timeout=10)
+    pool.shutdown(wait=False, cancel_futures=True)

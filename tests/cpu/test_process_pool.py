@@ -1,0 +1,58 @@
+"""leantile.process_pool: the workers `kernels`, the suite and the search start are spawned, no
+more than the free memory holds, deaf to Ctrl-C (the command ends them), and stopped mid-task."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from leantile import process_pool
+
+
+def _sigint_handler() -> bool:
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def _pid_after(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def test_workers_are_capped_by_memory_and_leave_ctrl_c_to_the_command(monkeypatch):
+    monkeypatch.setattr(process_pool, "memory_for_workers", lambda bytes_each=0: 2)
+    pool = process_pool.spawn_pool(8)
+    try:
+        assert pool._max_workers == 2
+        assert pool.submit(_sigint_handler).result(timeout=120) is True
+    finally:
+        process_pool.stop_now(pool)
+
+
+def test_stop_now_ends_a_worker_mid_task_and_reaps_it():
+    pool = process_pool.spawn_pool(1)
+    busy = pool.submit(_pid_after, 300)
+    pid = pool.submit(_pid_after, 0)  # queued behind the busy one: dropped
+    deadline = time.time() + 60
+    while not pool._processes and time.time() < deadline:  # the worker has started
+        time.sleep(0.1)
+    procs = list(pool._processes.values())
+    t0 = time.time()
+    process_pool.stop_now(pool)
+    assert time.time() - t0 < 15 and procs and all(not p.is_alive() for p in procs)
+    assert pid.cancelled() or pid.done()
+    assert busy.done()
+
+
+def test_no_process_possible_means_no_pool(monkeypatch):
+    import concurrent.futures
+
+    def no_processes(**_kw):
+        raise OSError(38, "Function not implemented")  # sem_open where no /dev/shm is mounted
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_processes)
+    assert process_pool.spawn_pool(4) is None
+
+
+def test_memory_for_workers_reads_the_free_memory():
+    n = process_pool.memory_for_workers()
+    assert n >= 1
+    assert process_pool.memory_for_workers(1 << 50) == 1  # more than any machine has: still one
