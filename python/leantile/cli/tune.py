@@ -29,7 +29,7 @@ def cmd_tune(args) -> int:
 
         from ..files import check_out_dir
         check_out_dir(Path(args.log).parent, "--log")
-    search = search_args(sources, size=args.size, budget=POINTS, time_budget=args.budget_s * _count(sources),
+    search = search_args(sources, size=args.size, budget=POINTS, time_budget=args.budget_s * len(_names(sources)),
                          out=args.tuned_dir, all_candidates=args.all_candidates, db=GPU_DB)
     status = cmd_search(search)
     if args.log:
@@ -37,24 +37,23 @@ def cmd_tune(args) -> int:
     return status
 
 
-def _count(sources: list[str]) -> int:
+def _names(sources: list[str]) -> list[str]:
+    """The sources the search takes ("all": every built-in)."""
     from .. import architectures
-    return len(architectures.NAMES) if sources == ["all"] else len(sources)
+    return list(architectures.NAMES) if sources == ["all"] else sources
 
 
 def _write_log(log: str, sources: list[str], size, db_path: str) -> None:
     """Every measurement the search database holds for these workloads (this run's and the
     earlier ones it resumed from), as {"log": [row, ...]}, written atomically."""
-    from .. import architectures
     from ..files import write_atomic
     from ..search.db import SearchDB
     from ..search.driver import Workload
     from ..sources import parse_sizes
 
-    names = list(architectures.NAMES) if sources == ["all"] else sources
     db = SearchDB(db_path)
     try:
-        rows = [r for n in names for r in db.rows(workload=Workload.from_source(n, parse_sizes(size)).key)]
+        rows = [r for n in _names(sources) for r in db.rows(workload=Workload.from_source(n, parse_sizes(size)).key)]
     finally:
         db.close()
     write_atomic(log, json.dumps({"log": rows}, indent=1, default=str) + "\n")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .. import ir
 from ..plan import Gemm, Plan, passes
-from ..plan.verify import REDUCE_LAYOUT, TILE_PROBLEMS, smem_problem, verify
+from ..plan.verify import TILE_PROBLEMS, reduce_layout_problem, smem_problem, verify
 from ..target import DEFAULT, Target
 from ..tiles import check_tiles
 from . import kernels as K
@@ -364,7 +364,8 @@ def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
             return None
         plan = passes.run(assemble(cx, picked, {**default_tiles(cx), **shaped, **given}, name), cx.target)
         problems = verify(plan, cx.g, cx.target)
-        if problems and REDUCE_LAYOUT in problems[0] and (pow2 := shape_tiles(cx, picked, swap, pow2=True)) != shaped:
+        if (any(reduce_layout_problem(plan, k) for k in plan.kernels)
+                and (pow2 := shape_tiles(cx, picked, swap, pow2=True)) != shaped):
             # a one-wave tile of 96 or 192 columns whose kernel reduces an elementwise tile:
             # TileLang has no layout for it (plan.verify.reduce_layout_problem); power-of-two columns
             shaped, plan = pow2, passes.run(assemble(cx, picked, {**default_tiles(cx), **pow2, **given}, name),

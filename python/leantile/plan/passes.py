@@ -19,6 +19,7 @@ from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_f
                    running_maxes, statement_effects)
 from .verify import deferrable, mma_shaped
 from ..target import DEFAULT, Target
+from ..tiles import schedule_of
 
 PARTS = ("prologue", "body", "epilogue")
 
@@ -145,7 +146,7 @@ def swap_operands(plan: Plan) -> Plan:
     attention, whose rows a softmax reduces), the operands 16-bit (SWAP_DTYPES). The emitter
     then spells acc^T = b^T a^T and stores through a transposing shared tile; the values are the
     same (interp ignores the field)."""
-    if not (plan.tiles or {}).get("swap_operands"):
+    if not schedule_of(plan.tiles or {}).swap_operands:
         return plan
 
     def decide(plan, k):
@@ -205,7 +206,7 @@ def dependent_launch(plan: Plan) -> Plan:
     1.061x, a split softmax row 1.069x; split-KV decode 0.98x, 1.10x and 0.88x (GQA, 8 KV heads
     of 4 queries). The wait is the kernel's first statement, so no kernel reads or writes a
     buffer before the kernels before it have finished."""
-    choice = (plan.tiles or {}).get("dependent_launch")
+    choice = schedule_of(plan.tiles or {}).dependent_launch
     if len(plan.kernels) < 2 or choice == 0 or (choice is None and any(map(_split_attention, plan.kernels))):
         return plan
     last = len(plan.kernels) - 1
@@ -221,7 +222,7 @@ def overlap(plan: Plan) -> Plan:
     """Kernel.overlap where the tile parameter `overlap` is 1 and the kernel has the FA3 cut
     (overlap_parts) at 128 query rows on 256 consumer threads; elsewhere the plain pipelined
     loop (the parameter asks, the shape decides). Measured on an H200: benchmarks/fa3_overlap/fa3_probe.py."""
-    if not (plan.tiles or {}).get("overlap"):
+    if not schedule_of(plan.tiles or {}).overlap:
         return plan
     kernels, changed = list(plan.kernels), False
     for j, k in enumerate(kernels):
@@ -291,7 +292,7 @@ def pingpong(plan: Plan, target: Target = DEFAULT) -> Plan:
     (pingpong_parts) and its shared memory fits; elsewhere the plain pipelined loop (the
     parameter asks, the kernel decides). Measured on an H200: benchmarks/pingpong/pingpong_gemm_probe.py,
     benchmarks/pingpong/pingpong_check.py."""
-    if not (plan.tiles or {}).get("pingpong"):
+    if not schedule_of(plan.tiles or {}).pingpong:
         return plan
     from .verify import smem_problem
     kernels, changed = list(plan.kernels), False
@@ -319,7 +320,7 @@ def flush_subnormals(plan: Plan) -> Plan:
     decode 1.028x, rows 1.00x; the plain loop at 256 keys 0.97x (ptxas spills 48 bytes where it
     spilled 24: shape_tiles.FLASH_WIDE_TILES asks flush_subnormals=0 for it). exp2 is the only function whose
     code the flag shortens here: no other kernel gets it."""
-    if (plan.tiles or {}).get("flush_subnormals") == 0:
+    if schedule_of(plan.tiles or {}).flush_subnormals == 0:
         return plan
     kernels = tuple(k.model_copy(update={"flush_subnormals": True}) if _has_exp2(k) else k for k in plan.kernels)
     return plan.model_copy(update={"kernels": kernels}) if kernels != plan.kernels else plan
