@@ -56,7 +56,10 @@ PATHS = [
     Case("row split", _softmax(2, 20000), _any(lambda k: k.stream and k.stream.split and not _mma(k))),
     Case("unaligned rows", _softmax(3, 1001), lambda p: any(row_bytes(p, b) % 16 for b in p.globals)),
     Case("long axis into a 0-d output", lambda: cross_entropy(16500, 3),
-         _any(lambda k: not k.grid and k.stream is not None)),
+         _any(lambda k: not k.grid and k.stream is not None), candidate="fused"),
+    Case("split reduction into a 0-d output", lambda: cross_entropy(16500, 3),
+         lambda p: any(k.stream and k.stream.split and k.name.startswith("row") for k in p.kernels)
+         and any(not k.grid and k.stream is None for k in p.kernels)),
     Case("unfused maps and reductions", _softmax(16, 300),
          lambda p: {k.name.split("_")[0] for k in p.kernels} >= {"map", "reduce"}, candidate="unfused"),
     Case("gemm plain", _arch("matmul", m=256, d=512, n=256),

@@ -1,5 +1,5 @@
 """The graph families (tests/strategies.py's generators, tests/soundness_graphs.py's CLASSES,
-tests/loss_graphs.py's losses, long reductions into 0-d outputs) and `graph_stream`, the
+tests/loss_graphs.py's losses, long reductions into 0-d outputs or few rows) and `graph_stream`, the
 seeded sequence of their graphs at the campaign's dtypes and sizes."""
 from __future__ import annotations
 
@@ -82,6 +82,10 @@ def families() -> dict:
         "classes": lambda: _fixed_classes(),
         "losses": lambda: _fixed_losses(),
         "reductions": lambda: (lambda seed, rnd, rng, count: [(_reduction_graph(rng, "f32"), {}) for _ in range(count)]),
+        # a long axis into a scalar or a few rows behind a prologue, before an epilogue (split_reduction)
+        "long_reductions": lambda: hyp(S.long_reduction_graphs()),
+        # norms over several axes (c, h, w), a GroupNorm's group: one kernel on chip where it fits
+        "axis_norms": lambda: hyp(S.axis_norm_graphs()),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
         "decode_attention": lambda: (lambda seed, rnd, rng, count: [(_decode_graph(rng), {}) for _ in range(count)]),
     }

@@ -48,6 +48,7 @@ def ruleTheorems : List (String × String) :=
   , ("split_k", "LeanTile.split_k_eval")
   , ("split_kv", "LeanTile.split_kv_eval")
   , ("split_row", "LeanTile.split_row_stats")
+  , ("split_reduction", "LeanTile.split_reduction_eval")
   , ("skip_masked_tiles", "LeanTile.fold_skip_masked")
   , ("pack_query_group", "LeanTile.run_packed_rows") ]
 

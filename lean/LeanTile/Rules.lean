@@ -13,6 +13,7 @@ import LeanTile.Rules.FuseReduction
 import LeanTile.Rules.GainFold
 import LeanTile.Rules.SplitK
 import LeanTile.Rules.SplitKV
+import LeanTile.Rules.SplitReduction
 import LeanTile.Rules.Masked
 import LeanTile.Rules.MaskSkip
 import LeanTile.Rules.PackRows
@@ -35,6 +36,7 @@ import LeanTile.Rules.PackRows
 | split_k | `LeanTile.split_k_eval` (from `LeanTile.sum_split_range`) | Rules/SplitK.lean |
 | split_kv | `LeanTile.split_kv_eval` (with `LeanTile.softmax_state_merge`, `LeanTile.softmax_state_merge_assoc`; the kernels' (o / l, lse) form with empty slices: `LeanTile.split_kv_lse_combine`, `LeanTile.combine_empty_slice`, `LeanTile.lse_combine_eq_merge`) | Rules/SplitKV.lean |
 | split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
+| split_reduction | `LeanTile.split_reduction_eval` (sums; `LeanTile.split_reduction_max` for maxima over `WithBot ℝ`, both from `LeanTile.foldl_flatten`; online sums merge as `LeanTile.split_row_stats`) | Rules/SplitReduction.lean |
 | skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`, `LeanTile.run_unmasked_interior`; over the graph's masked semantics: `LeanTile.graph_masked_block_nil`, `LeanTile.fold_skip_masked_graph`) | Rules/MaskSkip.lean |
 | (masked semantics) | `LeanTile.evalM_eq_eval` (no `"-inf"`: the masked semantics is the real one), `LeanTile.masked_score_node` (`select(keep, s, -inf) / scale` is −∞ where keep = 0) | Rules/Masked.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |

@@ -47,6 +47,9 @@ EXTRA_THEOREMS: dict[str, str] = {
     "combine_empty_slice": "LeanTile.combine_empty_slice",
     "lse_combine_eq_merge": "LeanTile.lse_combine_eq_merge",
     "merge_lse": "LeanTile.merge_lse",
+    # split_reduction: maxima over WithBot ℝ (⊥ the -inf a max starts from), the generic fold
+    "split_reduction_max": "LeanTile.split_reduction_max",
+    "foldl_flatten": "LeanTile.foldl_flatten",
     # masks over the graph's masked semantics (Graph.evalM: "-inf" is -inf, exp(-inf) = 0)
     "graph_masked_block_nil": "LeanTile.graph_masked_block_nil",
     "fold_skip_masked_graph": "LeanTile.fold_skip_masked_graph",
@@ -73,6 +76,8 @@ EXTRA_FILES: dict[str, str] = {
     "LeanTile.combine_empty_slice": "SplitKV.lean",
     "LeanTile.lse_combine_eq_merge": "SplitKV.lean",
     "LeanTile.merge_lse": "SplitKV.lean",
+    "LeanTile.split_reduction_max": "SplitReduction.lean",
+    "LeanTile.foldl_flatten": "SplitReduction.lean",
     "LeanTile.graph_masked_block_nil": "MaskSkip.lean",
     "LeanTile.fold_skip_masked_graph": "MaskSkip.lean",
     "LeanTile.masked_score_node": "Masked.lean",

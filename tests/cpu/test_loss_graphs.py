@@ -36,14 +36,36 @@ def test_every_candidate_of_each_loss_is_the_torch_loss(name, sizes, dtype):
 
 
 def test_the_streamed_plan_is_the_one_the_gpu_miscompiled():
-    """At the failing size the default plan reduces b in one CTA streaming blocks of rows into
-    the 0-d output; the small streamed case above has the same kernels."""
-    def shape(g):
-        return [(k.stream.axis if k.stream else None, not k.grid) for k in derive(g).kernels]
+    """At the failing size the unsplit fused candidate reduces b in one CTA streaming blocks of
+    rows into the 0-d output (the plan the GPU miscompiled); the small streamed case above has
+    the same kernels, so the interpreter checks that shape too."""
+    def shape(g, c):
+        return [(k.stream.axis if k.stream else None, not k.grid) for k in derive(g, c).kernels]
     for name, big, small in (("cross_entropy", {"b": 32768, "c": 64}, {"b": 16500, "c": 3}),
                              ("triplet_margin", {"b": 32768, "d": 8192}, {"b": 16500, "d": 2})):
-        assert shape(build(name, big)) == shape(build(name, small))
-        assert ("b", True) in shape(build(name, big))
+        assert shape(build(name, big), "fused") == shape(build(name, small), "fused")
+        assert ("b", True) in shape(build(name, big), "fused")
+
+
+@pytest.mark.parametrize("name,sizes", [*FAILING, ("cross_entropy", {"b": 1 << 20, "c": 8}),
+                                        ("cross_entropy", {"b": 3, "c": 300007})],
+                         ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v.values())))
+def test_the_default_plan_reduces_no_long_axis_on_one_cta(name, sizes):
+    """Issue 49: the default plan spreads a long reduction into a scalar (or a few long rows)
+    over CTAs (split_reduction): no kernel of fewer CTAs than SMs reduces more than 8192
+    elements of an axis in one CTA (benchmarks/single_cta_reductions/inventory.py measures it)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "single_cta_reductions"))
+    from inventory import LONG, ctas, reductions_per_cta
+
+    from leantile import cost
+    from leantile.target import DEFAULT
+
+    plan, _ = cost.choose(build(name, sizes))  # the plan leantile.compile runs without a tuned entry
+    for k in plan.kernels:
+        for axis, per_cta in reductions_per_cta(plan, k):
+            assert per_cta <= LONG or ctas(plan, k) >= DEFAULT.sms, (k.name, axis, per_cta, ctas(plan, k))
 
 
 def test_failing_sizes_name_known_losses():

@@ -16,6 +16,7 @@ from leantile.derive import candidates, derive
 from leantile.derive.rules.regions import ON_CHIP
 from leantile.tolerance import TOLERANCE
 from profiles import examples  # noqa: E402
+from strategies import norm_over as _norm_over
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / "fusion.py")
@@ -160,3 +161,27 @@ def test_statistics_too_large_for_the_chip_fall_back_to_more_kernels_and_stay_ex
     g = dag.build_graph_with_output("instance_norm", {"n": 1, "c": 2, "h": 150, "w": 130}, _instance_norm)
     assert len(derive(g).kernels) > 1
     _check(g)
+
+
+@pytest.mark.parametrize("sizes,shape,axes", [
+    ({"n": 3, "c": 8, "h": 16, "w": 16}, ("n", "c", "h", "w"), ("c", "h", "w")),  # LayerNorm over (c, h, w)
+    ({"n": 2, "c": 5, "h": 7, "w": 9}, ("n", "c", "h", "w"), ("c", "h", "w")),
+    ({"n": 2, "g": 4, "cg": 3, "h": 5, "w": 6}, ("n", "g", "cg", "h", "w"), ("cg", "h", "w")),  # GroupNorm
+    ({"n": 1, "g": 1, "cg": 1, "h": 1, "w": 1}, ("n", "g", "cg", "h", "w"), ("cg", "h", "w"))])
+def test_a_norm_over_three_axes_that_fit_on_chip_is_one_kernel(sizes, shape, axes):
+    """The statistics over three axes, the centring and the variance in one kernel holding the
+    group on chip (it was five: one kernel per reduced axis and pass)."""
+    g = dag.build_graph_with_output("norm3", sizes, _norm_over(axes, shape))
+    (k,) = derive(g).kernels
+    assert k.stream is None
+    _check(g)
+    _check(g, {"block_m": 2, "block_n": 3, "block_k": 2, "block_r": 2})
+
+
+@settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
+@given(n=st.integers(1, 3), c=st.integers(1, 9), h=st.integers(1, 20), w=st.integers(1, 40),
+       axes=st.sampled_from([("c", "h", "w"), ("h", "w"), ("c", "h"), ("n", "c", "h", "w")]), seed=st.integers(0, 999))
+def test_norms_over_several_axes_at_random_shapes(n, c, h, w, axes, seed):
+    """On chip where the group fits, in more kernels where it does not: exact either way."""
+    g = dag.build_graph_with_output("norm_axes", {"n": n, "c": c, "h": h, "w": w}, _norm_over(axes))
+    _check(g, seed=seed)

@@ -77,8 +77,11 @@ def test_decide_follows_the_steps(tiny_graphs):
                 c = decide(o)
                 rules = {s.rule: s for s in o.steps}
                 seen |= set(rules)
-                if isinstance(c, RegionChoice):  # a region's steps justify its one kernel
-                    assert set(rules) <= {"fuse_elementwise", "fuse_reduction", "online_sum"} and c.site is o.site
+                if isinstance(c, RegionChoice):  # a region's steps justify its kernel, split or not
+                    assert set(rules) <= {"fuse_elementwise", "fuse_reduction", "online_sum", "split_reduction"}
+                    assert c.site is o.site
+                    split = rules.get("split_reduction")
+                    assert c.split == (split.params["splits"] if split else 0)
                 elif hasattr(c, "exp2"):
                     assert c.exp2 == ("exp_to_exp2" in rules)
                     split = rules.get("split_kv") or rules.get("split_row")

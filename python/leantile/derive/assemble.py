@@ -8,9 +8,10 @@ from ..plan import Buffer, Plan
 from . import kernels as K
 from .context import Ctx
 from .region_kernels import region_kernel, region_loads
+from .rules.gemm import coordinate_nodes
 from .rules.regions import RegionSite
 from .sites import FlashSite, SoftmaxSite
-from .split_kernels import split_flash, split_gemm, split_row
+from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .wide_outputs import wide_copies
 
 
@@ -34,6 +35,7 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     extra_globals = []
     axes = dict(g.axes)  # and the slice axes of split kernels
     region_sites: list[RegionSite] = []
+    region_splits: dict[int, int] = {}  # a split region's first member -> its slices (split_reduction)
     for c in picked:
         s = c.site
         if isinstance(s, FlashSite) and c.split:
@@ -57,6 +59,8 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             add(norm, [s.src, s.mx, s.sm], [s.div])
         elif isinstance(s, RegionSite):
             region_sites.append(s)
+            if c.split:
+                region_splits[s.members[0]] = c.split
     # A softmax kernel reads its raw scores past the scale it folds in: a GEMM that computes
     # them must store them too, though its only user (the scale) is fused in its epilogue.
     # So must one whose output a region kernel reads (a softmax row on chip, a norm after it).
@@ -75,7 +79,8 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     site_stores: dict[int, list[int]] = {}
     for j in reversed(range(len(gemms))):
         inside = set(gemms[j].site.matmuls) | set(gemms[j].epilogue)
-        stores = [i for i in sorted(inside) if i in outs or i in read or any(
+        coords = coordinate_nodes(cx, gemms[j].epilogue, gemms[j].site.matmuls)  # recomputed, never stored
+        stores = [i for i in sorted(inside - coords) if i in outs or i in read or any(
             u not in inside and u not in unread and (u, i) not in peeled for u in us[i])]
         if stores:
             site_stores[j] = stores
@@ -119,6 +124,12 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     read_anywhere |= {i for s in region_sites for i in s.members if any(u not in in_regions for u in us[i])}
     for s in region_sites:
         stores = {i for i in s.members if i in read_anywhere}
+        if s.members[0] in region_splits:
+            sliced, combine, bufs = split_region(cx, s, region_splits[s.members[0]], tiles, stores, axes)
+            add(sliced, region_reads[s.members[0]], [b.name for b in bufs])
+            add(combine, {b.name for b in bufs} | region_reads[s.members[0]], sorted(stores))
+            extra_globals += bufs
+            continue
         add(region_kernel(cx, s, tiles, stores), region_reads[s.members[0]], sorted(stores))
 
     # Unfused kernels for every node some kernel or output needs and nobody produces.

@@ -27,8 +27,8 @@ from .context import Ctx, gc_paused
 from .rules import BY_NAME, ONLINE, Option
 from .region_kernels import region_kernel
 from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
-from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_ROW
-from .split_kernels import split_flash, split_gemm, split_row
+from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
+from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
 from .rules.softmax import online_options
 from .rules.stats import row_ancestors
@@ -63,6 +63,7 @@ class RegionChoice:
     """A region site's kernel: nothing to decide beyond the site (its steps justify it)."""
     site: RegionSite
     epilogue: list[int] = ()
+    split: int = 0  # split_reduction: slices of the streamed axis (0: one CTA runs all of it)
 
 
 def decide(o: Option):
@@ -83,7 +84,7 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     if isinstance(s, SoftmaxSite):
         return list(split_row(cx, c, tiles, {})[:3]) if c.split else list(K.softmax_row_kernels(cx, s, c.exp2, tiles))
     if isinstance(s, RegionSite):
-        return [region_kernel(cx, s, tiles, set())]
+        return list(split_region(cx, s, c.split, tiles, set(), {})[:2]) if c.split else [region_kernel(cx, s, tiles, set())]
     if c.split:
         return list(split_gemm(cx, c, tiles, [], {})[:2])
     out = [K.gemm_kernel(cx, c, tiles, [])]
@@ -125,7 +126,9 @@ def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
     out = [opts for opts in out if opts]
     regions = RegionAnalysis(cx, _claimed(cx, out)).sites()
-    out += [opts for opts in region_options(regions) if _fits(cx, opts[0])]
+    for opts in region_options(regions):  # a streamed reduction on too few CTAs: split first
+        if _fits(cx, opts[0]):
+            out.append([o for o in _split_first(cx, SPLIT_REDUCTION, opts[0].site, opts[:1]) if o is opts[0] or _fits(cx, o)])
     return out
 
 

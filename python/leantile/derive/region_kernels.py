@@ -10,7 +10,7 @@ elementwise ops over a row keeps one or two row tiles live, not one per op.
 from __future__ import annotations
 
 from .. import ir
-from ..plan import FIXED, Fill, Iota, Map, Reduce, State, Store
+from ..plan import FIXED, Fill, Iota, Load, Map, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
@@ -71,12 +71,29 @@ def region_loads(cx: Ctx, site: RegionSite) -> set[int]:
     return {a for i in order for a in cx.node(i).args() if a not in computed and not cx.literal(a)}
 
 
-def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
-    """The site's kernel, storing the nodes in `stores`."""
+def partial_name(cx: Ctx, i: int) -> str:
+    """The global buffer of reduction i's per-slice partials (split_reduction)."""
+    return cx.names.extra(("partial", i), f"{cx.value(i)}_partial")
+
+
+def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], split: str | None = None,
+                  part: str = "whole"):
+    """The site's kernel, storing the nodes in `stores`. A streamed site split over `split` (a
+    batch axis of slices, split_reduction) has two parts: "slice", one slice of the stream per
+    CTA storing each reduction's state to its partial buffer (partial_name: the rows and the
+    slice), and "combine", which reduces the partials over the slices (an online sum rescaled to
+    the largest maximum, as split_row's merge) and runs the row epilogue, storing `stores`."""
     order = _plan_order(cx, site)
     computed = set(order)
     reductions = sum(isinstance(cx.node(i), ir.Reduce) for i in order)
-    if site.mode == "map":
+    combine = part == "combine"
+    if combine:
+        rows = list(site.rows)
+        block, _ = streamed_rows(cx, rows, site.axis, MAP_TILE)
+        grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
+        name, stream = f"split_reduction_combine_{site.members[0]}", None
+        role = f"split reduction combine: the {split} slices' partials of {reductions} reductions, then the row epilogue"
+    elif site.mode == "map":
         grid = map_grid(cx, site.axes)
         name, role, stream = f"fused_{site.members[-1]}", f"fused elementwise region of {len(order)} ops", None
     elif site.mode == "on_chip":
@@ -92,23 +109,40 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
         grid, stream = stream_tiles(cx, site, tiles)
         name = f"row_{site.members[0]}"
         role = f"row kernel streaming {site.axis}: {reductions} reductions in one pass, row epilogue"
-    threads = row_threads(cx, site.axes, site.reduced) if site.mode == "on_chip" else \
+        if split:
+            grid = [grid_tile(split, 1, None), *grid]
+            stream = stream.model_copy(update={"split": split})
+            role = f"slice of a split row kernel streaming {site.axis}: {reductions} reductions' partials"
+    threads = 128 if combine else row_threads(cx, site.axes, site.reduced) if site.mode == "on_chip" else \
         256 if site.mode == "map" else tiles["threads"]
     kb = KernelBuilder(cx.names.user, name, role, grid, stream, threads)
-    streamed = site.mode == "streamed"
+    streamed = site.mode == "streamed" and not combine
+    sliced = part == "slice"
     post = set()  # streamed: what needs a finished reduction runs after the stream (epilogue)
     chain = {i for o in site.online for i in o[1:3]}  # exp(s - m) of an online sum: per block, running m
     online_max = {o[0] for o in site.online}
     rescaled = {o[3]: o[0] for o in site.online}
     alphas: dict[int, str] = {}
-    if streamed:
+    if site.mode == "streamed":
         for i in order:
             if i not in chain and (isinstance(cx.node(i), ir.Reduce) or any(a in post for a in cx.node(i).args())):
                 post.add(i)
+    # split: what each part computes. The slice: the reductions and what they read; the
+    # combine: the reductions (from their partials) and the epilogue with what it reads.
+    keep = set(order)
+    if sliced or combine:
+        reds = {i for i in order if isinstance(cx.node(i), ir.Reduce)}
+        keep = reds | (set() if sliced else post)
+        stack = [a for r in (reds if sliced else post - reds) for a in cx.node(r).args()]
+        while stack:
+            j = stack.pop()
+            if j in computed and j not in keep:
+                keep.add(j)
+                stack += cx.node(j).args()
 
     # remaining readers of each value inside the kernel: a fragment is free after its last one
     readers: dict[int, int] = {}
-    for i in order:
+    for i in sorted(keep):
         for a in set(cx.node(i).args()):
             readers[a] = readers.get(a, 0) + 1
     have: dict[int, str] = {}
@@ -148,9 +182,18 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
             free.setdefault((cx.node(a).axes, id(where)), []).append(have[a])
 
     recips: dict[int, str] = {}
+    slice_max: dict[int, str] = {}  # combine: an online max's partials, which its sums are rescaled by
     for i in order:
         n = cx.node(i)
+        if i not in keep:
+            continue  # the slice stops at the reductions' states; the combine has no stream axis
         where = phase(i)
+        if combine and isinstance(n, ir.Reduce):
+            have[i] = _combine_partials(cx, kb, i, split, rescaled.get(i), slice_max, have)
+            home[i] = body
+            if i in stores:
+                body.append(Store(src=have[i], dst=cx.value(i)))
+            continue
         args = [operand(a, where) for a in n.args()]
         key = (n.axes, id(where))
         if isinstance(n, ir.Reduce):
@@ -192,8 +235,29 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int]):
             for a in set(n.args()):
                 if a in readers:
                     release(a, where)
-        if i in stores:
+        if i in stores and not sliced:
             (tail if streamed else where).append(Store(src=dst, dst=cx.value(i)))
         if readers.get(i, 0) == 0 and i not in site.members:
             free.setdefault(key, []).append(dst)
+    if sliced:  # a slice past the end (at other blocks) keeps its states' initial values: 0, -inf
+        kb.epilogue = [Store(src=have[i], dst=partial_name(cx, i)) for i in order if isinstance(cx.node(i), ir.Reduce)]
     return kb.build()
+
+
+def _combine_partials(cx: Ctx, kb: KernelBuilder, i: int, split: str, rescaled_by: int | None,
+                      slice_max: dict[int, str], have: dict[int, str]) -> str:
+    """Reduction i of a split region, from its slices' partials: a sum added, a max taken; an
+    online sum l_s (relative to its slice's max m_s) weighed by exp(m_s - m) for the merged m
+    (split_row's merge: a slice with no elements has m_s = -inf, l_s = 0 and weighs nothing)."""
+    n = cx.node(i)
+    rows = tuple(a for a in n.axes)
+    part = kb.buf(f"{partial_name(cx, i)}_frag", (*rows, split), "fragment", "acc", key=("partial", i))
+    dst = kb.buf(cx.value(i), rows, "fragment", "acc", i, key=("value", i))
+    kb.body.append(Load(src=partial_name(cx, i), dst=part))
+    if rescaled_by is not None:
+        w = kb.buf(f"{partial_name(cx, i)}_weight", (*rows, split), "fragment", "acc", key=("weight", i))
+        kb.body += [Map(dst=w, fn="sub", args=(slice_max[rescaled_by], have[rescaled_by])),
+                    Map(dst=w, fn="exp", args=(w,)), Map(dst=part, fn="mul", args=(part, w))]
+    kb.body.append(Reduce(dst=dst, src=part, kind=n.kind, axis=split))
+    slice_max[i] = part
+    return dst

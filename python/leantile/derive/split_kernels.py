@@ -9,6 +9,9 @@ order (deterministic: no atomics), then do what the unsplit kernel's epilogue di
               (= exp(lse_s - max lse), lse_s = c m_s + log l_s, never formed: see split_flash)
     split_row: M_s[.., s] = c m_s, L_s[.., s] = l_s -> M = max_s M_s, L = sum_s L_s exp(M_s - M)
                (the normalising kernel then reads M and L as the unsplit statistics kernel's)
+    split_reduction: R_s[.., s] per reduction of a streamed row kernel -> R = sum_s R_s or
+               max_s R_s (an online sum as split_row's L), then the row kernel's epilogue
+               (region_kernels.region_kernel, parts "slice" and "combine")
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ from .context import Ctx
 from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _operand, flash_kernel, gemm_kernel, node_map,
                       softmax_row_kernels)
 from .grids import tiled_grid
-from .region_kernels import MAP_TILE, map_grid
+from .region_kernels import MAP_TILE, map_grid, partial_name, region_kernel
 from .rules.split import value_columns
+from .rules.regions import RegionSite
 from .sites import FlashSite, SoftmaxSite
 
 SPLIT_WHY = "float32: the partial results of a split reduction, combined in slice order"
@@ -151,3 +155,17 @@ def split_row(cx: Ctx, c: OnlineChoice, tiles: dict, axes: dict) -> tuple[Kernel
                Reduce(dst=l, src=lp, kind="sum", axis=sa),
                Store(src=m, dst=cx.value(s.mx)), Store(src=l, dst=cx.value(s.sm))]
     return sliced, kb.build(), norm, bufs
+
+
+def split_region(cx: Ctx, site: RegionSite, splits: int, tiles: dict, stores: set[int],
+                 axes: dict) -> tuple[Kernel, Kernel, list[Buffer]]:
+    """(sliced row kernel, combine kernel, [a partial buffer per reduction]) of a streamed
+    region site split over `splits` slices (split_reduction); adds the slice axis to `axes`."""
+    sa = split_axis(cx, site.members[0], axes)
+    axes[sa] = splits
+    sliced = region_kernel(cx, site, tiles, set(), split=sa, part="slice")
+    combine = region_kernel(cx, site, tiles, stores, split=sa, part="combine")
+    bufs = [Buffer(name=partial_name(cx, i), axes=(*cx.node(i).axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)
+            for i in sorted(site.members + sorted(site.inlined)) if isinstance(cx.node(i), ir.Reduce)
+            and partial_name(cx, i) in {st.dst for st in sliced.epilogue if isinstance(st, Store)}]
+    return sliced, combine, bufs

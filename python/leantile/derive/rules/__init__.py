@@ -5,7 +5,7 @@
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
     regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
-    split.py    split_k, split_kv, split_row             (a grid too small for the GPU)
+    split.py    split_k, split_kv, split_row, split_reduction (a grid too small for the GPU)
     masks.py    skip_masked_tiles                        (attention under a position mask)
     group.py    pack_query_group                         (grouped-query attention: heads share K, V)
 
@@ -21,11 +21,11 @@ from .masks import SKIP
 from .pullout import MEAN, SCALE
 from .regions import FUSE_REDUCTION, ONLINE_SUM
 from .softmax import EXP2, ONLINE, SHIFT
-from .split import SPLIT_K, SPLIT_KV, SPLIT_ROW
+from .split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
-                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SKIP, PACK)
+                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

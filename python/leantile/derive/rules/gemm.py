@@ -72,12 +72,14 @@ class FuseElementwise(Rule):
     statement = "evaluating a composition of elementwise maps pointwise equals composing the evaluated maps"
 
     def match(self, cx: Ctx, matmuls: list[int]) -> list[int]:
-        """Elementwise nodes computable from the matmul tiles, constants and small inputs, in id
+        """Elementwise nodes computable from the matmul tiles, constants, small inputs and the
+        tile's coordinates (iota and what only it and constants compute: a triu mask), in id
         order. Only users of what is already fused can join, so the walk follows users (a heap
         keeps id order) instead of scanning every later node: linear in what it visits."""
         out_axes = set(cx.node(matmuls[0]).axes)
         have = set(matmuls)
         fused = []
+        free: dict[int, bool] = {}
         heap = sorted({u for m in matmuls for u in cx.users[m]})
         queued = set(heap)
         while heap:
@@ -85,19 +87,27 @@ class FuseElementwise(Rule):
             if n.id in have or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
                 continue
             ok = True
+            cones = []
             for a in n.args():
                 an = cx.node(a)
                 if a in have or cx.literal(a) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
                     continue
+                if coordinates_only(cx, a, out_axes, free):
+                    cones.append(a)
+                    continue
                 ok = False
             if ok and any(a in have for a in n.args()):
+                for c in cones:  # recomputed here from the coordinates, in id order before n
+                    cone = [j for j in _cone(cx, c) if j not in have]
+                    have.update(cone)
+                    fused.extend(cone)
                 have.add(n.id)
                 fused.append(n.id)
                 for u in cx.users[n.id]:
                     if u not in queued:
                         queued.add(u)
                         heapq.heappush(heap, u)
-        return fused
+        return sorted(fused)
 
     def apply(self, choice, step):
         choice.epilogue = list(step.at)
@@ -116,6 +126,44 @@ class FuseElementwise(Rule):
         silu = S.sp.Lambda(x, x / (1 + S.sp.exp(-x)))
         triple = S.sp.Lambda(x, 3 * x)
         return S.zero(silu(triple(x)) - (x / (1 + S.sp.exp(-x))).subs(x, 3 * x))
+
+
+def coordinates_only(cx: Ctx, i: int, out_axes: set, memo: dict[int, bool]) -> bool:
+    """Whether node i is computed from tile coordinates alone: an iota over an output axis, or
+    an elementwise node over output axes whose arguments are such nodes or constants (positions
+    compared: a triu or band mask). Not a graph output (an epilogue does not store it: another
+    kernel that reads it computes it again, assemble.py)."""
+    if i in memo:
+        return memo[i]
+    n = cx.node(i)
+    if cx.literal(i) or i in cx.g.outputs.values() or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
+        memo[i] = bool(cx.literal(i))
+    elif isinstance(n, ir.Iota):
+        memo[i] = True
+    else:
+        memo[i] = all(cx.literal(a) or coordinates_only(cx, a, out_axes, memo) for a in n.args())
+    return memo[i]
+
+
+def _cone(cx: Ctx, i: int) -> list[int]:
+    """The computed nodes i is made of (i included; no constants), in id order."""
+    seen, stack = set(), [i]
+    while stack:
+        j = stack.pop()
+        if j not in seen and not cx.literal(j):
+            seen.add(j)
+            stack += list(cx.node(j).args())
+    return sorted(seen)
+
+
+def coordinate_nodes(cx: Ctx, epilogue: list[int], matmuls: list[int]) -> set[int]:
+    """The nodes of a GEMM epilogue that read no matmul (their cone is coordinates and constants):
+    recomputed in every kernel that needs them, never stored by the GEMM."""
+    reads = set(matmuls)
+    for i in sorted(epilogue):
+        if any(a in reads for a in cx.node(i).args()):
+            reads.add(i)
+    return set(epilogue) - reads
 
 
 DUAL, EPILOGUE = DualGemm(), FuseElementwise()

@@ -34,6 +34,9 @@ from ..sites import ELEMENTWISE
 from .base import Option, Rule, sym
 
 ON_CHIP = 16384  # elements of one on-chip row tile: 32 float32 registers per thread at 512 threads
+# the elements one CTA reduces where the grid has nothing else to spread (a reduction into a
+# scalar): past it the axis streams and split_reduction spreads it over CTAs (issue 49)
+ONE_CTA = 8192
 REGION = ELEMENTWISE  # what a region computes in registers
 # A kernel's inlined cone is cut (its largest parts materialised, each a kernel of its own) past
 # these: TileLang's lowering grows faster than linearly with the global tensors one function
@@ -105,8 +108,8 @@ def row_block(cx: Ctx, axes, reduced) -> int | None:
     reduced = (reduced,) if isinstance(reduced, str) else tuple(reduced)
     d = on_chip_extent(cx, reduced)
     rows = [a for a in axes if a not in reduced]
-    if not rows:
-        return 1 if d <= ON_CHIP else None
+    if not rows:  # one CTA for the whole reduction: past ONE_CTA it streams, split over CTAs
+        return 1 if d <= ONE_CTA else None
     if 2 * d > ON_CHIP:
         return None
     total = 1
@@ -230,8 +233,9 @@ class RegionAnalysis:
 
     def _more_axes(self, r: int, rows: set[str], allowed: set[str], taken: set[int]) -> list[str]:
         """Row axes that a later reduction reduces, reached from reduction r through residual
-        nodes over the row: sum over h of (sum over w of x) reduces (h, w) (statistics of an
-        InstanceNorm, a GroupNorm, a BatchNorm over a flattened view), in id order."""
+        nodes over the row and through those reductions: sum over h of (sum over w of x)
+        reduces (h, w) (statistics of an InstanceNorm), sum over c of that (c, h, w) (a
+        LayerNorm over channels and positions, a GroupNorm's group), in id order."""
         cx, out = self.cx, []
         frontier = sorted(set(cx.users[r]))
         seen = set(frontier)
@@ -241,9 +245,10 @@ class RegionAnalysis:
             if u not in self.residual or u in taken or not set(un.axes) <= allowed:
                 continue
             if isinstance(un, ir.Reduce):
-                if un.axis in rows and un.axis not in out:
+                if un.axis not in rows:
+                    continue
+                if un.axis not in out:  # and on through it: sum_c sum_h sum_w x reduces (c, h, w)
                     out.append(un.axis)
-                continue
             for w in cx.users[u]:
                 if w not in seen:
                     seen.add(w)

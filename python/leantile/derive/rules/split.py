@@ -1,5 +1,7 @@
-"""The split rules: split_k (a contraction over k split across CTAs) and split_kv
-(flash-decoding: an attention's t_kv split across CTAs), and when they are offered.
+"""The split rules: split_k (a contraction over k split across CTAs), split_kv
+(flash-decoding: an attention's t_kv split across CTAs), split_row (a long softmax row's
+statistics) and split_reduction (a fused row kernel's streamed reductions: a loss summed into a
+scalar), and when they are offered.
 
 Both fill a GPU that the output tiles alone leave idle: a GEMM with m = 16 has 32 output tiles
 for 132 SMs, one query of attention has one tile per head. Each CTA runs one slice of the
@@ -22,10 +24,12 @@ from __future__ import annotations
 
 import math
 
+from ... import ir
 from ..context import Ctx
 from ..grids import flash_grid
 from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
+from .regions import RegionSite, streamed_rows
 
 # The target's SMs (Target.sms: H100 SXM and H200, 132). A grid of fewer
 # CTAs than this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over
@@ -36,9 +40,14 @@ MAX_SPLITS = 64
 MIN_K_BLOCKS = 8
 MIN_KV_BLOCKS = 2
 MIN_ROW_BLOCKS = 4
+# a reduction's slices may be more: its partials are one float32 per row and slice, and a
+# reduction into a scalar (a loss) has one CTA to fill the GPU with (256 slices of 4 blocks
+# of 1024: 2^20 elements at 4096 per CTA; issue 49 asks for no single CTA past 8192)
+MAX_REDUCTION_SPLITS = 256
 
 
-def _splits(ctas: int, blocks: int, min_blocks: int, sms: int, waves: int = 2) -> int | None:
+def _splits(ctas: int, blocks: int, min_blocks: int, sms: int, waves: int = 2,
+            cap: int = MAX_SPLITS) -> int | None:
     """Slices for a grid of `ctas` CTAs streaming `blocks` blocks each: about `waves` * sms CTAs
     in all, each slice at least min_blocks long; None: no split. A grid of half a wave or more is
     not split: GPT-2's c_proj GEMM 2048 x 3072 x 768 (96 CTAs) ran 0.034 ms split against
@@ -47,7 +56,7 @@ def _splits(ctas: int, blocks: int, min_blocks: int, sms: int, waves: int = 2) -
     (a slice left empty by the rounding adds nothing: zero sums, or l = 0 and c m = -inf)."""
     if 2 * ctas > sms or blocks < 2 * min_blocks:  # half a wave or more: the combine costs more
         return None
-    want = min(math.ceil(waves * sms / ctas), blocks // min_blocks, MAX_SPLITS)
+    want = min(math.ceil(waves * sms / ctas), blocks // min_blocks, cap)
     return 1 << (want.bit_length() - 1) if want >= 2 else None
 
 
@@ -227,4 +236,66 @@ class SplitRow(_Split):
         return S.zero(sp.powsimp(sp.expand(merged - sum(sp.exp(x - m) for x in s)), combine="exp"))
 
 
-SPLIT_K, SPLIT_KV, SPLIT_ROW = SplitK(), SplitKV(), SplitRow()
+class SplitReduction(_Split):
+    name = "split_reduction"
+    theorem = "LeanTile.split_reduction_eval"
+    lean_file = "SplitReduction.lean"
+    pattern = ("a fused row kernel streaming a long axis on too few CTAs to fill the GPU (a loss reduced "
+               "to a scalar, a few long rows)")
+    rewrite = ("each CTA folds one slice of the axis into float32 partials of the kernel's reductions; a "
+               "combine kernel reduces the slices in order (sums added, maxima taken, online sums rescaled "
+               "to the largest maximum) and runs the row epilogue")
+    statement = ("a sum (a max) over the axis equals the sum (the max) over slices of the slices' sums (maxima), "
+                 "for any slicing of the axis, empty slices included; online sums merge as split_row's states")
+    params = {"splits": "the number of slices of the streamed axis"}
+
+    def options(self, s, splits: int, unsplit: list[Option]) -> list[Option]:
+        """The region's one option with the split as its last step, named `split`."""
+        step = self.step(list(self.at(s)), splits=splits)
+        return [Option(f"{o.label}_split" if o.label else "split", (*o.steps, step), s, self.name, self.at(s))
+                for o in unsplit]
+
+    def splits(self, cx: Ctx, s: RegionSite, tiles: dict | None = None) -> int | None:
+        """Slices for a streamed region site (region_kernels.stream_tiles' grid), or None: about
+        two waves of CTAs, each slice at least MIN_ROW_BLOCKS blocks long."""
+        if s.mode != "streamed":
+            return None
+        rows = list(s.rows)
+        block, d = streamed_rows(cx, rows, s.axis)
+        ctas = 1
+        for a in rows:
+            ctas *= math.ceil(cx.axes[a] / block) if a == rows[-1] else cx.axes[a]
+        return _splits(ctas, math.ceil(cx.axes[s.axis] / d), MIN_ROW_BLOCKS, cx.target.sms,
+                       cap=MAX_REDUCTION_SPLITS)
+
+    def at(self, s: RegionSite) -> tuple[int, ...]:
+        return tuple(s.members)
+
+    def formula(self, g, at, params):
+        S = sym()
+        n = next((g.node(i) for i in at if isinstance(g.node(i), ir.Reduce)), g.node(at[0]))
+        before = f"{S.out(g, n.id)} = {S.tex(S.Exprs(g)(n.id))}"
+        after = (r"%s = \bigoplus_{s=0}^{%d} \bigoplus_{i \in \text{slice}_s} (\ldots)\quad"
+                 r"\text{(%d slices, combined in order)}" % (S.out(g, n.id), int(params.get("splits", 2)) - 1,
+                                                              int(params.get("splits", 2))))
+        return before, after
+
+    def check(self) -> bool:
+        """A sum and a max of 5 terms equal the sum and the max of their slices of 2, 2, 1 and an
+        empty one (0 and -inf), combined in order."""
+        S = sym()
+        sp = S.sp
+        x = sp.symbols("x0:5", real=True)
+        slices = [x[0:2], x[2:4], x[4:5], ()]
+        sums = [sum(t, sp.Integer(0)) for t in slices]
+        maxes = [sp.Max(*t) if t else -sp.oo for t in slices]
+        total = sp.Integer(0)
+        for v in sums:
+            total = total + v
+        top = -sp.oo
+        for v in maxes:
+            top = sp.Max(top, v)
+        return S.zero(total - sum(x)) and sp.simplify(top - sp.Max(*x)) == 0
+
+
+SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION = SplitK(), SplitKV(), SplitRow(), SplitReduction()

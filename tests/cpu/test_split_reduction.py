@@ -1,0 +1,108 @@
+"""split_reduction (issue 49): a fused row kernel streaming a long axis on too few CTAs (a loss
+into a scalar, a few long rows) is split over CTAs, the partials combined in a second kernel.
+It is offered exactly where the grid leaves SMs idle, every candidate of generated graphs
+computes what the graph computes (float64, through the interpreter), at other tiles too (the
+slices follow the block the kernel runs with: some slices empty), and the kernels lower."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from leantile import dag, interp, reference
+from leantile.derive import candidates, derive
+from plan_checks import rel_err
+from strategies import long_reduction_graphs
+
+
+def _split_kernels(plan):
+    return [k for k in plan.kernels if k.stream and k.stream.split]
+
+
+def _sum_into_scalar(n: int, rows: dict | None = None):
+    rows = rows or {}
+
+    def body(g):
+        x = g.input("X", [*rows, "n"], "f32")
+        return g.red("sum", g.square(x), "n")
+    return dag.build_graph_with_output("sum_sq", {"n": n, **rows}, body)
+
+
+def test_split_is_offered_only_where_the_grid_leaves_sms_idle():
+    one = _sum_into_scalar(100_000)
+    assert [c.name for c in candidates(one)][:2] == ["split", "fused"]
+    plan = derive(one, "split")
+    sliced, = _split_kernels(plan)
+    assert plan.axes[sliced.stream.split] >= 16  # 98 blocks of 1024: slices of at least 4
+    assert [k.name for k in plan.kernels][-1].startswith("split_reduction_combine")
+    # many rows fill the GPU: nothing to split; a short axis has too few blocks to slice
+    assert "split" not in [c.name for c in candidates(_sum_into_scalar(20_000, {"r": 4096}))]
+    assert "split" not in [c.name for c in candidates(_sum_into_scalar(5000))]
+
+
+def test_a_scalar_reduction_past_8192_streams_and_splits_where_it_sat_on_one_cta():
+    """A scalar reduction of 8192 elements fits one CTA's registers; past it the axis streams
+    (and split_reduction spreads it), not one CTA reducing 16384 on chip."""
+    assert not _split_kernels(derive(_sum_into_scalar(8192)))
+    assert all(k.stream for k in derive(_sum_into_scalar(16384), "fused").kernels)
+    assert _split_kernels(derive(_sum_into_scalar(16384)))
+
+
+def _check_every_candidate(g, seed: int, tiles_list=(None, {"stages": 2})):
+    inputs = reference.random_inputs(g, seed=seed)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    names = [c.name for c in candidates(g)]
+    for name in names:
+        for tiles in tiles_list:
+            out = interp.run(derive(g, name, tiles), inputs, dtype=torch.float64)
+            for o in g.outputs:
+                err = rel_err(out[o].double(), ref[o])
+                assert err < 1e-9, f"{name} {tiles}: output {o}: relative error {err:.3g}"
+    return names
+
+
+@settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
+@given(g=long_reduction_graphs(), seed=st.integers(0, 2**16))
+def test_every_candidate_of_a_long_reduction_is_the_graph(g, seed):
+    _check_every_candidate(g, seed)
+
+
+@pytest.mark.parametrize("n", [8 * 1024 + 1, 33000, 65537])
+def test_split_plans_run_at_a_larger_block_leave_empty_slices_and_stay_exact(n):
+    """The number of slices is chosen at the derive's block: run at another block (the search
+    does) the last slices may have no blocks: their partials are the identities (0, -inf)."""
+    def body(g):
+        x = g.input("X", ["n"], "f32")
+        m = g.red("max", x, "n")
+        g.output("lse", g.add(m, g.log(g.red("sum", g.exp(g.sub(x, m)), "n"))))
+        g.output("total", g.red("sum", x, "n"))
+    g = dag.build_graph("lse", {"n": n}, body)
+    assert "split" in [c.name for c in candidates(g)]
+    plan = derive(g, "split")
+    inputs = reference.random_inputs(g, seed=5)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    big = plan.model_copy(update={"kernels": tuple(
+        k.model_copy(update={"stream": k.stream.model_copy(update={"block": 4096})}) if k in _split_kernels(plan) else k
+        for k in plan.kernels)})
+    for p in (plan, big):
+        out = interp.run(p, inputs, dtype=torch.float64)
+        for o in g.outputs:
+            assert rel_err(out[o].double(), ref[o]) < 1e-9, o
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_split_reduction_kernels_lower_for_sm_90():
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+
+    def lse(g):
+        x = g.input("X", ["r", "n"], "f16")
+        m = g.red("max", x, "n")
+        return g.add(m, g.log(g.red("sum", g.exp(g.sub(x, m)), "n")))
+    for g in (_sum_into_scalar(100_003), dag.build_graph_with_output("lse", {"r": 3, "n": 200_001}, lse)):
+        plan = derive(g, "split")
+        mod = load_module(emit_module(plan), f"split_reduction_{g.name}")
+        for name, f in mod.build_kernel().items():
+            cu = lower_to_cuda(f, arch="sm_90")
+            assert "__global__" in cu and f"{name}_kernel" in cu
