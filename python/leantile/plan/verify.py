@@ -232,11 +232,23 @@ def reduce_layout_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> s
     64 x 96 tiles, its colsum partials 64 x 96); a GEMM accumulator reduced over its rows holds at
     most 64 of them (128 rows: "projected_reduce_var" fails at 128 and 256 threads; its row sums
     take any columns). A tile reduced where it is computed (a softmax row of 96 columns) lowers.
-    A plan at blocks no kernel is built with (tiles.BLOCK_RULE: the interpreter's checks derive at
-    blocks of 3) is never lowered: not judged."""
+    An elementwise loop (a map, an iota) writing a 1-D tile of more elements than threads and no
+    multiple of them finds no layout either (192 on 128 threads: the unfused kernels of a vector
+    op, an iota, beside a GEMM at one-wave 64 x 192 tiles; gpu_d.py on an H200, 2026-11-29, and
+    tests/cpu/test_fragment_layouts.py by lowering). A plan at blocks no kernel is built with
+    (tiles.BLOCK_RULE: the interpreter's checks derive at blocks of 3) is never lowered: not judged."""
     blocks = [_block(t, tiles) for t in (*k.grid, *([k.stream] if k.stream else [])) if t.param not in (None, FIXED)]
     if not all(block_allowed(b) for b in blocks):
         return None
+    threads = k.threads if not (tiles or {}).get("threads") or any(t.param == FIXED for t in k.grid) \
+        else tiles["threads"]
+    written = {s.dst for s in k.statements() if isinstance(s, (Map, Iota))}
+    for b in k.buffers:
+        if b.scope == "fragment" and b.name in written and len(b.axes) == 1:
+            n = dim_extents(plan, k, b.axes, tiles)[0]
+            if n > threads and n % threads:
+                return (f"{WARPS_PREFIX}: kernel {k.name}: the {n}-element tile {b.name} {REDUCE_LAYOUT} on "
+                        f"{threads} threads (past that many, TileLang needs a multiple of them); choose other blocks")
     for r in reductions(plan, k):
         dims = on_chip_dims(k, r.axes)
         ext = dim_extents(plan, k, r.axes, tiles)

@@ -258,8 +258,9 @@ class SplitReduction(_Split):
     def splits(self, cx: Ctx, s: RegionSite, tiles: dict | None = None) -> int | None:
         """Slices for a streamed region site (region_kernels.stream_tiles' grid), or None: about
         two waves of CTAs, each slice at least MIN_ROW_BLOCKS blocks long."""
-        if s.mode != "streamed":
-            return None
+        if s.mode != "streamed" or any(s.axis in cx.node(i).axes for i in s.members
+                                           if not isinstance(cx.node(i), ir.Reduce)):
+            return None  # (a member over the streamed axis would have no part to compute it in)
         rows = list(s.rows)
         block, d = streamed_rows(cx, rows, s.axis)
         ctas = 1
