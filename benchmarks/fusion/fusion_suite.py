@@ -4,7 +4,7 @@ the same computation written in PyTorch (F.layer_norm, F.cross_entropy, ...: exa
 torch_versions), eager and under torch.compile, in the same process (leantile.bench.run_one:
 do_bench_cudagraph medians, best of two interleaved rounds). Prints a table, writes JSON.
 
-    python benchmarks/fusion/fusion_suite.py [--out DIR] [--only NAME ...] [--rows N]
+    python benchmarks/fusion/fusion_suite.py [--out DIR] [--only NAME ...] [--cases fusion|reductions]
 """
 from __future__ import annotations
 
@@ -18,42 +18,52 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def cases():
-    spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / "fusion.py")
+def cases(which: str = "fusion"):
+    spec = spec_from_file_location(f"leantile_{which}_examples", ROOT / "examples" / f"{which}.py")
     m = module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
+
+
+def workloads(which: str):
+    """(name, graph, torch function, max kernels) of each case: examples/fusion.py (the fusion
+    issue's) or examples/reductions.py (issue 49's forms at the sizes people run them)."""
+    from leantile import dag
+    m = cases(which)
+    if which == "reductions":
+        return [(name, m.graph(name), c.torch, c.max_kernels) for name, c in m.cases().items()]
+    fns = m.torch_versions()
+    return [(name, dag.build_graph_with_output(name, axes, body), fns[name], m.MAX_KERNELS[name])
+            for name, (body, axes) in m.CASES.items()]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/fusion/results")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--cases", choices=("fusion", "reductions"), default="fusion",
+                    help="examples/fusion.py (default) or examples/reductions.py (issue 49)")
     args = ap.parse_args(argv)
     import torch
 
-    from leantile import dag
     from leantile.bench import run_one
 
-    m = cases()
-    torch_fns = m.torch_versions()
     rows = []
-    for name, (body, axes) in m.CASES.items():
+    for name, g, torch_fn, max_kernels in workloads(args.cases):
         if args.only and name not in args.only:
             continue
-        g = dag.build_graph_with_output(name, axes, body)
         try:
             inputs = None
             if name == "cross_entropy":  # class indices, not normal noise
                 from leantile.reference import random_inputs
                 inputs = random_inputs(g, device="cuda")
                 inputs["label"] = torch.randint(0, g.axes["c"], (g.axes["m"],), device="cuda").float()
-            r = run_one(g, eager=torch_fns[name], inputs=inputs)
+            r = run_one(g, eager=torch_fn, inputs=inputs)
         except Exception as e:  # one failing case is reported, the others go on
             traceback.print_exc()
             rows.append({"arch": name, "error": f"{type(e).__name__}: {e}"[:300]})
             continue
-        r["max_kernels"] = m.MAX_KERNELS[name]
+        r["max_kernels"] = max_kernels
         rows.append(r)
         gm = r["gpu_ms"]
         print(f"{name:20s} kernels {len(r['kernels'])} (max {r['max_kernels']}) ok {r['ok']} err {r['rel_err']:.1e} "
@@ -75,8 +85,9 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fusion-suite.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1, default=str))
-    (out / "fusion-suite.md").write_text(f"GPU: {gpu}\n\n" + "\n".join(lines) + "\n")
+    stem = "fusion-suite" if args.cases == "fusion" else "reductions-suite"
+    (out / f"{stem}.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1, default=str))
+    (out / f"{stem}.md").write_text(f"GPU: {gpu}\n\n" + "\n".join(lines) + "\n")
     return 0 if all(r.get("ok") and len(r["kernels"]) <= r["max_kernels"] for r in rows) else 1
 
 

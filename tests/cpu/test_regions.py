@@ -185,3 +185,32 @@ def test_norms_over_several_axes_at_random_shapes(n, c, h, w, axes, seed):
     """On chip where the group fits, in more kernels where it does not: exact either way."""
     g = dag.build_graph_with_output("norm_axes", {"n": n, "c": c, "h": h, "w": w}, _norm_over(axes))
     _check(g, seed=seed)
+
+
+def _residual_norm(g):
+    """h = x + r (an output) and RMSNorm(h) with a gain (the other): the residual stream."""
+    h = g.add(g.input("X", ["m", "d"], "f32"), g.input("R", ["m", "d"], "f32"))
+    g.output("h", h)
+    g.output("y", g.mul(g.rms_norm(h, "d"), g.input("gamma", ["d"], "f32")))
+
+
+@pytest.mark.parametrize("sizes", [{"m": 5, "d": 37}, {"m": 1, "d": 1}, {"m": 33, "d": 1030}])
+def test_a_stored_producer_of_a_row_on_chip_is_computed_in_the_row_kernel(sizes):
+    """h, an output the norm reads, is computed and stored by the row kernel: one kernel reads x
+    and r once (it was a map kernel storing h, then the row kernel reading it back)."""
+    g = dag.build_graph("residual_norm", sizes, _residual_norm)
+    (k,) = derive(g).kernels
+    assert k.stream is None
+    _check(g)
+    _check(g, {"block_m": 2, "block_n": 3, "block_k": 2, "block_r": 2})
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_the_residual_norm_kernel_lowers():
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    g = dag.build_graph("residual_norm", {"m": 4096, "d": 4096}, _residual_norm)
+    mod = load_module(emit_module(derive(g)), "residual_norm")
+    for name, f in mod.build_kernel().items():
+        assert "__global__" in lower_to_cuda(f, arch="sm_90"), name

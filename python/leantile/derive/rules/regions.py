@@ -231,6 +231,26 @@ class RegionAnalysis:
                     seen.add(w)
                     heapq.heappush(frontier, w)
 
+    def _absorb_producers(self, group: set[int], allowed: set[str], taken: set[int]):
+        """On chip: a materialised node the group's reductions read (through inlined nodes),
+        over the row's axes and computable here, joins as a member (computed in registers and
+        stored by this kernel, not by a map kernel of its own before it): the residual stream
+        h = x + r, an output, and RMSNorm(h) are one kernel that reads x and r once."""
+        cx = self.cx
+        stack = [a for m in group for a in cx.node(m).args()]
+        seen: set[int] = set()
+        while stack:
+            j = stack.pop()
+            if j in seen or j in group or cx.literal(j):
+                continue
+            seen.add(j)
+            if j in self.inline and self._fits(j, allowed):
+                stack.extend(cx.node(j).args())
+            elif (j in self.materialised and j not in taken and self._fits(j, allowed)
+                  and all(self._available(a, group, allowed) for a in cx.node(j).args())):
+                group.add(j)
+                stack.extend(cx.node(j).args())
+
     def _more_axes(self, r: int, rows: set[str], allowed: set[str], taken: set[int]) -> list[str]:
         """Row axes that a later reduction reduces, reached from reduction r through residual
         nodes over the row and through those reductions: sum over h of (sum over w of x)
@@ -310,6 +330,8 @@ class RegionAnalysis:
                 size = len(group)
                 self._merge(group, rows, allowed, taken, reduced)
                 self._grow(group, mode, rows, allowed, taken, reduced)
+                if mode == "on_chip":
+                    self._absorb_producers(group, allowed, taken)
                 if len(group) == size:
                     break
             taken |= group
