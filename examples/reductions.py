@@ -12,6 +12,8 @@ the benchmark shape, torch(inputs dict) -> output tensor or tuple in output orde
 from __future__ import annotations
 
 from collections import namedtuple
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
 
 # body(g), axes at the benchmark shape, torch(inputs) -> output(s), the kernels the issue asks for
 Case = namedtuple("Case", "body axes torch max_kernels")
@@ -93,17 +95,6 @@ def gemm_avgpool(g):
     return g.div(g.red("sum", g.matmul(x, w, "k", "k"), "pool"), g.size_const("pool"))
 
 
-def log_softmax(g):
-    x = g.input("X", ["m", "d"])
-    z = g.sub(x, g.red("max", x, "d"))
-    return g.sub(z, g.log(g.red("sum", g.exp(z), "d")))
-
-
-def layernorm_affine(g):
-    x = g.input("X", ["m", "d"])
-    return g.add(g.mul(g.layer_norm(x, "d"), g.input("gamma", ["d"])), g.input("beta", ["d"]))
-
-
 def add_rmsnorm(g):
     """The residual stream: h = x + r (an output), then RMSNorm(h) with a gain (the other)."""
     h = g.add(g.input("X", ["m", "d"]), g.input("R", ["m", "d"]))
@@ -125,9 +116,17 @@ def triu_gemm(g):
     return g.select(g.ge(g.iota("n"), g.iota("m")), g.matmul(x, w, "k", "k"), g.const("0"))
 
 
-def rmsnorm_gain_gemm(g):
-    x, w = g.input("X", ["m", "d"]), g.input("W", ["d", "n"])
-    return g.matmul(g.mul(g.rms_norm(x, "d"), g.input("gamma", ["d"])), w, "d", "d")
+def _fusion_examples():
+    """examples/fusion.py, whose row forms (log-softmax, LayerNorm with gain and bias, RMSNorm with
+    a gain into a GEMM) this suite runs at other sizes."""
+    spec = spec_from_file_location("leantile_fusion_examples", Path(__file__).with_name("fusion.py"))
+    m = module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+_F = _fusion_examples()
+log_softmax, layernorm_affine, rmsnorm_gain_gemm = _F.log_softmax, _F.layernorm_affine, _F.rmsnorm_gain_gemm
 
 
 def _torch():
