@@ -1,9 +1,10 @@
 """TileLang 0.1.15 finds no register layout for an elementwise loop (a map, an iota) writing a
 1-D tile of more elements than threads and no multiple of them: at one-wave GEMM tiles of
 64 x 192 (shape_tiles), the unfused candidate's vector kernels (an iota, exp of a bias) held 192
-elements on 128 threads and did not compile on the GPU ("no available layout found", gpu_d.py
-on an H200, 2026-11-29). plan.verify refuses such blocks (reduce_layout_problem) and derive
-falls back to power-of-two blocks for the shape; every kernel then lowers."""
+elements on 128 threads and did not compile on the GPU ("no available layout found" on an
+H200: benchmarks/epilogue_masks/results/gpu-check-h200-2026-11-29.txt). plan.verify refuses such
+blocks (reduce_layout_problem) and derive falls back to power-of-two blocks for the shape; every
+kernel then lowers."""
 from __future__ import annotations
 
 import pytest

@@ -234,8 +234,9 @@ def reduce_layout_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> s
     take any columns). A tile reduced where it is computed (a softmax row of 96 columns) lowers.
     An elementwise loop (a map, an iota) writing a 1-D tile of more elements than threads and no
     multiple of them finds no layout either (192 on 128 threads: the unfused kernels of a vector
-    op, an iota, beside a GEMM at one-wave 64 x 192 tiles; gpu_d.py on an H200, 2026-11-29, and
-    tests/cpu/test_fragment_layouts.py by lowering). A plan at blocks no kernel is built with
+    op, an iota, beside a GEMM at one-wave 64 x 192 tiles, on an H200:
+    benchmarks/epilogue_masks/results/gpu-check-h200-2026-11-29.txt; by lowering:
+    tests/cpu/test_fragment_layouts.py). A plan at blocks no kernel is built with
     (tiles.BLOCK_RULE: the interpreter's checks derive at blocks of 3) is never lowered: not judged."""
     blocks = [_block(t, tiles) for t in (*k.grid, *([k.stream] if k.stream else [])) if t.param not in (None, FIXED)]
     if not all(block_allowed(b) for b in blocks):
