@@ -106,3 +106,21 @@ def test_split_reduction_kernels_lower_for_sm_90():
         for name, f in mod.build_kernel().items():
             cu = lower_to_cuda(f, arch="sm_90")
             assert "__global__" in cu and f"{name}_kernel" in cu
+
+
+@pytest.mark.parametrize("n,prefix", [(40000, 5000), (40000, 39000), (20000, 1)])
+def test_slices_wholly_masked_weigh_nothing_in_a_split_log_sum_exp(n, prefix):
+    """A masked prefix (-inf) that fills whole slices: their states are (m, l) = (-inf, 0) and the
+    combine weighs them by exp(-inf - m) = 0 (as split_row's merge), every candidate."""
+    def body(g):
+        x = g.input("X", ["r", "n"], "f32")
+        m = g.red("max", x, "n")
+        return g.add(m, g.log(g.red("sum", g.exp(g.sub(x, m)), "n")))
+    g = dag.build_graph_with_output("lse", {"r": 2, "n": n}, body)
+    assert "split" in [c.name for c in candidates(g)]
+    inputs = reference.random_inputs(g, seed=1)
+    inputs["X"][:, :prefix] = float("-inf")
+    want = torch.logsumexp(inputs["X"].double(), -1)
+    for c in candidates(g):
+        out = interp.run(derive(g, c.name), inputs, dtype=torch.float64)["out"]
+        assert torch.allclose(out.double(), want, rtol=1e-12, atol=1e-12), c.name
