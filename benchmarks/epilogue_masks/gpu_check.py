@@ -14,7 +14,7 @@ import leantile
 from leantile import dag
 from leantile.derive import candidates
 from leantile.derive.shape_tiles import PINGPONG_TILES
-from strategies import norm_over
+from reduction_strategies import norm_over
 from test_coordinate_epilogue import _masked_gemms
 from test_regions import _residual_norm
 

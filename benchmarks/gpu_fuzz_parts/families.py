@@ -58,6 +58,7 @@ def _decode_graph(rng: random.Random):
 def families() -> dict:
     """{name: draw(seed, round, rng, count) -> [(graph, extra)]}, each family that imports here
     (a family whose generator is missing is left out, named)."""
+    import reduction_strategies as R
     import strategies as S
 
     def hyp(strategy, post=lambda x: (x, {})):
@@ -83,9 +84,9 @@ def families() -> dict:
         "losses": lambda: _fixed_losses(),
         "reductions": lambda: (lambda seed, rnd, rng, count: [(_reduction_graph(rng, "f32"), {}) for _ in range(count)]),
         # a long axis into a scalar or a few rows behind a prologue, before an epilogue (split_reduction)
-        "long_reductions": lambda: hyp(S.long_reduction_graphs()),
+        "long_reductions": lambda: hyp(R.long_reduction_graphs(), lambda g: (g, {"prefix": g.name == "long_reduction_lse"})),
         # norms over several axes (c, h, w), a GroupNorm's group: one kernel on chip where it fits
-        "axis_norms": lambda: hyp(S.axis_norm_graphs()),
+        "axis_norms": lambda: hyp(R.axis_norm_graphs()),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
         "decode_attention": lambda: (lambda seed, rnd, rng, count: [(_decode_graph(rng), {}) for _ in range(count)]),
     }

@@ -26,7 +26,8 @@ class _Draw:
 
 def _inputs(g, seed, scale, dev, torch, prefix=False) -> dict:
     """Normal inputs of standard deviation `scale` drawn on the device (seeded), in each input's
-    dtype; cross-entropy's class ids as integers; a masked softmax's rows with a -inf prefix."""
+    dtype; cross-entropy's class ids as integers; a masked softmax's (a long log-sum-exp's) rows
+    with a -inf prefix."""
     from leantile.reference import TORCH_DTYPES
 
     gen = torch.Generator(device=dev).manual_seed(seed)
@@ -38,10 +39,13 @@ def _inputs(g, seed, scale, dev, torch, prefix=False) -> dict:
         else:
             x = torch.randn(shape, generator=gen, device=dev, dtype=torch.float32) * scale
         out[n.name] = x.to(TORCH_DTYPES[n.dtype])
-    if prefix and "X" in out and out["X"].dim() == 2:  # masked_softmax_graphs: X[:, :prefix] = -inf, a finite score kept
-        m, t = out["X"].shape
+    if prefix and "X" in out and out["X"].dim() >= 1:  # X[..., :prefix] = -inf per row, a finite score kept
+        # (masked_softmax_graphs' rows; a long log-sum-exp's, where the prefix fills whole slices)
+        shape = out["X"].shape
+        x = out["X"].reshape(-1, shape[-1])
+        m, t = x.shape
         keep = torch.randint(0, max(t, 1), (m, 1), generator=gen, device=dev)
-        out["X"] = out["X"].masked_fill(torch.arange(t, device=dev)[None, :] < keep, float("-inf"))
+        out["X"] = x.masked_fill(torch.arange(t, device=dev)[None, :] < keep, float("-inf")).reshape(shape)
     return out
 
 

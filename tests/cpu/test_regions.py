@@ -16,7 +16,7 @@ from leantile.derive import candidates, derive
 from leantile.derive.rules.regions import ON_CHIP
 from leantile.tolerance import TOLERANCE
 from profiles import examples  # noqa: E402
-from strategies import norm_over as _norm_over
+from reduction_strategies import norm_over as _norm_over
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = spec_from_file_location("leantile_fusion_examples", ROOT / "examples" / "fusion.py")

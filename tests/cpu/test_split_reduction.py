@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 from leantile import dag, interp, reference
 from leantile.derive import candidates, derive
 from plan_checks import rel_err
-from strategies import long_reduction_graphs
+from reduction_strategies import long_reduction_graphs
 
 
 def _split_kernels(plan):

@@ -1,0 +1,72 @@
+"""Generators of issue 49's reductions (hypothesis strategies and graph bodies): a long axis into a
+scalar or a few rows (split_reduction), norms over several axes (on chip in one kernel where the
+group fits). tests/strategies.py holds the other generators."""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from leantile.dag import DagM
+
+
+@st.composite
+def long_reduction_graphs(draw):
+    """A reduction of a long axis into a scalar or a few rows (issue 49: split_reduction spreads
+    it over CTAs): sums, maxima, a mean, a log-sum-exp (an online sum when streamed), each
+    behind an elementwise prologue and before a row epilogue, sometimes two outputs; the axis
+    past 8 blocks of 1024 and no multiple of the block, 0 to 2 row axes of 1 to 3."""
+    n = draw(st.integers(7 * 1024 + 1, 40000))
+    rows = draw(st.sampled_from([(), ("r",), ("q", "r")]))
+    g = DagM("long_reduction", {"n": n, **{a: draw(st.integers(1, 3)) for a in rows}})
+    x = g.input("X", [*rows, "n"], draw(st.sampled_from(["f32", "f16"])))
+    pro = draw(st.sampled_from(["id", "square", "abs", "sigmoid"]))
+    p = x if pro == "id" else getattr(g, pro)(x)
+    kind = draw(st.sampled_from(["sum", "max", "mean", "lse", "sum_and_max"]))
+    if kind == "lse" and pro == "id":  # the GPU campaign masks a prefix of each row of these (-inf)
+        g.name = "long_reduction_lse"
+    if kind == "lse":
+        m = g.red("max", p, "n")
+        out = g.add(m, g.log(g.red("sum", g.exp(g.sub(p, m)), "n")))
+    elif kind == "mean":
+        out = g.div(g.red("sum", p, "n"), g.size_const("n"))
+    elif kind == "sum_and_max":
+        out = g.sub(g.red("max", p, "n"), g.div(g.red("sum", p, "n"), g.size_const("n")))
+    else:
+        out = g.red(kind, p, "n")
+    if draw(st.booleans()):  # a row epilogue after the reduction
+        out = g.tanh(g.mul(out, g.const("0.001")))
+    g.output("y", out)
+    if draw(st.booleans()) and kind != "max":  # the reduction itself an output too
+        g.output("s", g.red("sum", p, "n"))
+    return g.graph()
+
+
+def norm_over(axes: tuple[str, ...], shape: tuple[str, ...] = ("n", "c", "h", "w"), dtype: str = "f32"):
+    """A body: the LayerNorm of x[shape] over `axes` (innermost reduced first), as nested sums:
+    a LayerNorm over (c, h, w), a GroupNorm's (cg, h, w), an InstanceNorm's (h, w) (issue 49)."""
+    def body(g):
+        x = g.input("X", list(shape), dtype)
+
+        def total(t):
+            for a in reversed(axes):
+                t = g.red("sum", t, a)
+            return t
+        count = g.size_const(axes[0])
+        for a in axes[1:]:
+            count = g.mul(count, g.size_const(a))
+        xc = g.sub(x, g.div(total(x), count))
+        var = g.div(total(g.square(xc)), count)
+        return g.mul(xc, g.rsqrt(g.add(var, g.const("1e-05"))))
+    return body
+
+
+@st.composite
+def axis_norm_graphs(draw):
+    """A norm over several axes of x[n, c, h, w] or a GroupNorm's x[n, g, cg, h, w]: on chip in
+    one kernel where the group fits, in more where it does not."""
+    from leantile.dag import build_graph_with_output
+    if draw(st.booleans()):
+        shape, axes = ("n", "c", "h", "w"), draw(st.sampled_from([("c", "h", "w"), ("h", "w"), ("c", "h")]))
+    else:
+        shape, axes = ("n", "g", "cg", "h", "w"), ("cg", "h", "w")
+    sizes = {a: draw(st.integers(1, 9)) for a in shape}
+    return build_graph_with_output("axis_norm", sizes, norm_over(axes, shape, draw(st.sampled_from(["f32", "f16"]))))
