@@ -80,3 +80,19 @@ def test_masked_epilogues_lower_on_every_gemm_path():
         mod = load_module(emit_module(plan), "masked_gemm")
         for name, f in mod.build_kernel().items():
             assert "__global__" in lower_to_cuda(f, arch="sm_90"), name
+
+
+def test_a_mask_a_reduction_reads_too_is_computed_by_the_row_kernel_not_by_unfused_kernels():
+    """The GEMM recomputes its mask; a row kernel that reduces the same mask computes it too (it
+    is not claimed by the GEMM: engine._claimed), so no unfused iota or compare kernel remains."""
+    def body(g):
+        x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "n"], "f32")
+        keep = g.ge(g.iota("n"), g.iota("m"))
+        y = g.select(keep, g.matmul(x, w, "k", "k"), g.const("0"))
+        g.output("y", y)
+        g.output("kept", g.red("sum", keep, "n"))
+        g.output("ysum", g.red("sum", g.mul(y, keep), "n"))
+    g = dag.build_graph("mask_shared", {"m": 37, "k": 19, "n": 41}, body)
+    names = [k.name.split("_")[0] for k in derive(g).kernels]
+    assert sorted(names) == ["gemm", "row"], names
+    _exact(g)

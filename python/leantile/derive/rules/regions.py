@@ -132,13 +132,15 @@ def row_threads(cx: Ctx, axes, reduced) -> int:
 class RegionAnalysis:
     """Which residual nodes are inlined, which are materialised, and the region sites."""
 
-    def __init__(self, cx: Ctx, claimed: set[int]):
+    def __init__(self, cx: Ctx, claimed: set[int], recomputed: set[int] = frozenset()):
+        """`recomputed`: nodes their kernels outside the regions compute again (a GEMM epilogue's
+        coordinate masks): those users do not make them stored."""
         self.cx = cx
         outs = set(cx.outputs.values())
         self.residual = {n.id for n in cx.nodes if isinstance(n, (*REGION, ir.Reduce)) and n.id not in claimed
                          and not cx.literal(n.id)}
         self.materialised = {i for i in self.residual if isinstance(cx.node(i), REGION) and (
-            i in outs or any(u not in self.residual for u in cx.users[i]))}
+            i in outs or (i not in recomputed and any(u not in self.residual for u in cx.users[i])))}
         self.inline = {i for i in self.residual if isinstance(cx.node(i), REGION) and i not in self.materialised}
         self._cut_large_cones()
 
