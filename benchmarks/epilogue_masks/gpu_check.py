@@ -15,7 +15,7 @@ from leantile import dag
 from leantile.derive import candidates
 from leantile.derive.shape_tiles import PINGPONG_TILES
 from reduction_strategies import norm_over
-from test_coordinate_epilogue import _masked_gemms
+from test_coordinate_epilogue import _masked_gemms, mask_shared
 from test_regions import _residual_norm
 
 cases = [(_masked_gemms({"m": 1000, "k": 512, "n": 1030}), None),
@@ -28,7 +28,8 @@ cases = [(_masked_gemms({"m": 1000, "k": 512, "n": 1030}), None),
          (dag.build_graph_with_output("gn", {"n": 16, "g": 32, "cg": 4, "h": 16, "w": 16}, norm_over(("cg", "h", "w"), ("n", "g", "cg", "h", "w"), "f16")), None),
          (dag.build_graph_with_output("ln_odd", {"n": 5, "c": 5, "h": 7, "w": 9}, norm_over(("c", "h", "w"))), None),
          (dag.build_graph("residual_norm", {"m": 4096, "d": 4096}, _residual_norm), None),  # h stored by the row kernel
-         (dag.build_graph("residual_norm", {"m": 33, "d": 1030}, _residual_norm), None)]
+         (dag.build_graph("residual_norm", {"m": 33, "d": 1030}, _residual_norm), None),
+         (mask_shared({"m": 1000, "k": 512, "n": 1030}, "f16"), None)]  # the mask in the GEMM and a row kernel
 jobs = [(g, c.name, t) for g, t in cases for c in candidates(g)]
 
 

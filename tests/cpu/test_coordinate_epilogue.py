@@ -82,17 +82,23 @@ def test_masked_epilogues_lower_on_every_gemm_path():
             assert "__global__" in lower_to_cuda(f, arch="sm_90"), name
 
 
-def test_a_mask_a_reduction_reads_too_is_computed_by_the_row_kernel_not_by_unfused_kernels():
-    """The GEMM recomputes its mask; a row kernel that reduces the same mask computes it too (it
-    is not claimed by the GEMM: engine._claimed), so no unfused iota or compare kernel remains."""
+def mask_shared(sizes, dtype: str = "f32"):
+    """triu(x W), and row sums of the mask and of the masked product: one mask, a GEMM epilogue
+    and a row kernel reading it."""
     def body(g):
-        x, w = g.input("X", ["m", "k"], "f32"), g.input("W", ["k", "n"], "f32")
+        x, w = g.input("X", ["m", "k"], dtype), g.input("W", ["k", "n"], dtype)
         keep = g.ge(g.iota("n"), g.iota("m"))
         y = g.select(keep, g.matmul(x, w, "k", "k"), g.const("0"))
         g.output("y", y)
         g.output("kept", g.red("sum", keep, "n"))
         g.output("ysum", g.red("sum", g.mul(y, keep), "n"))
-    g = dag.build_graph("mask_shared", {"m": 37, "k": 19, "n": 41}, body)
+    return dag.build_graph("mask_shared", sizes, body)
+
+
+def test_a_mask_a_reduction_reads_too_is_computed_by_the_row_kernel_not_by_unfused_kernels():
+    """The GEMM recomputes its mask; a row kernel that reduces the same mask computes it too (it
+    is not claimed by the GEMM: engine._claimed), so no unfused iota or compare kernel remains."""
+    g = mask_shared({"m": 37, "k": 19, "n": 41})
     names = [k.name.split("_")[0] for k in derive(g).kernels]
     assert sorted(names) == ["gemm", "row"], names
     _exact(g)
