@@ -48,6 +48,15 @@ def main(argv=None) -> int:
 
     from leantile.bench import run_one
 
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    stem = "fusion-suite" if args.cases == "fusion" else "reductions-suite"
+
+    def save(rows):  # after every row (temporary file, then rename): a call's time limit keeps what ran
+        tmp = out / f"{stem}.json.tmp"
+        tmp.write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1, default=str))
+        tmp.replace(out / f"{stem}.json")
     rows = []
     for name, g, torch_fn, max_kernels in workloads(args.cases):
         if args.only and name not in args.only:
@@ -62,15 +71,16 @@ def main(argv=None) -> int:
         except Exception as e:  # one failing case is reported, the others go on
             traceback.print_exc()
             rows.append({"arch": name, "error": f"{type(e).__name__}: {e}"[:300]})
+            save(rows)
             continue
         r["max_kernels"] = max_kernels
         rows.append(r)
+        save(rows)
         gm = r["gpu_ms"]
         print(f"{name:20s} kernels {len(r['kernels'])} (max {r['max_kernels']}) ok {r['ok']} err {r['rel_err']:.1e} "
               f"leantile {gm['leantile']:.4f} ms  compile {gm['compile']:.4f} ms  "
               f"x{gm['compile'] / gm['leantile']:.2f} vs compile  x{gm['eager'] / gm['leantile']:.2f} vs eager",
               flush=True)
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     lines = ["| workload | shape | kernels (max) | ok | rel. err | leantile ms | torch.compile ms | vs compile | eager ms | vs eager |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -83,11 +93,10 @@ def main(argv=None) -> int:
                      f"{gm['compile']:.4f} | {gm['compile'] / gm['leantile']:.2f}x | {gm['eager']:.4f} | "
                      f"{gm['eager'] / gm['leantile']:.2f}x |")
     print("\n".join(lines))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "fusion-suite" if args.cases == "fusion" else "reductions-suite"
-    (out / f"{stem}.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=1, default=str))
-    (out / f"{stem}.md").write_text(f"GPU: {gpu}\n\n" + "\n".join(lines) + "\n")
+    save(rows)
+    tmp = out / f"{stem}.md.tmp"
+    tmp.write_text(f"GPU: {gpu}\n\n" + "\n".join(lines) + "\n")
+    tmp.replace(out / f"{stem}.md")
     return 0 if all(r.get("ok") and len(r["kernels"]) <= r["max_kernels"] for r in rows) else 1
 
 

@@ -72,6 +72,15 @@ def main(argv=None) -> int:
     from leantile.bench import run_one
     from leantile.derive import candidates
 
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = torch.cuda.get_device_name()
+    f = out / f"split-reduction-{gpu.split()[-1].lower()}-{date.today().isoformat()}.json"
+
+    def save(rows):  # after every row (temporary file, then rename): a call's time limit keeps what ran
+        tmp = f.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "rows": rows}, indent=1, default=str))
+        tmp.replace(f)
     rows = []
     for name, (g, user, loss) in _cases().items():
         if a.only and name not in a.only:
@@ -88,18 +97,13 @@ def main(argv=None) -> int:
                 r = {"arch": g.name, "error": f"{type(e).__name__}: {str(e)[:300]}"}
             r.update(case=name, asked=cand or "default")
             rows.append(r)
+            save(rows)
             ms = r.get("gpu_ms", {})
             print(f"{name:28s} {r['asked']:8s} {r.get('candidate', '-'):8s} ok={r.get('ok')} "
                   f"kernels={len(r.get('kernels', []))} leantile {ms.get('leantile', float('nan')):.4f} ms "
                   f"eager {ms.get('eager', float('nan')):.4f} compile {ms.get('compile', float('nan')):.4f} "
                   f"-> {ms.get('compile', float('nan')) / ms.get('leantile', float('nan')):.2f}x compile", flush=True)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    gpu = torch.cuda.get_device_name()
-    f = out / f"split-reduction-{gpu.split()[-1].lower()}-{date.today().isoformat()}.json"
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "rows": rows}, indent=1, default=str))
-    tmp.replace(f)
+    save(rows)
     print("->", f)
     return 0 if all(r.get("ok") for r in rows) else 1
 
