@@ -34,18 +34,21 @@ def _gemms(k: Kernel) -> list[Gemm]:
     return [s for s in k.statements() if isinstance(s, Gemm)]
 
 
-def _on_gemm_kernels(plan: Plan, decide: Callable[[Plan, Kernel], dict]) -> Plan:
-    """Apply decide(plan, k) -> field updates to every kernel with a GEMM (the others have no
-    code-generation choice here); kernels without updates stay the same objects."""
+def _on_kernels(plan: Plan, decide: Callable[[Plan, Kernel], dict]) -> Plan:
+    """Apply decide(plan, k) -> field updates (empty: none) to every kernel; kernels without
+    updates stay the same objects, and a plan nothing changed in is returned as it is."""
     kernels, changed = list(plan.kernels), False
     for j, k in enumerate(kernels):
-        if not _gemms(k):
-            continue
         update = decide(plan, k)
         if update:
             kernels[j] = k.model_copy(update=update)
             changed = True
     return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+
+
+def _on_gemm_kernels(plan: Plan, decide: Callable[[Plan, Kernel], dict]) -> Plan:
+    """_on_kernels over the kernels with a GEMM (the others have no code-generation choice here)."""
+    return _on_kernels(plan, lambda p, k: decide(p, k) if _gemms(k) else {})
 
 
 def gemm_engine(plan: Plan) -> Plan:
@@ -108,29 +111,23 @@ def _without_repeated_loads(stmts: tuple) -> tuple:
 def drop_repeated_loads(plan: Plan) -> Plan:
     """A load of the tile a buffer already holds unchanged (x . x loads X twice into one
     shared buffer, in the same part of the kernel) is dropped: the kernel loads it once."""
-    kernels, changed = list(plan.kernels), False
-    for j, k in enumerate(kernels):
+    def decide(plan, k):
         loads = [s.dst for s in k.statements() if isinstance(s, Load)]
         if len(set(loads)) == len(loads):
-            continue  # the common case (10^5 unfused kernels): nothing to look at
-        parts = _rewrite(k, _without_repeated_loads)
-        if parts:
-            kernels[j] = k.model_copy(update=parts)
-            changed = True
-    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+            return {}  # the common case (10^5 unfused kernels): nothing to look at
+        return _rewrite(k, _without_repeated_loads)
+    return _on_kernels(plan, decide)
 
 
 def heavy_first(plan: Plan) -> Plan:
     """Kernel.heavy_first: a stream that skips masked key blocks under a bound key <= row + c
     (causal) runs more blocks the later its query tile; those tiles launch first. Measured on
     an H200: benchmarks/mask_interior/mask_interior.py."""
-    kernels, changed = list(plan.kernels), False
-    for j, k in enumerate(kernels):
+    def decide(plan, k):
         rows = {b.row for b in (k.stream.skip if k.stream else ()) if b.side == "hi" and b.coef == 1}
         tiled = [t.axis for t in k.grid if t.axis in rows and t.block > 1 and t.param != FIXED]
-        if tiled and k.heavy_first != tiled[0]:
-            kernels[j], changed = k.model_copy(update={"heavy_first": tiled[0]}), True
-    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+        return {"heavy_first": tiled[0]} if tiled and k.heavy_first != tiled[0] else {}
+    return _on_kernels(plan, decide)
 
 
 # operand dtypes a swapped GEMM takes: wgmma reads 16-bit operands from shared memory in either
@@ -183,13 +180,11 @@ def defer_reductions(plan: Plan) -> Plan:
     partials, one reduction follows the stream. A T.reduce_sum in the body is a cross-thread
     reduction (shuffles, and a barrier where a row spans warps) every block, beside the
     pipelined GEMM of a norm's statistics fused into it (benchmarks/deferred_reduce/deferred_reduce_probe.py)."""
-    kernels, changed = list(plan.kernels), False
-    for j, k in enumerate(kernels):
+    def decide(plan, k):
         body = tuple(s.model_copy(update={"deferred": True}) if isinstance(s, Reduce) and not s.deferred
                      and deferrable(plan, k, s) else s for s in k.body)
-        if body != k.body:
-            kernels[j], changed = k.model_copy(update={"body": body}), True
-    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+        return {"body": body} if body != k.body else {}
+    return _on_kernels(plan, decide)
 
 
 def _split_attention(k: Kernel) -> bool:
@@ -224,13 +219,12 @@ def overlap(plan: Plan) -> Plan:
     loop (the parameter asks, the shape decides). Measured on an H200: benchmarks/fa3_overlap/fa3_probe.py."""
     if not schedule_of(plan.tiles or {}).overlap:
         return plan
-    kernels, changed = list(plan.kernels), False
-    for j, k in enumerate(kernels):
+    def decide(plan, k):
         rows = [t for t in k.grid if t.param == "block_m"]
-        if (k.threads == OVERLAP_THREADS and len(rows) == 1 and rows[0].block == OVERLAP_BLOCK_M
-                and k.warp_policy == "full_row" and overlap_parts(k) is not None):
-            kernels[j], changed = k.model_copy(update={"overlap": True}), True
-    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+        return {"overlap": True} if (k.threads == OVERLAP_THREADS and len(rows) == 1
+                                     and rows[0].block == OVERLAP_BLOCK_M and k.warp_policy == "full_row"
+                                     and overlap_parts(k) is not None) else {}
+    return _on_kernels(plan, decide)
 
 
 PINGPONG_BLOCK_M, PINGPONG_THREADS = 128, 256  # two consumer warpgroups, a 128-row tile each
@@ -295,17 +289,15 @@ def pingpong(plan: Plan, target: Target = DEFAULT) -> Plan:
     if not schedule_of(plan.tiles or {}).pingpong:
         return plan
     from .verify import smem_problem
-    kernels, changed = list(plan.kernels), False
-    for j, k in enumerate(kernels):
+    def decide(plan, k):
         if pingpong_parts(plan, k) is None:
-            continue
-        pp = k.model_copy(update={"pingpong": True})
+            return {}
         # each consumer stages its own epilogue tiles beside the ring (plan.verify.shared_bytes):
         # a kernel with several GEMM outputs may not fit where the plain loop, reusing the
         # pipelined buffers for them, does; it stays plain
-        if smem_problem(plan, pp, target) is None:
-            kernels[j], changed = pp, True
-    return plan.model_copy(update={"kernels": tuple(kernels)}) if changed else plan
+        fits = smem_problem(plan, k.model_copy(update={"pingpong": True}), target) is None
+        return {"pingpong": True} if fits else {}
+    return _on_kernels(plan, decide)
 
 
 def _has_exp2(k: Kernel) -> bool:
