@@ -8,7 +8,6 @@ from ..plan import Buffer, Plan
 from . import kernels as K
 from .context import Ctx
 from .region_kernels import region_kernel, region_loads
-from .rules.gemm import coordinate_nodes
 from .rules.regions import RegionSite
 from .sites import FlashSite, SoftmaxSite
 from .split_kernels import split_flash, split_gemm, split_region, split_row
@@ -79,8 +78,7 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     site_stores: dict[int, list[int]] = {}
     for j in reversed(range(len(gemms))):
         inside = set(gemms[j].site.matmuls) | set(gemms[j].epilogue)
-        coords = coordinate_nodes(cx, gemms[j].epilogue, gemms[j].site.matmuls)  # recomputed, never stored
-        stores = [i for i in sorted(inside - coords) if i in outs or i in read or any(
+        stores = [i for i in sorted(inside - gemms[j].site.coordinates) if i in outs or i in read or any(
             u not in inside and u not in unread and (u, i) not in peeled for u in us[i])]
         if stores:
             site_stores[j] = stores

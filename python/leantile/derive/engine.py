@@ -26,7 +26,7 @@ from .assemble import assemble
 from .context import Ctx, gc_paused
 from .rules import BY_NAME, ONLINE, Option
 from .region_kernels import region_kernel
-from .rules.gemm import EPILOGUE, coordinate_nodes, gemm_options, gemm_sites
+from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
 from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
@@ -125,8 +125,7 @@ def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     out += [opts for opts in (_gemm_options(cx, s) for s in sites.gemms) if opts]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
     out = [opts for opts in out if opts]
-    recomputed = {i for opts in out if isinstance(opts[0].site, GemmSite)
-                  for i in coordinate_nodes(cx, opts[0].site.epilogue, opts[0].site.matmuls)}
+    recomputed = {i for opts in out if isinstance(opts[0].site, GemmSite) for i in opts[0].site.coordinates}
     regions = RegionAnalysis(cx, _claimed(cx, out), recomputed).sites()
     for opts in region_options(regions):  # a streamed reduction on too few CTAs: split first
         if _fits(cx, opts[0]):
@@ -217,8 +216,8 @@ def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
                 out |= set(o.site.nodes) if isinstance(o.site, SoftmaxSite) else set(o.site.members) | o.site.inlined
         elif isinstance(s, GemmSite):
             # an epilogue's coordinate masks (iotas and constants) are recomputed wherever needed:
-            # a region that reads one computes it too (rules.gemm.coordinate_nodes)
-            out |= {p.node for p in s.peels} | (set(s.epilogue) - coordinate_nodes(cx, s.epilogue, s.matmuls))
+            # a region that reads one computes it too (GemmSite.coordinates)
+            out |= {p.node for p in s.peels} | (set(s.epilogue) - s.coordinates)
             if all(decide(o).stats for o in opts):  # every option computes the statistics itself
                 anc = row_ancestors(cx, [p.vec for p in s.peels], s.axis)
                 out |= {i for i in anc if not isinstance(cx.node(i), ir.Input)}

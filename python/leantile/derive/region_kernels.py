@@ -250,7 +250,7 @@ def _combine_partials(cx: Ctx, kb: KernelBuilder, i: int, split: str, rescaled_b
     online sum l_s (relative to its slice's max m_s) weighed by exp(m_s - m) for the merged m
     (split_row's merge: a slice with no elements has m_s = -inf, l_s = 0 and weighs nothing)."""
     n = cx.node(i)
-    rows = tuple(a for a in n.axes)
+    rows = tuple(n.axes)
     part = kb.buf(f"{partial_name(cx, i)}_frag", (*rows, split), "fragment", "acc", key=("partial", i))
     dst = kb.buf(cx.value(i), rows, "fragment", "acc", i, key=("value", i))
     kb.body.append(Load(src=partial_name(cx, i), dst=part))

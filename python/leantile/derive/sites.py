@@ -73,6 +73,9 @@ class GemmSite:
     stat_reduces: list[int] = field(default_factory=list)  # row sums the pullout vectors need
     expandable: list[int] = field(default_factory=list)  # sum((x - mu)^2) reduces
     epilogue: list[int] = field(default_factory=list)
+    # the epilogue's nodes made of tile coordinates and constants (a triu mask): recomputed by
+    # every kernel that needs them, never stored for the GEMM (rules.gemm.coordinate_nodes)
+    coordinates: frozenset[int] = frozenset()
 
 
 def row_vector(g, i: int, base_axes, axis: str) -> bool:

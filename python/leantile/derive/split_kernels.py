@@ -165,7 +165,7 @@ def split_region(cx: Ctx, site: RegionSite, splits: int, tiles: dict, stores: se
     axes[sa] = splits
     sliced = region_kernel(cx, site, tiles, set(), split=sa, part="slice")
     combine = region_kernel(cx, site, tiles, stores, split=sa, part="combine")
+    # every reduction of a region is a member (inlined nodes are elementwise): one partial each
     bufs = [Buffer(name=partial_name(cx, i), axes=(*cx.node(i).axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)
-            for i in sorted(site.members + sorted(site.inlined)) if isinstance(cx.node(i), ir.Reduce)
-            and partial_name(cx, i) in {st.dst for st in sliced.epilogue if isinstance(st, Store)}]
+            for i in site.members if isinstance(cx.node(i), ir.Reduce)]
     return sliced, combine, bufs

@@ -190,6 +190,7 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
         if st:
             s.stat_reduces, s.expandable = st
         s.epilogue = EPILOGUE.match(cx, s.matmuls)
+        s.coordinates = frozenset(coordinate_nodes(cx, s.epilogue, s.matmuls))
     return sites
 
 

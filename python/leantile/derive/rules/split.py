@@ -77,9 +77,11 @@ class _Split(Rule):
         raise NotImplementedError
 
     def options(self, s, splits: int, unsplit: list[Option]) -> list[Option]:
-        """Each unsplit option of s, with the split as its last step (named `<label>_split`)."""
+        """Each unsplit option of s, with the split as its last step (named `<label>_split`, or
+        `split` where the option has no label: a region's one kernel)."""
         step = self.step(list(self.at(s)), splits=splits)
-        return [Option(f"{o.label}_split", (*o.steps, step), s, self.name, self.at(s)) for o in unsplit]
+        return [Option(f"{o.label}_split" if o.label else "split", (*o.steps, step), s, self.name, self.at(s))
+                for o in unsplit]
 
 
 class SplitK(_Split):
@@ -248,12 +250,6 @@ class SplitReduction(_Split):
     statement = ("a sum (a max) over the axis equals the sum (the max) over slices of the slices' sums (maxima), "
                  "for any slicing of the axis, empty slices included; online sums merge as split_row's states")
     params = {"splits": "the number of slices of the streamed axis"}
-
-    def options(self, s, splits: int, unsplit: list[Option]) -> list[Option]:
-        """The region's one option with the split as its last step, named `split`."""
-        step = self.step(list(self.at(s)), splits=splits)
-        return [Option(f"{o.label}_split" if o.label else "split", (*o.steps, step), s, self.name, self.at(s))
-                for o in unsplit]
 
     def splits(self, cx: Ctx, s: RegionSite, tiles: dict | None = None) -> int | None:
         """Slices for a streamed region site (region_kernels.stream_tiles' grid), or None: about
