@@ -50,8 +50,9 @@ theorem foldl_flatten {α : Type} (op : α → α → α) (e : α)
   induction slices with
   | nil => simp
   | cons s ss ih =>
-    rw [List.flatten_cons, List.foldl_append, List.map_cons, List.foldl_cons, hl,
-      foldl_op_start op e hassoc hl hr ss.flatten (s.foldl op e),
+    -- simp only beta-reduces the mapped head (rw would leave `(fun s => ..) s`)
+    simp only [List.flatten_cons, List.foldl_append, List.map_cons, List.foldl_cons, hl]
+    rw [foldl_op_start op e hassoc hl hr ss.flatten (s.foldl op e),
       foldl_op_start op e hassoc hl hr (ss.map (fun s => s.foldl op e)) (s.foldl op e), ih]
 
 /-- **Split reduction (sum).** For any slicing of `0..n-1` into consecutive index lists, the
@@ -70,7 +71,8 @@ theorem split_reduction_max (f : ℕ → WithBot ℝ) (n : ℕ) (slices : List (
     ((List.range n).map f).foldl max ⊥ =
       (slices.map (fun s => (s.map f).foldl max ⊥)).foldl max ⊥ := by
   rw [← h, List.map_flatten,
-    foldl_flatten max ⊥ max_assoc (fun x => max_eq_right bot_le) (fun x => max_eq_left bot_le)]
+    foldl_flatten (α := WithBot ℝ) max ⊥ max_assoc (fun _ => max_eq_right bot_le)
+      (fun _ => max_eq_left bot_le)]
   simp only [List.map_map, Function.comp_def]
 
 end LeanTile
