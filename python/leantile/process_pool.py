@@ -47,4 +47,8 @@ def stop_now(pool) -> None:
         proc.terminate()
     for proc in procs:
         proc.join(timeout=10)
+    for proc in procs:  # still there (seen once in a test: a worker caught while it was starting): killed
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=10)
     pool.shutdown(wait=False, cancel_futures=True)
