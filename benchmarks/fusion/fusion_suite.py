@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import traceback
 from importlib.util import module_from_spec, spec_from_file_location
@@ -35,6 +36,12 @@ def workloads(which: str):
     fns = m.torch_versions()
     return [(name, dag.build_graph_with_output(name, axes, body), fns[name], m.MAX_KERNELS[name])
             for name, (body, axes) in m.CASES.items()]
+
+
+def _peaks(r) -> str:
+    """leantile's and torch.compile's peak device memory of one call (leantile.bench.peak_memory_mb)."""
+    p = r.get("peak_mb") or {}
+    return f"{p['leantile']:.1f} / {p['compile']:.1f}" if "leantile" in p and "compile" in p else "-"
 
 
 def main(argv=None) -> int:
@@ -81,17 +88,23 @@ def main(argv=None) -> int:
               f"leantile {gm['leantile']:.4f} ms  compile {gm['compile']:.4f} ms  "
               f"x{gm['compile'] / gm['leantile']:.2f} vs compile  x{gm['eager'] / gm['leantile']:.2f} vs eager",
               flush=True)
-    lines = ["| workload | shape | kernels (max) | ok | rel. err | leantile ms | torch.compile ms | vs compile | eager ms | vs eager |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | shape | kernels (max) | ok | rel. err | leantile ms | torch.compile ms | vs compile | eager ms | vs eager "
+             "| peak MiB leantile / compile |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['arch']} | | | error: {r['error']} | | | | | | |")
+            lines.append(f"| {r['arch']} | | | error: {r['error']} | | | | | | | |")
             continue
         gm = r["gpu_ms"]
         lines.append(f"| {r['arch']} | {'x'.join(str(v) for v in r['shape'].values())} | {len(r['kernels'])} "
                      f"({r['max_kernels']}) | {r['ok']} | {r['rel_err']:.1e} | {gm['leantile']:.4f} | "
                      f"{gm['compile']:.4f} | {gm['compile'] / gm['leantile']:.2f}x | {gm['eager']:.4f} | "
-                     f"{gm['eager'] / gm['leantile']:.2f}x |")
+                     f"{gm['eager'] / gm['leantile']:.2f}x | {_peaks(r)} |")
+    ratios = {r["arch"]: r["gpu_ms"]["compile"] / r["gpu_ms"]["leantile"] for r in rows if "error" not in r}
+    if ratios:  # issue 49's acceptance: geomean >= 1.2x, none below 0.8x, every form >= 1.0x
+        geo = math.exp(sum(math.log(v) for v in ratios.values()) / len(ratios))
+        lines += ["", f"geomean vs torch.compile {geo:.2f}x over {len(ratios)} rows; below 1.0x: "
+                  + (", ".join(f"{n} {v:.2f}x" for n, v in ratios.items() if v < 1.0) or "none")]
     print("\n".join(lines))
     save(rows)
     tmp = out / f"{stem}.md.tmp"

@@ -109,11 +109,11 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, 
         eager, vendor = baselines_fn(inputs)
     else:
         eager, vendor = baselines(g, inputs, source)
-    contenders = {"leantile": leantile_call, "eager": eager, "compile": torch.compile(eager),
-                  "compile_ro": torch.compile(eager, mode="reduce-overhead"), **vendor}
+    contenders = {"leantile": leantile_call, "eager": eager, **compiled_baselines(eager), **vendor}
     for f in contenders.values():  # warm up / compile
         f(); f()
     torch.cuda.synchronize()
+    row["peak_mb"] = {name: peak_memory_mb(contenders[name]) for name in ("leantile", "eager", "compile")}
     times = {}
     for _ in range(2):  # interleaved: each contender once per round
         for name, f in contenders.items():
@@ -127,6 +127,32 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, 
     row["gpu_ms"] = {name: min(v[1] for v in vals) for name, vals in times.items()}
     row["tflops"] = _flops(g) / (row["gpu_ms"]["leantile"] * 1e-3) / 1e12
     return row
+
+
+def peak_memory_mb(f) -> float:
+    """Device memory one call of f allocates at its peak beyond what was allocated before it
+    (the inputs, the compiled graphs' own pools): its outputs, intermediates and workspaces, in
+    MiB (issue 49: a plan's peak memory no more than torch.compile's)."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = f()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - before
+    del out
+    return round(peak / 2 ** 20, 2)
+
+
+def compiled_baselines(eager, backend: str = "inductor") -> dict:
+    """{"compile": torch.compile(eager), "compile_ro": the same in mode reduce-overhead}, compiled
+    afresh. Why afresh: the rows' baselines share one code object (run_one's lambda), and past
+    torch._dynamo's recompile limit (8) torch.compile silently ran eager, so every row after the
+    fourth of a suite was timed against eager (the reductions suite of 2026-11-29 on an H200). A
+    limit hit now fails the row instead of timing eager."""
+    torch._dynamo.reset()
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    modes = {"compile": {}} if backend != "inductor" else {"compile": {}, "compile_ro": {"mode": "reduce-overhead"}}
+    return {name: torch.compile(eager, backend=backend, **kw) for name, kw in modes.items()}
 
 
 def _flops(g) -> float:

@@ -18,6 +18,7 @@ import threading
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143
 _received: int | None = None  # the signal that interrupted this process, once one has
 _pending: int | None = None  # a signal received inside an import and not raised yet
+_delivered = False  # an interrupt has been raised in this command
 
 
 class Terminated(KeyboardInterrupt):
@@ -34,11 +35,25 @@ def _importing(frame) -> bool:
 
 
 def _raise(signum):
+    global _delivered
+    _delivered = True
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def _redeliver(signum):
+    """The timer's re-delivery of a signal received inside an import: only while it is still
+    pending (raise_pending may have raised it meanwhile, the command having ended first)."""
+    if _pending is not None:
+        _thread.interrupt_main(signum)
 
 
 def _on_signal(signum, frame):
     global _received, _pending
+    if _delivered and _pending is None:
+        # already raised once (the command is ending interrupted): a late re-delivery, or a
+        # second signal, raised again inside the exit's own handler printed a traceback
+        # (test_interrupts saw `validate` print "interrupted" then a Traceback of Terminated)
+        return
     _received = signum
     if _importing(frame):
         # Raised inside an import, the interrupt can surface in Python code a C++ extension
@@ -48,7 +63,7 @@ def _on_signal(signum, frame):
         # instead, until the import is done: an import ends in seconds. A command that ends
         # first still ends interrupted (handling(), pending()).
         _pending = signum
-        t = threading.Timer(0.05, _thread.interrupt_main, args=(signum,))
+        t = threading.Timer(0.05, _redeliver, args=(signum,))
         t.daemon = True
         t.start()
         return
@@ -63,7 +78,9 @@ def _unraisable(info) -> None:
     if isinstance(info.exc_value, KeyboardInterrupt) or (info.exc_type and issubclass(info.exc_type, KeyboardInterrupt)):
         # from another thread, a moment later: the main thread takes it at its next check once
         # out of this hook (delivered now, in the main thread, it would be raised inside the hook
-        # and lost again)
+        # and lost again); the raise was lost, so it counts as not delivered
+        global _delivered
+        _delivered = False
         t = threading.Timer(0.05, _thread.interrupt_main, args=(_received or signal.SIGINT,))
         t.daemon = True
         t.start()
@@ -96,8 +113,8 @@ def handling():
     """install() for the block (a command run by leantile.cli.main), the caller's handlers and
     a clear record put back after it: a test or script that runs several commands in one
     process keeps its own handling, and one command's interrupt is not the next one's."""
-    global _received
-    _received = None
+    global _received, _delivered
+    _received, _delivered = None, False
     if threading.current_thread() is not threading.main_thread():
         yield
         return

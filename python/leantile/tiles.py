@@ -44,6 +44,7 @@ class Schedule(BaseModel):
     swap_operands: _Switch = None  # a few-row GEMM computed transposed (plan.passes.swap_operands)
     dependent_launch: _Switch = None  # programmatic dependent launch (plan.passes.dependent_launch)
     flush_subnormals: _Switch = None  # nvcc -ftz=true where an exp2 runs (plan.passes.flush_subnormals)
+    fast_math: _Switch = None  # nvcc --use_fast_math on transcendental epilogues storing 16-bit floats (plan.passes.fast_math)
 
     @model_validator(mode="before")
     @classmethod

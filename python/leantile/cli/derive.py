@@ -54,6 +54,8 @@ def plan_text(plan) -> str:
                                 ("lets the next launch early", k.launch_next)) if on) + " (dependent_launch)")
         if k.flush_subnormals:  # plan.passes.flush_subnormals
             lines.append("    compiled with -ftz=true: exp2 is one MUFU.EX2, float32 subnormals flush to 0 (ftz)")
+        if k.fast_math:  # plan.passes.fast_math
+            lines.append("    compiled with --use_fast_math: exp, log, tanh as MUFU instructions, 16-bit stores (fast_math)")
         for b in k.buffers:
             if b.scope == "global":
                 continue

@@ -18,7 +18,7 @@ class EmitError(ValueError):
 
 TL_DTYPES = dict(ir.DTYPE_NAMES)  # TileLang names a dtype as torch does
 TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "pingpong", "swap_operands",
-           "dependent_launch", "flush_subnormals")
+           "dependent_launch", "flush_subnormals", "fast_math")
 # names the generated code uses itself; buffer names that collide are renamed
 RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "kk", "ks", "i", "j", "l", "i0", "i1", "i2", "i3",
             "main", "dtype", "accum_dtype", "threads", "stages", "block_m", "block_n",
@@ -195,7 +195,7 @@ def _loaded_without_tma(plan: Plan, k: Kernel) -> set[str]:
 
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
     """{kernel name: nvcc flags beyond TileLang's own}: -ftz=true where plan.passes.flush_subnormals
-    set it. The emitted module compiles with them, and `leantile kernels` lowers with them.
+    set it, --use_fast_math where plan.passes.fast_math did. The emitted module compiles with them, and `leantile kernels` lowers with them.
 
     Not -fmad=false: nvcc contracts a multiply and a following add into one FMA wherever it likes
     (the product then unrounded), which is harmless except where a plan relies on a product being
@@ -204,5 +204,6 @@ def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
     kernel was measured (H100, one call, tuned gqa_attention 8 x 4 heads 4096 x 4096, flush_subnormals=0):
     0.4701 -> 0.5367 ms, while attention, softmax_row, layernorm_linear_gelu and rmsnorm_mlp did
     not move (benchmarks/fma_contraction/results/fmad-probe-h100-2026-11-28.json)."""
-    return {k.name: ["-ftz=true"] for k in plan.kernels if k.flush_subnormals}
+    return {k.name: (["--use_fast_math"] if k.fast_math else ["-ftz=true"])  # (fast math flushes too)
+            for k in plan.kernels if k.flush_subnormals or k.fast_math}
 

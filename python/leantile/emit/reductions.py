@@ -19,6 +19,9 @@ class ReductionWriter:
         if rest != dst.axes:
             raise EmitError(f"kernel {self.k.name}: reduce {s.src}{src.axes} over {s.axis} into "
                             f"{s.dst}{dst.axes}: axes differ (a transposed reduction is not emitted)")
+        if not dst.axes and s.deferred:  # into a scalar, past the stream: add each block elementwise
+            self.accumulate_partials(s, self.can_be_partial(s.axis), depth)
+            return
         if not dst.axes:
             self.reduce_serial(s, depth)
             return
@@ -110,7 +113,15 @@ class ReductionWriter:
     def finish_partials(self, depth: int):
         """After the stream: each deferred reduction's tile of partials reduced into its total."""
         for s in self.k.body:
-            if isinstance(s, Reduce) and s.deferred:
+            if isinstance(s, Reduce) and s.deferred and not self.local[s.dst].axes:
+                # into a scalar: the partials tile reduced once, as reduce_serial reduces a tile
+                src = self.local[s.src]
+                name = self.partials[s.dst]
+                self.local[name] = src.model_copy(update={"name": name, "dtype": self.local[s.dst].dtype})
+                self.lname[name] = name
+                self.reduce_serial(s.model_copy(update={"src": name, "accumulate": True, "deferred": False}), depth,
+                                   partials=True)
+            elif isinstance(s, Reduce) and s.deferred:
                 dim = self.dims(self.local[s.src].axes).index((s.axis,))
                 fn = "T.reduce_sum" if s.kind == "sum" else "T.reduce_max"
                 self.fam[s.dst] = "R"
@@ -131,7 +142,7 @@ class ReductionWriter:
         self.emit(f"T.copy({self.lname[name]}, {self.mirrors[name]})", depth)
         return self.mirrors[name]
 
-    def reduce_serial(self, s: Reduce, depth: int):
+    def reduce_serial(self, s: Reduce, depth: int, partials: bool = False):
         """A reduction to a single value, in two levels over a shared copy of the operand: each
         of the kernel's threads sums a strided slice into a shared partial, then one thread sums
         the partials (a one-thread loop over 8192 values cost about 25 us of a 80 us MSE)."""
@@ -154,7 +165,7 @@ class ReductionWriter:
         val = f"{view}[{idx}]"
         if self.tl_dtype(src) != self.tl_dtype(dst):
             val = f"T.cast({val}, {dt})"
-        if self.can_be_partial(s.axis):
+        if self.can_be_partial(s.axis) and not partials:  # (a deferred tile's partials are masked as added)
             val = f"T.if_then_else({self.start(s.axis) or '0'} + {idx} < {_size(s.axis)}, {val}, {ident})"
         val = f"T.if_then_else({idx} < {ext}, {val}, {ident})"
         p = f"{part}[t]"

@@ -311,6 +311,11 @@ class Kernel(_M):
     # softmax of an attention tile is issue-bound on the CUDA cores. A value below 2^-126 (a
     # probability under 1e-38 of the row sum) becomes 0; no plan statement changes.
     flush_subnormals: bool = False
+    # plan.passes.fast_math (tile parameter `fast_math`): nvcc compiles the kernel with
+    # --use_fast_math: expf, logf and tanhf become MUFU instructions (2^-11 relative at worst),
+    # divisions and square roots approximate, subnormals flushed. Only kernels that store 16-bit
+    # floats and reduce nothing get it; no plan statement changes.
+    fast_math: bool = False
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:

@@ -185,7 +185,11 @@ class _Walk:
             self.stmts(k.body)
             if k.stream:  # the deferred reductions' partials reduced after the stream
                 for s in k.body:
-                    if isinstance(s, Reduce) and s.deferred:
+                    if isinstance(s, Reduce) and s.deferred and not self.local[s.dst].axes:
+                        # into a scalar: the partials tile through a shared copy, as reduce() below
+                        self.add("mirror", f"{s.dst}_partials", self.local[s.src].axes, self.local[s.dst].dtype)
+                        self.add("partials", s.dst, ("__lanes",), self.local[s.dst].dtype)
+                    elif isinstance(s, Reduce) and s.deferred:
                         self.fam[s.dst] = "R"
                         self.reduced.append(Reduced(s.dst, self.local[s.src].axes, s.axis, "partials"))
             self.epilogue = True
@@ -245,6 +249,8 @@ class _Walk:
 
     def reduce(self, s: Reduce) -> None:
         dst = self.local[s.dst]
+        if not dst.axes and s.deferred:  # added elementwise into a tile of partials (registers)
+            return
         if not dst.axes:  # to one value: each thread a strided slice of a shared copy, then one thread
             self.mirror(s.src)
             self.add("partials", s.dst, ("__lanes",), dst.dtype)

@@ -290,7 +290,7 @@ def deferrable(plan: Plan, k: Kernel, s) -> bool:
         return False
     if not (s in k.body and s.accumulate and s.axis in (st.axis, *st.aliases)):
         return False
-    if len(k.buffer(s.src).axes) != 2 or len(k.buffer(s.dst).axes) != 1:
+    if (len(k.buffer(s.src).axes), len(k.buffer(s.dst).axes)) not in ((2, 1), (1, 0)):
         return False
     return not any(s.dst in r + w for x in k.body if x is not s for r, w in [statement_effects(x)])
 

@@ -42,7 +42,7 @@ DOMAINS: dict[str, tuple[int, ...]] = {
     "threads": (128, 256, 512),
 }
 # a point's parameters in order: the searched ones, then the schedule (tiles.SCHEDULE: overlap,
-# swap_operands, dependent_launch, flush_subnormals), which no domain holds: only the default plan's point carries them (driver.default_point)
+# swap_operands, dependent_launch, flush_subnormals, fast_math), which no domain holds: only the default plan's point carries them (driver.default_point)
 ORDER = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", *SCHEDULE)
 FRAG_BYTES_PER_THREAD = 4096  # see the module docstring: an over-count, so a loose bound
 
