@@ -1,5 +1,6 @@
-"""Rows held on chip at their exact extent (rules/regions.padded: a width that is a multiple of
-1024 and no power of two) on the GPU: each form's shipped default plan, compiled and verified
+"""Rows held on chip at a multiple of 2048 rather than a power of two (rules/regions.padded: a
+width that is a multiple of 1024; exact before 2026-11-29's crash fix) on the GPU: each form's
+shipped default plan, compiled and verified
 (leantile Kernel.verify: NaN-poisoned outputs against the float32 reference, the dtype's
 tolerance) at widths 3072, 5120, 6144, 7168 and row counts that fill no block (1, 33) or many
 (8192). Prints one line per plan and the count of bad ones; exit status 1 if any.

@@ -9,7 +9,7 @@ import random
 PRIMES = (3, 5, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381, 32749, 65521, 131071)
 BLOCKS = (64, 128, 256, 1024)  # stream blocks and grid tiles of the plans (block_n, block_r, a row's 1024)
 COUNTS = (1, 2, 31, 32, 33)  # blocks or grid rows: one, two, one short of / at / past a warp's worth
-# rows held on chip at their exact extent (rules/regions.padded: a multiple of 1024, no power of two)
+# rows held on chip at a multiple of 2048, no power of two (rules/regions.padded: widths that are a multiple of 1024)
 EXACT_ROWS = (3072, 5120, 6144, 7168)
 LONG_LIMIT = 2 ** 17 + 1
 SHORT = (1, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 100, 127, 128, 129,
