@@ -253,6 +253,40 @@ def _split(plan: Plan) -> bool:
     return any(k.stream and k.stream.split for k in plan.kernels)
 
 
+LONG_REDUCTION = 8192  # issue 49: no kernel reduces an axis longer than this on too few CTAs
+
+
+def reductions_per_cta(plan: Plan, k: Kernel) -> list[tuple[str, int]]:
+    """(axis, elements one CTA of kernel k reduces) for each of its Reduce statements: a streamed
+    axis its whole extent (its slice where the stream is split over CTAs), an axis held on chip
+    its tile, or the whole axis where the grid does not tile it."""
+    tiled = {t.axis: t.block for t in k.grid}
+    out = []
+    for s in k.statements():
+        if not isinstance(s, Reduce):
+            continue
+        n, st = plan.axes[s.axis], k.stream
+        if st is not None and (s.axis == st.axis or s.axis in st.aliases):
+            if st.split:  # a slice of ceil(blocks / splits) blocks per CTA
+                n = min(n, math.ceil(math.ceil(n / st.block) / plan.axes[st.split]) * st.block)
+        elif s.axis in tiled:
+            n = min(n, tiled[s.axis])
+        out.append((s.axis, n))
+    return out
+
+
+def ctas(plan: Plan, k: Kernel) -> int:
+    return math.prod(math.ceil(plan.axes[t.axis] / t.block) for t in k.grid)
+
+
+def long_reduction_on_few_ctas(plan: Plan, target: Target = DEFAULT) -> bool:
+    """Whether a kernel of the plan reduces more than LONG_REDUCTION elements per CTA on a grid
+    of fewer CTAs than the target has SMs: the GPU cannot spread that reduction (issue 49's
+    bound; benchmarks/single_cta_reductions/inventory.py lists them)."""
+    return any(n > LONG_REDUCTION and ctas(plan, k) < target.sms
+               for k in plan.kernels for _, n in reductions_per_cta(plan, k))
+
+
 def choose(g, candidates=None, target: Target = DEFAULT) -> tuple[object, float]:
     """(plan, estimated seconds): the cheapest candidate derive offers for g at its default
     tiles for the shape, by the model, and where those leave the GPU underfilled, at the
@@ -288,6 +322,13 @@ def choose(g, candidates=None, target: Target = DEFAULT) -> tuple[object, float]
     if not scored:  # no fused candidate fits at its shape's tiles: the unfused plan is the product's
         plan = derive(g, "unfused" if any(c.name == "unfused" for c in cands) else None, target=target)
         return plan, plan_seconds(plan, target=target)
+    # A plan that reduces a long axis on too few CTAs goes only where every plan does (issue 49:
+    # no kernel reduces more than LONG_REDUCTION elements on too few CTAs). The model ranked such a plan first
+    # only just past the bound (a loss's mean over 8448 rows on one CTA, a norm over 8193 on 56
+    # CTAs: generated graphs at the GPU campaign's sizes), where the split's combine kernel costs
+    # about what the parallelism gives.
+    spread = [(p, t) for p, t in scored if not long_reduction_on_few_ctas(p, target)]
+    scored = spread or scored
     # Twins (the same kernels on the same grids: plans that differ in their arithmetic, exp
     # against exp2) within TIE of the fastest, the model cannot tell apart (a latency-bound
     # stream hides their arithmetic); the one with less CUDA-core work wins there: exp2 against

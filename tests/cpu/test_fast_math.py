@@ -49,7 +49,7 @@ def test_a_transcendental_epilogue_storing_16_bit_floats_compiles_with_fast_math
     [gemm] = plan.kernels
     assert gemm.fast_math is expected
     flags = load_module(emit_module(plan), f"fast_math_{dtype}").NVCC_FLAGS
-    assert flags == ({gemm.name: ["--use_fast_math"]} if expected else {})
+    assert flags == ({gemm.name: ["--use_fast_math", "--prec-div=true", "--prec-sqrt=true"]} if expected else {})
     off = derive(g, "fused", {"fast_math": 0})
     assert not any(k.fast_math for k in off.kernels)
     for c in candidates(g):
@@ -94,3 +94,27 @@ def test_the_flag_reaches_nvcc():
     ((name, f),) = mod.build_kernel().items()
     cu = lower_to_cuda(f, arch="sm_90")
     assert 2 * len(compile_cuda(cu, flags=mod.NVCC_FLAGS[name])) < len(compile_cuda(cu))
+
+
+def test_fast_math_keeps_division_and_square_root_correctly_rounded():
+    """The flags map expf / logf / tanhf to their MUFU forms but keep x / y and sqrt IEEE
+    (div.rn): an approximate division returns 0 for a denominator past 2^126 and NaN for inf / y,
+    a wrong number where the precise kernel's is right."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from leantile.emit.common import FAST_MATH_FLAGS
+    from leantile.lower import nvcc_path
+    if nvcc_path() is None:
+        pytest.skip("nvcc not found: the flags' effect not checked")
+    src = ('extern "C" __global__ void k(float* a, const float* b, const float* c) {\n'
+           '  int i = threadIdx.x; a[i] = b[i] / c[i] + sqrtf(c[i]) + expf(b[i]) + tanhf(c[i]) + logf(b[i]); }\n')
+    with tempfile.TemporaryDirectory() as tmp:
+        cu, ptx = Path(tmp, "k.cu"), Path(tmp, "k.ptx")
+        cu.write_text(src)
+        subprocess.run([nvcc_path(), "-ptx", "-arch=sm_90", *FAST_MATH_FLAGS, "-o", str(ptx), str(cu)], check=True)
+        text = ptx.read_text()
+    assert "div.rn" in text and "div.approx" not in text and "div.full" not in text
+    assert "sqrt.rn" in text and "sqrt.approx" not in text
+    assert "tanh.approx.f32" in text and "lg2.approx" in text and "ex2.approx" in text

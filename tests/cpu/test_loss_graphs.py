@@ -54,12 +54,8 @@ def test_the_default_plan_reduces_no_long_axis_on_one_cta(name, sizes):
     """Issue 49: the default plan spreads a long reduction into a scalar (or a few long rows)
     over CTAs (split_reduction): no kernel of fewer CTAs than SMs reduces more than 8192
     elements of an axis in one CTA (benchmarks/single_cta_reductions/inventory.py measures it)."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "single_cta_reductions"))
-    from inventory import LONG, ctas, reductions_per_cta
-
     from leantile import cost
+    from leantile.cost import LONG_REDUCTION as LONG, ctas, reductions_per_cta
     from leantile.target import DEFAULT
 
     plan, _ = cost.choose(build(name, sizes))  # the plan leantile.compile runs without a tuned entry

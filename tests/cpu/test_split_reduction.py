@@ -124,3 +124,24 @@ def test_slices_wholly_masked_weigh_nothing_in_a_split_log_sum_exp(n, prefix):
     for c in candidates(g):
         out = interp.run(derive(g, c.name), inputs, dtype=torch.float64)["out"]
         assert torch.allclose(out.double(), want, rtol=1e-12, atol=1e-12), c.name
+
+
+@pytest.mark.parametrize("make", [
+    # generated at the GPU campaign's sizes, where the model ranked the unsplit plan first
+    lambda: __import__("loss_graphs").build("cross_entropy", {"b": 8448, "c": 1025}),
+    lambda: dag.build_graph_with_output("norm_w", {"n": 2, "c": 7, "h": 8, "w": 8193},
+                                        __import__("reduction_strategies").norm_over(("w",), dtype="f16")),
+    lambda: dag.build_graph_with_output("mean_sq", {"n": 8193},
+                                        lambda g: g.red("sum", g.square(g.input("X", ["n"])), "n")),
+])
+def test_the_default_never_reduces_past_8192_on_too_few_ctas(make):
+    """Issue 49: no kernel reduces an axis longer than 8192 on too few CTAs. cost.choose ranks a
+    plan that does after every plan that does not (just past the bound the model preferred the
+    unsplit stream); the inventory's --generated run found these two forms."""
+    from leantile.cost import choose, ctas, long_reduction_on_few_ctas, reductions_per_cta
+    from leantile.target import DEFAULT
+    g = make()
+    plan = choose(g)[0]
+    worst = [(k.name, n, ctas(plan, k)) for k in plan.kernels for _, n in reductions_per_cta(plan, k)]
+    assert not long_reduction_on_few_ctas(plan), (plan.candidate, worst)
+    assert all(n <= 8192 or c >= DEFAULT.sms for _, n, c in worst)

@@ -204,6 +204,14 @@ def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
     kernel was measured (H100, one call, tuned gqa_attention 8 x 4 heads 4096 x 4096, flush_subnormals=0):
     0.4701 -> 0.5367 ms, while attention, softmax_row, layernorm_linear_gelu and rmsnorm_mlp did
     not move (benchmarks/fma_contraction/results/fmad-probe-h100-2026-11-28.json)."""
-    return {k.name: (["--use_fast_math"] if k.fast_math else ["-ftz=true"])  # (fast math flushes too)
+    return {k.name: (list(FAST_MATH_FLAGS) if k.fast_math else ["-ftz=true"])  # (fast math flushes too)
             for k in plan.kernels if k.flush_subnormals or k.fast_math}
+
+
+# plan.passes.fast_math's flags: the transcendentals as MUFU instructions (expf, logf, tanhf ->
+# ex2/lg2/tanh.approx), but division and square root kept correctly rounded: --use_fast_math alone
+# makes x / y div.approx, which returns 0 for |y| in [2^126, 2^128] (1e38 / 1e38 = 0) and NaN for
+# inf / y; with --prec-div=true the PTX has div.rn.ftz.f32 (nvcc 13, checked on the CPU:
+# tests/cpu/test_fast_math.py)
+FAST_MATH_FLAGS = ("--use_fast_math", "--prec-div=true", "--prec-sqrt=true")
 

@@ -335,7 +335,8 @@ def fast_math(plan: Plan) -> Plan:
     or holds the SM's eight warps on the CUDA cores after the main loop. What it costs: __expf,
     __logf and tanh.approx err by at most 2^-11 relative (tanh.approx; __logf 2^-21.4 absolute near
     1), under half an ulp of the 16-bit value the kernel stores; float32 subnormals flush to 0 (an
-    exp below e^-87 is 0, as flush_subnormals does). Kernels that reduce (a log of a sum, a norm's
+    exp below e^-87 is 0, as flush_subnormals does); division and square root stay correctly
+    rounded (emit.common.FAST_MATH_FLAGS). Kernels that reduce (a log of a sum, a norm's
     rsqrt) or store float32 keep the precise functions."""
     if schedule_of(plan.tiles or {}).fast_math == 0:
         return plan
