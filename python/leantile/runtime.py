@@ -155,6 +155,7 @@ class Kernel:
             device = torch.device("cuda", torch.cuda.current_device())
         self.graph, self.plan, self.how, self.device = graph, plan, how, device
         self.check = check  # compile(check=True): run() verifies the first call of each input shape
+        self._free_checked: int | None = None  # _fits_gpu's last estimate that fitted
         if interpret and device.type == "cuda":
             raise CompileError("leantile.compile: interpret=True runs the plan on the CPU; pass device='cpu'")
         self.interpret = interpret  # on the CPU: the plan interpreter (True) or the graph's reference
@@ -244,7 +245,38 @@ class Kernel:
                 return {o: t.to(self.output_specs[o][1]) for o, t in outs.items()}
             return self._reference_outputs(inputs)
         m = self._c.module  # the emitted module's own allocate and launch loop
+        self._fits_gpu()
         return m.run(self._c.launchers, m.allocate(inputs, device=self.device, fill=fill))
+
+    def gpu_bytes(self) -> tuple[int, str, int]:
+        """(bytes, the largest tensor, its bytes) a GPU run allocates: every output and global
+        intermediate of the plan, at once (the emitted module's allocate), float32 for "acc"."""
+        tensors = []
+        for b in self.plan.globals:
+            if b.name in self.input_names:  # the caller's tensors
+                continue
+            dt = torch.float32 if b.dtype == "acc" else reference.TORCH_DTYPES[b.dtype]
+            tensors.append((math.prod(self.plan.axes[a] for a in b.axes) * dt.itemsize,
+                            f"plan buffer {b.name!r} {list(b.axes)} in {dt}"))
+        size, largest = max(tensors, default=(0, "nothing"))
+        return sum(t for t, _ in tensors), largest, size
+
+    def _fits_gpu(self) -> None:
+        """One GraphError, before anything is allocated, where a GPU run's outputs and
+        intermediates (gpu_bytes) pass the device's free memory (issue 49: a norm over
+        112 x 64 x 512 x 512 must fail clearly where it cannot run, not in a torch OOM half-way)."""
+        need, largest, size = self.gpu_bytes()
+        if (self._free_checked is not None and need <= self._free_checked) or torch.cuda.is_current_stream_capturing():
+            return  # it fitted before (the plan's sizes are fixed); under CUDA graph capture: no query
+        free, _ = torch.cuda.mem_get_info(self.device)
+        # what torch's caching allocator holds but does not use is free to this run too
+        free += torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
+        if need > free:
+            raise ir.GraphError([
+                f"{self.graph.name}: a run on {self.device} would allocate about {_bytes(need)} of outputs and "
+                f"intermediates, past the {_bytes(free)} free on it; the largest is {largest} ({_bytes(size)}): "
+                f"compile smaller sizes or free memory"])
+        self._free_checked = need
 
     def _reference_dtype(self) -> torch.dtype:
         """The CPU default's arithmetic: float32, as the kernels' registers (float64 where the
