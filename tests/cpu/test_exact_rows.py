@@ -5,6 +5,9 @@ campaign s32). Every candidate still equals the graph in float64 through the int
 counts that do not fill a block, and every kernel lowers for sm_90 at each such width."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -15,26 +18,13 @@ from leantile.plan import Reduce
 
 from plan_checks import rel_err
 
-
-def _layernorm_affine(g):
-    x = g.input("X", ["m", "d"])
-    mu = g.div(g.red("sum", x, "d"), g.size_const("d"))
-    c = g.sub(x, mu)
-    var = g.div(g.red("sum", g.mul(c, c), "d"), g.size_const("d"))
-    y = g.mul(c, g.rsqrt(g.add(var, g.const("1e-05"))))
-    return g.add(g.mul(y, g.input("gamma", ["d"])), g.input("beta", ["d"]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import fusion  # noqa: E402
 
 
-def _log_softmax(g):
-    x = g.input("X", ["m", "d"])
-    s = g.sub(x, g.red("max", x, "d"))
-    return g.sub(s, g.log(g.red("sum", g.exp(s), "d")))
-
-
-def _rms_gain(g):
-    x = g.input("X", ["m", "d"])
-    ms = g.div(g.red("sum", g.mul(x, x), "d"), g.size_const("d"))
-    return g.mul(g.mul(x, g.rsqrt(g.add(ms, g.const("1e-06")))), g.input("w", ["d"]))
+# the row forms as a user writes them (examples/fusion.py): LayerNorm with gain and bias,
+# log-softmax, RMSNorm with a gain
+_layernorm_affine, _log_softmax, _rms_gain = fusion.layernorm_affine, fusion.log_softmax, fusion.rmsnorm_gain
 
 
 def test_padded_rounds_multiples_of_1024_to_2048_and_the_rest_to_a_power_of_two():
