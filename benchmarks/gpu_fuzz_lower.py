@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget-s", type=float, default=600.0, help="stop drawing new graphs after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--families", default="", help="comma list (default: all but the attention ones' long kernels: all)")
+    ap.add_argument("--families", default="", help="comma list (default: all)")
     ap.add_argument("--dtypes", default="f16,bf16,f32,mixed", help=f"comma list of {', '.join(DTYPES)}")
     ap.add_argument("--max-graphs", type=int, default=0)
     ap.add_argument("--max-candidates", type=int, default=0, help="per graph (0: every candidate)")

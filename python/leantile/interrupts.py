@@ -40,19 +40,13 @@ def _raise(signum):
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
-def _redeliver(signum):
-    """The timer's re-delivery of a signal received inside an import: only while it is still
-    pending (raise_pending may have raised it meanwhile, the command having ended first)."""
-    if _pending is not None:
-        _thread.interrupt_main(signum)
-
-
 def _on_signal(signum, frame):
     global _received, _pending
     if _delivered and _pending is None:
-        # already raised once (the command is ending interrupted): a late re-delivery, or a
-        # second signal, raised again inside the exit's own handler printed a traceback
-        # (test_interrupts saw `validate` print "interrupted" then a Traceback of Terminated)
+        # already raised once (the command is ending interrupted): a second signal, or the
+        # timer's re-delivery of one that raise_pending raised meanwhile, raised again inside
+        # the exit's own handler printed a traceback (test_interrupts saw `validate` print
+        # "interrupted" then a Traceback of Terminated)
         return
     _received = signum
     if _importing(frame):
@@ -63,7 +57,7 @@ def _on_signal(signum, frame):
         # instead, until the import is done: an import ends in seconds. A command that ends
         # first still ends interrupted (handling(), pending()).
         _pending = signum
-        t = threading.Timer(0.05, _redeliver, args=(signum,))
+        t = threading.Timer(0.05, _thread.interrupt_main, args=(signum,))
         t.daemon = True
         t.start()
         return

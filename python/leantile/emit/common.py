@@ -195,7 +195,8 @@ def _loaded_without_tma(plan: Plan, k: Kernel) -> set[str]:
 
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:
     """{kernel name: nvcc flags beyond TileLang's own}: -ftz=true where plan.passes.flush_subnormals
-    set it, --use_fast_math where plan.passes.fast_math did. The emitted module compiles with them, and `leantile kernels` lowers with them.
+    set it, FAST_MATH_FLAGS where plan.passes.fast_math did. The emitted module compiles with
+    them, and `leantile kernels` lowers with them.
 
     Not -fmad=false: nvcc contracts a multiply and a following add into one FMA wherever it likes
     (the product then unrounded), which is harmless except where a plan relies on a product being

@@ -313,8 +313,8 @@ class Kernel(_M):
     flush_subnormals: bool = False
     # plan.passes.fast_math (tile parameter `fast_math`): nvcc compiles the kernel with
     # --use_fast_math: expf, logf and tanhf become MUFU instructions (2^-11 relative at worst),
-    # subnormals flushed; divisions and square roots stay correctly rounded (--prec-div=true). Only kernels that store 16-bit
-    # floats and reduce nothing get it; no plan statement changes.
+    # subnormals flushed; divisions and square roots stay correctly rounded (--prec-div=true).
+    # Only kernels that store 16-bit floats and reduce nothing get it; no plan statement changes.
     fast_math: bool = False
 
     def buffer(self, name: str) -> Buffer:
