@@ -171,6 +171,7 @@ def _torch():
         "hinge_loss": lambda t: torch.clamp(1 - t["P"] * t["T"], min=0).mean(),
         "gemm_maxpool": pool("max"),
         "gemm_avgpool": pool("avg"),
+        "gemm_maxout": pool("max"),
         "log_softmax": lambda t: torch.log_softmax(t["X"], -1),
         "layernorm_affine": lambda t: F.layer_norm(t["X"], last(t, "X"), t["gamma"], t["beta"], eps=1e-5),
         "add_rmsnorm": add_rms,
@@ -192,6 +193,8 @@ _BODIES = {
     "hinge_loss": (hinge_loss, _KB, 2),
     "gemm_maxpool": (gemm_maxpool, {"b": 128, "k": 512, "n": 128, "pool": 2}, 1),
     "gemm_avgpool": (gemm_avgpool, {"b": 128, "k": 512, "n": 128, "pool": 2}, 1),
+    # a maxout layer at a transformer's width: the max of 2 pieces of an 8192-wide projection
+    "gemm_maxout": (gemm_maxpool, {"b": 4096, "k": 4096, "n": 4096, "pool": 2}, 1),
     "log_softmax": (log_softmax, {"m": 2048, "d": 32000}, 1),
     "layernorm_affine": (layernorm_affine, {"m": 8192, "d": 5120}, 1),
     "add_rmsnorm": (add_rmsnorm, {"m": 4096, "d": 4096}, 1),

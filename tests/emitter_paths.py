@@ -87,4 +87,16 @@ PATHS = [
     Case("gqa decode heads as rows", _arch("gqa_attention", h_kv=2, g=4, t_q=1, t_kv=2048, d_h=64),
          _any(lambda k: k.name.startswith("flash") and any(t.axis == "g" and t.block > 1 for t in k.grid)),
          candidate="online_exp2"),
+    # the weight read through its 2-D view, the pool reduced from a shared copy (fuse_pool_epilogue);
+    # n = 45 leaves a partial column tile
+    Case("gemm pooled epilogue", lambda: _pooled(b=70, k=96, n=45, p=4), _any(lambda k: bool(k.packed) and _mma(k))),
 ]
+
+
+def _pooled(**sizes):
+    from leantile.dag import build_graph_with_output
+
+    def body(g):
+        y = g.matmul(g.input("X", ["b", "k"], "f16"), g.input("W", ["k", "n", "p"], "f16"), "k", "k")
+        return g.div(g.red("sum", y, "p"), g.size_const("p"))
+    return build_graph_with_output("avg_pool", sizes, body)

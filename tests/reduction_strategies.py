@@ -72,3 +72,35 @@ def axis_norm_graphs(draw):
         shape, axes = ("n", "g", "cg", "h", "w"), ("cg", "h", "w")
     sizes = {a: draw(st.integers(1, 9)) for a in shape}
     return build_graph_with_output("axis_norm", sizes, norm_over(axes, shape, draw(st.sampled_from(["f32", "f16"]))))
+
+
+@st.composite
+def pooled_gemm_graphs(draw):
+    """Pooling over a split axis of a GEMM's output (issue 49; rules/pool.py fuses it into the
+    GEMM's epilogue): y[(h,) b, n, p] = X W with W [k, n, p], maybe an elementwise step (an
+    activation, a bias over (n, p)) before a max, a sum or a mean over p, maybe a step after (a
+    bias over n, a tanh); p mostly a power of two the rule takes (2..32), sometimes 1, 3 or 64,
+    or the product or its activation an output too (refused, pooled by a kernel of its own);
+    sizes that do not divide the tiles, size-1 axes; f32, f16 or bf16."""
+    p = draw(st.sampled_from([2, 2, 4, 4, 8, 16, 32, 1, 3, 64]))
+    batch = draw(st.booleans())
+    sizes = {"b": draw(st.integers(1, 70)), "k": draw(st.integers(1, 40)), "n": draw(st.integers(1, 20)), "p": p,
+             **({"h": draw(st.integers(1, 2))} if batch else {})}
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    g = DagM("pooled_gemm", sizes)
+    x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
+    y = g.matmul(x, g.input("W", ["k", "n", "p"], dt), "k", "k")
+    pre = draw(st.sampled_from(["none", "relu", "silu", "bias"]))
+    z = y if pre == "none" else g.max(y, g.const("0")) if pre == "relu" else g.silu(y) if pre == "silu" else \
+        g.add(y, g.input("B", ["n", "p"], dt))
+    kind = draw(st.sampled_from(["max", "sum", "mean"]))
+    r = g.div(g.red("sum", z, "p"), g.size_const("p")) if kind == "mean" else g.red(kind, z, "p")
+    post = draw(st.sampled_from(["none", "bias", "tanh"]))
+    out = r if post == "none" else g.add(r, g.input("C", ["n"], dt)) if post == "bias" else g.tanh(r)
+    g.output("y", out)
+    extra = draw(st.sampled_from(["none", "none", "pooled", "product"]))
+    if extra == "pooled" and post != "none":
+        g.output("pooled", r)
+    elif extra == "product":
+        g.output("product", z)
+    return g.graph()

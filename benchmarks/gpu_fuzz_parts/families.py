@@ -87,6 +87,8 @@ def families() -> dict:
         "long_reductions": lambda: hyp(R.long_reduction_graphs(), lambda g: (g, {"prefix": g.name == "long_reduction_lse"})),
         # norms over several axes (c, h, w), a GroupNorm's group: one kernel on chip where it fits
         "axis_norms": lambda: hyp(R.axis_norm_graphs()),
+        # max / average pooling over a split axis of a GEMM's output (fuse_pool_epilogue)
+        "pooled_gemm": lambda: hyp(R.pooled_gemm_graphs(), lambda g: (g, {"keep": ["p"]})),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
         "decode_attention": lambda: (lambda seed, rnd, rng, count: [(_decode_graph(rng), {}) for _ in range(count)]),
     }
@@ -184,7 +186,7 @@ def graph_stream(seed: int, fams: dict, dtypes: list, prof: Profile, per_round: 
                     g = loss_graphs.LOSSES[extra["loss"]](3, 5, dtype="f16" if dtype == "mixed" else dtype)
                 else:
                     g = with_dtype(g, dtype, r)
-                sized = resize(g, r, prof)
+                sized = resize(g, r, prof, extra.get("keep", ()))
                 if sized is not None:
                     yield name, sized, dtype, extra
         rnd += 1

@@ -57,9 +57,10 @@ class _Classes:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def resize(g, rng: random.Random, prof: Profile):
+def resize(g, rng: random.Random, prof: Profile, keep=()):
     """g at drawn GPU sizes (see the module docstring), validated (ir.parse); None where the
-    resized graph is not valid."""
+    resized graph is not valid. The axes in `keep` hold the generator's size (a pool of 2..32
+    positions, which a drawn size would almost never be)."""
     from leantile import ir
 
     cls = _Classes(g.axes)
@@ -87,6 +88,11 @@ def resize(g, rng: random.Random, prof: Profile):
         size = {c: max(g.axes[a] for a in g.axes if cls.find(a) == c) for c in groups}
         long = [c for c in groups if size[c] >= 1024]
 
+    kept = {cls.find(a) for a in keep if a in g.axes}
+    for c in kept:
+        size[c] = max(g.axes[a] for a in g.axes if cls.find(a) == c)
+    long = [c for c in long if c not in kept]
+
     def axes_of(n):
         return [cls.find(a) for a in n.axes]
 
@@ -113,7 +119,7 @@ def resize(g, rng: random.Random, prof: Profile):
         if not over:
             break
         _, ax = max(over, key=lambda o: o[0])
-        big = [c for c in set(ax) if size[c] > 1]
+        big = [c for c in set(ax) if size[c] > 1 and c not in kept] or [c for c in set(ax) if size[c] > 1]
         short = [c for c in big if c not in long]
         shrink(max(short or big, key=lambda c: (size[c], c)))
     sizes = {a: size[cls.find(a)] for a in g.axes}

@@ -17,6 +17,7 @@ import LeanTile.Rules.SplitReduction
 import LeanTile.Rules.Masked
 import LeanTile.Rules.MaskSkip
 import LeanTile.Rules.PackRows
+import LeanTile.Rules.PoolEpilogue
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
@@ -40,6 +41,7 @@ import LeanTile.Rules.PackRows
 | skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`, `LeanTile.run_unmasked_interior`; over the graph's masked semantics: `LeanTile.graph_masked_block_nil`, `LeanTile.fold_skip_masked_graph`) | Rules/MaskSkip.lean |
 | (masked semantics) | `LeanTile.evalM_eq_eval` (no `"-inf"`: the masked semantics is the real one), `LeanTile.masked_score_node` (`select(keep, s, -inf) / scale` is −∞ where keep = 0) | Rules/Masked.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
+| fuse_pool_epilogue | `LeanTile.pool_epilogue_eval` (from `LeanTile.sumAlong_local`, `LeanTile.maxAlong_local`; the view's index: `LeanTile.merged_index`) | Rules/PoolEpilogue.lean |
 | (not cited yet) | `LeanTile.gain_fold`, `LeanTile.bias_fold`, `LeanTile.affine_fold` | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

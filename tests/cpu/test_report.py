@@ -146,7 +146,10 @@ def test_every_rule_has_a_formula_and_a_sympy_check():
                architectures.build("attention", h=8, t_q=1, t_kv=4096),  # split_kv
                architectures.build("gqa_attention", t_q=1),  # pack_query_group (decode)
                build_graph_with_output("vocab", {"m": 4, "v": 50000},  # split_row
-                                       lambda g: g.softmax(g.input("X", ["m", "v"]), "v"))]
+                                       lambda g: g.softmax(g.input("X", ["m", "v"]), "v")),
+               build_graph_with_output("maxpool", {"b": 8, "k": 16, "n": 8, "p": 4},  # fuse_pool_epilogue
+                                       lambda g: g.red("max", g.matmul(g.input("X", ["b", "k"]),
+                                                                       g.input("W", ["k", "n", "p"]), "k", "k"), "p"))]
     for g in graphs:
         name = g.name
         for c in candidates(g):

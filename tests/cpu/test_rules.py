@@ -93,7 +93,10 @@ def test_decide_follows_the_steps(tiny_graphs):
                     assert c.scale == ("scale_pullout" in rules)
                     assert c.stats == (rules["stream_stats"].params["mode"] if "stream_stats" in rules else None)
                     assert c.colsum == (rules["mean_pullout"].params["colsum"] if "mean_pullout" in rules else None)
-                    assert c.epilogue == list(rules["fuse_elementwise"].at if "fuse_elementwise" in rules else [])
+                    pool = rules.get("fuse_pool_epilogue")
+                    assert c.pool == (pool.at[0] if pool else None)
+                    assert c.epilogue == sorted({*(rules["fuse_elementwise"].at if "fuse_elementwise" in rules else []),
+                                                 *(pool.at if pool else [])})
     assert seen == RULE_NAMES
 
 
@@ -115,4 +118,7 @@ def tiny_graphs():
         architectures.build("attention", h=8, t_q=1, t_kv=4096),  # decode: split_kv
         architectures.build("gqa_attention", t_q=1),  # grouped-query decode: pack_query_group
         build_graph_with_output("vocab", {"m": 4, "v": 50000},  # few long softmax rows: split_row
-                                lambda g: g.softmax(g.input("X", ["m", "v"]), "v"))]
+                                lambda g: g.softmax(g.input("X", ["m", "v"]), "v")),
+        build_graph_with_output("maxpool", {"b": 8, "k": 16, "n": 8, "p": 4},  # fuse_pool_epilogue
+                                lambda g: g.red("max", g.matmul(g.input("X", ["b", "k"]), g.input("W", ["k", "n", "p"]),
+                                                                "k", "k"), "p"))]

@@ -171,7 +171,7 @@ def _split_first(cx: Ctx, rule, s, opts: list[Option]) -> list[Option]:
 def _gemm_options(cx: Ctx, s) -> list[Option]:
     """A GEMM site's options: split over k first where its output tiles leave SMs idle (a
     plain matmul then has two: split, or the one GEMM); none for a plain unsplit matmul."""
-    fused = s.peels or len(s.matmuls) > 1 or s.epilogue
+    fused = s.peels or len(s.matmuls) > 1 or s.epilogue or s.pool
     opts = gemm_options(s) if fused else []
     # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256, 16 x 128 swapped,
     # a lone GEMM's one wave of 64-row tiles
@@ -180,7 +180,7 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     tiles = ({**default_tiles(cx), **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else default_tiles(cx)) | \
         (SWAP_AB_TILES if swap_rows(cx, mm) else {}) | wave_tiles(cx)
     n = SPLIT_K.splits(cx, s, tiles)
-    if not n:
+    if not n or s.pool:  # a pooled GEMM fills the GPU with narrower tiles (shape_tiles.pool_tiles), never split
         return opts
     tail = (EPILOGUE.step(s.epilogue),) if s.epilogue else ()
     split = [SPLIT_K.option(cx, s, n, tail)]
@@ -218,6 +218,8 @@ def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
             # an epilogue's coordinate masks (iotas and constants) are recomputed wherever needed:
             # a region that reads one computes it too (GemmSite.coordinates)
             out |= {p.node for p in s.peels} | (set(s.epilogue) - s.coordinates)
+            if all(decide(o).pool is not None for o in opts):  # fuse_pool_epilogue: the pool and what follows it
+                out |= set(s.pool)
             if all(decide(o).stats for o in opts):  # every option computes the statistics itself
                 anc = row_ancestors(cx, [p.vec for p in s.peels], s.axis)
                 out |= {i for i in anc if not isinstance(cx.node(i), ir.Input)}

@@ -300,6 +300,7 @@ class GemmChoice:
     expanded: set[int] = field(default_factory=set)
     epilogue: list[int] = field(default_factory=list)
     split: int = 0  # split_k: slices of the contraction (0: one CTA runs all of k)
+    pool: int | None = None  # fuse_pool_epilogue: the reduce over the weight's last axis, in the epilogue
 
 
 @dataclass
@@ -453,11 +454,22 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
     n_axis = next((a for a in reversed(out_axes) if a not in base.axes), None)
     tiled = {a: p for a, p in ((m_axis, "block_m"), (n_axis, "block_n")) if a}
     what = "dual GEMM" if len(mms) == 2 else "GEMM"
+    grid, packed, pooled = tiled_grid(out_axes, tiled, tiles), (), ""
+    if c.pool is not None and not split:  # fuse_pool_epilogue: (n, p) one column tile of block_n
+        p = g.node(c.pool).axis
+        q, P = out_axes[-2], g.axes[p]
+        if tiles["block_n"] % P or tiles["block_n"] < 2 * P:  # n keeps a tile of two or more positions
+            raise ir.GraphError([f"{g.g.name}: block_n={tiles['block_n']} cannot hold two positions of {q} with "
+                                 f"all {P} of {p} (fuse_pool_epilogue): choose a multiple of {2 * P}"])
+        grid = [grid_tile(p, P, FIXED)] + [grid_tile(q, tiles["block_n"] // P, "block_n", P) if t.axis == q else t
+                                           for t in grid if t.axis != p]
+        packed, pooled = (q, p), f", pooled over {p} in the epilogue"
     kb = KernelBuilder(g.names.user, f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
-                       + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else ""),
-                       ([grid_tile(split, 1, None)] if split else []) + tiled_grid(out_axes, tiled, tiles),
+                       + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else "") + pooled,
+                       ([grid_tile(split, 1, None)] if split else []) + grid,
                        _split(_stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), split), tiles["threads"])
+    kb.packed = packed
     if split:
         kb.role = f"slice of a split-K {what} over {s.axis}: float32 partial sums"
     xs = kb.buf(f"{g.value(s.base)}_shared", base.axes, "shared", g.dtype_of(s.base), s.base, key=("tile", s.base))
@@ -501,8 +513,13 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
             else:
                 kb.epilogue.append(Map(dst=acc, fn="mul", args=(acc, vec)))
         have[mm.id] = acc
-    for i in c.epilogue:  # fuse_elementwise
+    for i in c.epilogue:  # fuse_elementwise (and fuse_pool_epilogue's reduce)
         n = g.node(i)
+        if isinstance(n, ir.Reduce):  # every position of the pooled axis is in this tile
+            dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+            kb.epilogue.append(Reduce(dst=dst, src=have[n.x], kind=n.kind, axis=n.axis))
+            have[i] = dst
+            continue
         args = tuple(_operand(g, a, kb, have) for a in n.args())
         dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         kb.epilogue.append(node_map(n, dst, args))

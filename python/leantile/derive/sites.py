@@ -76,6 +76,9 @@ class GemmSite:
     # the epilogue's nodes made of tile coordinates and constants (a triu mask): recomputed by
     # every kernel that needs them, never stored for the GEMM (rules.gemm.coordinate_nodes)
     coordinates: frozenset[int] = frozenset()
+    # fuse_pool_epilogue: (the reduce over the GEMM's innermost weight axis, then the
+    # elementwise nodes over its result) computed in the GEMM's epilogue; () where it does not fire
+    pool: tuple[int, ...] = ()
 
 
 def row_vector(g, i: int, base_axes, axis: str) -> bool:

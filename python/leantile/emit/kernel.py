@@ -67,6 +67,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         # global name) of emit.unaligned's windows
         self.windows: list[tuple[str, tuple[str, str], str, str, int, bool, str]] = []
         self.flat_views: dict[str, tuple[str, int, str]] = {}  # global -> its 1-D view (emit.unaligned)
+        self.merged_views: dict[str, tuple[str, list[str], str]] = {}  # global -> its packed-axes view (merged_slice)
         self.epilogue_temps: int | None = None  # temps[epilogue_temps:] are the epilogue's (write)
         self.pads: set[str] = set()  # axes whose partial-tile flag the factory computes
         self.fam: dict[str, str] = {}  # layout family per fragment, see maps()
@@ -126,30 +127,52 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
     def gslice(self, g: Buffer, local_axes: tuple[str, ...], where: str, fixed: dict | None = None) -> str:
         """The region of global g an on-chip tile with local_axes covers; `fixed`: axes of the
         tile at one position (a packed head: packed_parts), indexed, not sliced."""
-        idx = []
         fixed = fixed or {}
-        for a in g.axes:
-            if a in fixed:
-                st = self.start(a)
-                idx.append(f"{st} + {fixed[a]}" if st else str(fixed[a]))
-            elif a in local_axes:
-                v = self.kvar if a in self.streamed else self.grid_var.get(a)
-                if v is None:
-                    idx.append(":")
-                else:
-                    e = self.extent(a)
-                    idx.append(f"{v} * {e}:({v} + 1) * {e}")
-            elif a in self.streamed and self.block[a] == 1:  # one stream step per index (a split's combine)
-                idx.append(self.kvar)
-            elif a in self.block and self.block[a] == 1:
-                idx.append(self.grid_var[a])
-            else:
-                raise EmitError(f"kernel {self.k.name}: {where} drops axis {a!r}, which is not a batch axis")
+        idx = [self.gindex(a, local_axes, fixed, where) for a in g.axes]
         kept = [a for a in g.axes if a in local_axes]
         if tuple(kept) != tuple(local_axes):
             raise EmitError(f"kernel {self.k.name}: {where}: on-chip axes {local_axes} are not the global "
                             f"axes {g.axes} in order (a transposing copy is not emitted)")
         return f"{self.gname[g.name]}[{', '.join(idx) or '0'}]"  # a 0-D tensor is passed as shape (1,)
+
+    def gindex(self, a: str, local_axes: tuple[str, ...], fixed: dict, where: str) -> str:
+        """The index or slice of a global's axis a in a copy with an on-chip tile (gslice)."""
+        if a in fixed:
+            st = self.start(a)
+            return f"{st} + {fixed[a]}" if st else str(fixed[a])
+        if a in local_axes:
+            v = self.kvar if a in self.streamed else self.grid_var.get(a)
+            if v is None:
+                return ":"
+            e = self.extent(a)
+            return f"{v} * {e}:({v} + 1) * {e}"
+        if a in self.streamed and self.block[a] == 1:  # one stream step per index (a split's combine)
+            return self.kvar
+        if a in self.block and self.block[a] == 1:
+            return self.grid_var[a]
+        raise EmitError(f"kernel {self.k.name}: {where} drops axis {a!r}, which is not a batch axis")
+
+    def merged_slice(self, g: Buffer, local_axes: tuple[str, ...], packed: tuple[str, ...], where: str) -> str | None:
+        """The region of g's view with the packed axes as ONE axis (T.Tensor over g's data,
+        declared by write()) that a tile with `local_axes` covers: where the packed axes are
+        consecutive in g and all but the first are whole on chip (fuse_pool_epilogue's (n, p): a
+        tile of n, every p), the tile is one rectangle of that view. None elsewhere."""
+        n = len(packed)
+        at = next((i for i in range(len(g.axes) - n + 1) if tuple(g.axes[i:i + n]) == packed), None)
+        if at is None or any(self.block.get(a) != self.plan.axes[a] for a in packed[1:]) \
+                or packed[0] not in self.grid_var or self.block[packed[0]] < 2:
+            return None
+        if g.name not in self.merged_views:
+            shape = [_size(a) for a in g.axes[:at]] + [" * ".join(_size(a) for a in packed)] + \
+                [_size(a) for a in g.axes[at + n:]]
+            self.merged_views[g.name] = (self.fresh(f"{self.gname[g.name]}_merged"), shape,
+                                         _global_dtype(self.plan, g))
+        inner = " * ".join(self.extent(a) for a in packed[1:])
+        v, e = self.grid_var[packed[0]], self.extent(packed[0])
+        idx = [self.gindex(a, local_axes, {}, where) for a in g.axes[:at]] + \
+            [f"{v} * {e} * {inner}:({v} + 1) * {e} * {inner}"] + \
+            [self.gindex(a, local_axes, {}, where) for a in g.axes[at + n:]]
+        return f"{self.merged_views[g.name][0]}[{', '.join(idx)}]"
 
     def dims(self, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
         """The dimensions of an on-chip buffer with these axes (packed row axes are one)."""
@@ -268,6 +291,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         packed = next((d for d in dims if len(d) > 1), None)
         if packed is None:
             return [(self.gslice(g, local_axes, where), local)]
+        merged = self.merged_slice(g, local_axes, packed, where)
+        if merged:  # a tile of the outer packed axis with all of the inner ones: one rectangle
+            return [(merged, local)]
         outer, inner = packed[:-1], packed[-1]
         counts = [self.block[a] for a in outer]  # whole axes of fixed extent (derive.kernels.flash_grid)
         out = []
@@ -447,8 +473,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             kw = ", transpose_A=True" if self.local[s.b].axes.index(s.axis_b) == 0 else ""  # b stored (k, n)
             kw += ", transpose_B=True" if self.local[s.a].axes.index(s.axis_a) == 1 else ""  # a stored (m, k)
             return kw
-        kw = ", transpose_A=True" if self.local[s.a].axes.index(s.axis_a) == 0 else ""  # a stored (k, m)
-        kw += ", transpose_B=True" if self.local[s.b].axes.index(s.axis_b) == 1 else ""  # b stored (n, k)
+        # by on-chip dimension: a packed (n, p) column dimension is one (fuse_pool_epilogue)
+        kw = ", transpose_A=True" if self.dims(self.local[s.a].axes).index((s.axis_a,)) == 0 else ""  # a stored (k, m)
+        kw += ", transpose_B=True" if self.dims(self.local[s.b].axes).index((s.axis_b,)) == 1 else ""  # b stored (n, k)
         return kw + (", policy=T.GemmWarpPolicy.FullRow" if self.full_row else "")
 
     # -- the whole kernel ----------------------------------------------------------
@@ -547,6 +574,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             out.append(f"            {name} = T.alloc_shared(({self.extent(rows)}, {width}), {dt})  # window (emit.unaligned)")
         for g, (name, extent, dt) in self.flat_views.items():  # emit.unaligned: whole granules
             out.append(f"            {name} = T.Tensor(({extent},), {dt}, {self.gname[g]}.data)")
+        for g, (name, shape, dt) in self.merged_views.items():  # merged_slice: the packed axes as one
+            out.append(f"            {name} = T.Tensor(({', '.join(shape)},), {dt}, {self.gname[g]}.data)")
         out += [f"            {line}" for line in self.extra_allocs]
         out.append("")
         out.extend(body)

@@ -3,7 +3,7 @@
 reduction to one value, and a SIMT loop for a contraction that is not a 2-D MMA tile."""
 from __future__ import annotations
 
-from ..plan import Gemm, Reduce
+from ..plan import Gemm, Reduce, pooled_reduce
 from .common import EmitError, _ident, _size
 
 
@@ -26,6 +26,9 @@ class ReductionWriter:
             self.reduce_serial(s, depth)
             return
         dims = self.dims(src.axes)
+        if pooled_reduce(self.plan, self.k, s, src.axes):
+            self.pool_reduce(s, depth)
+            return
         if (s.axis,) not in dims:
             raise EmitError(f"kernel {self.k.name}: reduce over {s.axis!r}, a packed row axis of {s.src}")
         dim = dims.index((s.axis,))
@@ -67,6 +70,26 @@ class ReductionWriter:
             reduce(True, depth + 1)
         self.emit("else:", depth)
         reduce(False, depth + 1)
+
+    def pool_reduce(self, s: Reduce, depth: int):
+        """fuse_pool_epilogue: a reduction over the inner axis p of a packed column dimension
+        (n, p) that holds every p: each value combines its P products, read from a shared copy
+        of the tile (a GEMM accumulator's register layout spreads one n's p over threads)."""
+        src, dst = self.local[s.src], self.local[s.dst]
+        view = self.to_shared(s.src, depth)
+        self.fam[s.dst] = "R"
+        loop = self.loop_header(dst.axes, depth)
+        terms = []
+        for p in range(self.plan.axes[s.axis]):
+            val = self.ref(s.src, src.axes, {**loop, s.axis: str(p)}, view)
+            terms.append(f"T.cast({val}, {self.dtype_expr(dst)})" if self.tl_dtype(src) != self.tl_dtype(dst) else val)
+        here = self.ref(s.dst, dst.axes, loop)
+        if s.accumulate:
+            terms.insert(0, here)
+        val = terms[0]
+        for t in terms[1:]:
+            val = f"{val} + {t}" if s.kind == "sum" else f"T.max({val}, {t})"
+        self.emit(f"{here} = {val}  # {s.kind} over the {len(terms) - s.accumulate} {s.axis} of the tile", depth + 1)
 
     def identity(self, s: Reduce) -> str:
         return "0.0" if s.kind == "sum" else f"-T.infinity({self.dtype_expr(self.local[s.dst])})"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from .. import ir
-from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, overlap_parts,
+from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, overlap_parts, pooled_reduce,
                    running_maxes, statement_effects)
 from .verify import deferrable, mma_shaped
 from ..target import DEFAULT, Target
@@ -66,7 +66,8 @@ def warp_policy(plan: Plan) -> Plan:
     or a fragment is the A operand of a second GEMM (P V in attention): those need whole rows
     of the tile in one warp."""
     def decide(plan, k):
-        rows = any(isinstance(s, Reduce) for s in k.statements())
+        local = {b.name: b for b in k.buffers}  # a pooled reduce reads a shared copy (fuse_pool_epilogue)
+        rows = any(isinstance(s, Reduce) and not pooled_reduce(plan, k, s, local[s.src].axes) for s in k.statements())
         frag_a = any(b.scope == "fragment" for s in _gemms(k) for b in k.buffers if b.name == s.a)
         return {"warp_policy": "full_row"} if rows or frag_a else {}
     return _on_gemm_kernels(plan, decide)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims,
+from . import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims, pooled_reduce,
                    overlap_parts, row_bytes, swapped_layout)
 
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
@@ -250,6 +250,10 @@ class _Walk:
     def reduce(self, s: Reduce) -> None:
         dst = self.local[s.dst]
         if not dst.axes and s.deferred:  # added elementwise into a tile of partials (registers)
+            return
+        if pooled_reduce(self.plan, self.k, s, self.local[s.src].axes):  # emit.reductions.pool_reduce
+            self.mirror(s.src)
+            self.fam[s.dst] = "R"
             return
         if not dst.axes:  # to one value: each thread a strided slice of a shared copy, then one thread
             self.mirror(s.src)

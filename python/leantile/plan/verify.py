@@ -70,11 +70,13 @@ def dim_extents(plan: Plan, k: Kernel, axes, tiles: dict | None = None) -> list[
 
 
 def packing_problem(plan: Plan, k: Kernel, tiles: dict | None = None) -> str | None:
-    """A packed row tile needs its parameter to be a multiple of the heads it packs."""
+    """A packed tile needs its parameter to be a multiple of what it packs (the query heads of a
+    packed row, the pool of a packed column: fuse_pool_epilogue), with two or more of its own
+    positions (one would make its axis a batch axis, off chip)."""
     for t in k.grid:
-        if t.divisor > 1 and tiles and t.param in tiles and tiles[t.param] % t.divisor:
-            return (f"{WARPS_PREFIX}: kernel {k.name}: {t.param}={tiles[t.param]} rows cannot hold "
-                    f"{t.divisor} query heads of equal share; choose a multiple of {t.divisor}")
+        if t.divisor > 1 and tiles and t.param in tiles and (tiles[t.param] % t.divisor or tiles[t.param] < 2 * t.divisor):
+            return (f"{WARPS_PREFIX}: kernel {k.name}: {t.param}={tiles[t.param]} cannot hold two positions of "
+                    f"{t.axis} times {t.divisor} packed ones of equal share; choose a multiple of {2 * t.divisor}")
     return None
 
 
@@ -340,7 +342,7 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         out.append(warp)
     if k.warp_policy != "auto" and not has_gemm:
         out.append(f"{where}: warp policy {k.warp_policy!r} on a kernel without a GEMM")
-    if k.swizzle and not (has_gemm and sum(t.block > 1 for t in k.grid) == 2):
+    if k.swizzle and not (has_gemm and sum(t.block > 1 and t.param != FIXED for t in k.grid) == 2):
         out.append(f"{where}: swizzle needs a GEMM kernel with two tiled grid axes")
     if k.swizzle and grid_folded(plan, k):
         out.append(f"{where}: swizzle rasterises blockIdx.x and .y, and the grid is folded into x")

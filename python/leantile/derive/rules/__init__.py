@@ -4,6 +4,7 @@
     pullout.py  scale_pullout, mean_pullout                  (a GEMM's normalised LHS)
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
+    pool.py     fuse_pool_epilogue                           (pooling over a GEMM weight's last axis)
     regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
     split.py    split_k, split_kv, split_row, split_reduction (a grid too small for the GPU)
     masks.py    skip_masked_tiles                        (attention under a position mask)
@@ -18,6 +19,7 @@ from .base import Option, Rule  # noqa: F401
 from .gemm import DUAL, EPILOGUE
 from .group import PACK
 from .masks import SKIP
+from .pool import POOL
 from .pullout import MEAN, SCALE
 from .regions import FUSE_REDUCTION, ONLINE_SUM
 from .softmax import EXP2, ONLINE, SHIFT
@@ -25,7 +27,7 @@ from .split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
-                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK)
+                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

@@ -15,6 +15,7 @@ from ... import ir
 from ..context import Ctx
 from ..sites import ELEMENTWISE, GemmSite, depends_on
 from .base import Option, Rule, sym
+from .pool import POOL
 from .pullout import MEAN, SCALE, peel_lhs
 from .stats import STATS, VARIANCE
 
@@ -191,6 +192,8 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
             s.stat_reduces, s.expandable = st
         s.epilogue = EPILOGUE.match(cx, s.matmuls)
         s.coordinates = frozenset(coordinate_nodes(cx, s.epilogue, s.matmuls))
+        r = POOL.match(cx, s.matmuls, s.epilogue)
+        s.pool = () if r is None else (r, *EPILOGUE.match(cx, [r]))  # the pool, then its own epilogue
     return sites
 
 
@@ -216,5 +219,9 @@ def gemm_options(s: GemmSite) -> list[Option]:
         if s.epilogue:
             steps.append(EPILOGUE.step(s.epilogue))
         label = "+".join(x for x in (f"stats_{stats}" if stats else "", f"colsum_{col}" if col else "") if x)
-        out.append(Option(label, tuple(steps), s, steps[0].rule, tuple(s.matmuls)))
+        if s.pool:  # pooled in the epilogue (the region rules then leave the pool to it: engine._claimed)
+            out.append(Option("+".join(x for x in (label, "pool") if x), (*steps, POOL.step(s.pool)), s,
+                              POOL.name, (s.matmuls[0], s.pool[0])))
+        else:
+            out.append(Option(label, tuple(steps), s, steps[0].rule, tuple(s.matmuls)))
     return out

@@ -1,0 +1,100 @@
+"""fuse_pool_epilogue (issue 49): max or average pooling over a split axis of a GEMM's output
+(y = X W, W [k, n, p], reduced over p) runs in the GEMM's kernel: the weight's (n, p) one
+column tile, the pool reduced in the epilogue, only the pooled result stored. Every candidate
+of generated pooled graphs computes what the graph computes (float64, through the interpreter)
+at tiles that split n into several partial tiles; the rule refuses, with a reason, what it
+cannot pool; the kernels lower for sm_90."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from leantile import dag, interp, reference
+from leantile.derive import candidates, derive
+from leantile.derive.context import Ctx
+from leantile.derive.engine import _options
+from plan_checks import rel_err
+from reduction_strategies import pooled_gemm_graphs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+import reductions  # noqa: E402
+
+
+def _pooled(p: int = 4, kind: str = "max", product_out: bool = False, dtype: str = "f16", **sizes):
+    def body(g):
+        y = g.matmul(g.input("X", ["b", "k"], dtype), g.input("W", ["k", "n", "p"], dtype), "k", "k")
+        g.output("y", g.red(kind, y, "p"))
+        if product_out:
+            g.output("product", y)
+    return dag.build_graph("pooled", {"b": 100, "k": 72, "n": 30, "p": p, **sizes}, body)
+
+
+def _refusals(g) -> list[str]:
+    cx = Ctx(g)
+    _options(cx)
+    return [r.reason for r in cx.refused if r.rule == "fuse_pool_epilogue"]
+
+
+@pytest.mark.parametrize("name", ["gemm_maxpool", "gemm_avgpool"])
+def test_the_suites_pooling_is_one_gemm_kernel_storing_only_the_pool(name):
+    g = reductions.graph(name)
+    plan = derive(g)
+    assert plan.candidate == "pool"
+    k, = plan.kernels
+    assert k.packed == ("n", "pool")
+    assert [b.name for b in plan.globals if b.node is not None and g.nodes[b.node].op != "input"] == \
+        [plan.outputs["out"]]  # the product is never stored
+    # the weight's column tile holds every pool position of block_n / pool positions of n
+    tiles = {t.axis: t for t in k.grid}
+    assert tiles["pool"].block == 2 and tiles["n"].block * 2 == plan.tiles["block_n"]
+
+
+def test_what_the_rule_cannot_pool_is_refused_with_its_reason():
+    assert "pool" in [c.name for c in candidates(_pooled(4))]
+    for g, why in ((_pooled(3), "power of two"), (_pooled(64), "2..32"),
+                   (_pooled(4, product_out=True), "needed outside the GEMM")):
+        assert "pool" not in [c.name for c in candidates(g)]
+        assert any(why in r for r in _refusals(g)), _refusals(g)
+
+
+def _check_every_candidate(g, seed: int, tiles_list):
+    inputs = reference.random_inputs(g, seed=seed)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    for name in [c.name for c in candidates(g)]:
+        for tiles in tiles_list:
+            out = interp.run(derive(g, name, tiles), inputs, dtype=torch.float64)
+            for o in g.outputs:
+                err = rel_err(out[o].double(), ref[o])
+                assert err < 1e-9, f"{name} {tiles}: output {o}: relative error {err:.3g}"
+
+
+@settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
+@given(g=pooled_gemm_graphs(), seed=st.integers(0, 2**16))
+def test_every_candidate_of_a_pooled_gemm_is_the_graph(g, seed):
+    # 64-column tiles: n in tiles of 64 / p (partial where n is no multiple); 16 rows, 16-deep k
+    _check_every_candidate(g, seed, (None, {"block_m": 16, "block_n": 64, "block_k": 16}))
+
+
+def test_tiles_that_cannot_hold_two_positions_of_n_are_a_clear_error():
+    g = _pooled(32)
+    with pytest.raises(Exception, match="block_n"):
+        derive(g, "pool", {"block_n": 32})
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+@pytest.mark.parametrize("sizes", [{"p": 2}, {"p": 8, "n": 33, "b": 70}, {"p": 32, "b": 1}])
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_pooled_kernels_lower_for_sm_90(sizes, dtype):
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    g = _pooled(kind="sum", dtype=dtype, **sizes)
+    plan = derive(g, "pool")
+    mod = load_module(emit_module(plan), f"pooled_{dtype}_{sizes['p']}")
+    for name, f in mod.build_kernel().items():
+        cu = lower_to_cuda(f, arch="sm_90")
+        assert "__global__" in cu and f"{name}_kernel" in cu
