@@ -104,3 +104,38 @@ def pooled_gemm_graphs(draw):
     elif extra == "product":
         g.output("product", z)
     return g.graph()
+
+
+@st.composite
+def row_epilogue_graphs(draw, rows=(140, 260), width=(1025, 3000)):
+    """A reduction over long rows whose epilogue runs over the row itself (issue 49: one kernel
+    streams the rows twice, plan.Kernel.second_pass): log-softmax (scaled or not), x centred on
+    its mean, x over its largest magnitude, x minus its log-sum-exp times a gain over d; behind a
+    prologue, maybe a batch axis, the statistic an output too; rows enough to fill the GPU at
+    the given sizes (a test that shrinks rules.regions.ON_CHIP streams widths past 1024). f32,
+    f16, bf16."""
+    sizes = {"r": draw(st.integers(*rows)), "d": draw(st.integers(*width))}
+    batch = draw(st.booleans())
+    if batch:
+        sizes = {"h": 2, **sizes, "r": sizes["r"] // 2}
+    g = DagM("row_epilogue", sizes)
+    x = g.input("X", [*(["h"] if batch else []), "r", "d"], draw(st.sampled_from(["f32", "f16", "bf16"])))
+    pro = draw(st.sampled_from(["id", "scale", "tanh"]))
+    p = x if pro == "id" else g.mul(x, g.const("0.125")) if pro == "scale" else g.tanh(x)
+    kind = draw(st.sampled_from(["log_softmax", "centred", "max_abs", "lse_gain"]))
+    if kind in ("log_softmax", "lse_gain"):
+        z = g.sub(p, g.red("max", p, "d"))
+        stat = g.log(g.red("sum", g.exp(z), "d"))
+        out = g.sub(z, stat)
+        if kind == "lse_gain":
+            out = g.mul(out, g.input("gain", ["d"], "f32"))
+    elif kind == "centred":
+        stat = g.div(g.red("sum", p, "d"), g.size_const("d"))
+        out = g.sub(p, stat)
+    else:
+        stat = g.red("max", g.abs(p), "d")
+        out = g.div(p, g.add(stat, g.const("1e-3")))
+    g.output("y", out)
+    if draw(st.booleans()):
+        g.output("stat", stat)
+    return g.graph()

@@ -87,6 +87,8 @@ def families() -> dict:
         "long_reductions": lambda: hyp(R.long_reduction_graphs(), lambda g: (g, {"prefix": g.name == "long_reduction_lse"})),
         # norms over several axes (c, h, w), a GroupNorm's group: one kernel on chip where it fits
         "axis_norms": lambda: hyp(R.axis_norm_graphs()),
+        # an epilogue over long rows themselves (log-softmax): one kernel streaming the rows twice
+        "row_epilogues": lambda: hyp(R.row_epilogue_graphs()),
         # max / average pooling over a split axis of a GEMM's output (fuse_pool_epilogue)
         "pooled_gemm": lambda: hyp(R.pooled_gemm_graphs(), lambda g: (g, {"keep": ["p"]})),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),

@@ -91,7 +91,7 @@ def _loop_temporaries(k: Kernel) -> set[str]:
     comparisons) and nowhere else: registers for a statement, not arrays that live across the
     kernel (the compiler keeps them in scalars)."""
     kept = {st.buffer for st in k.states}
-    lists = (k.prologue, k.body, k.epilogue)
+    lists = (k.prologue, k.body, k.epilogue, k.second_pass)
     out = set()
     for n, stmts in enumerate(lists):
         for a, b in map_runs(stmts, lambda name: k.buffer(name).axes):
@@ -139,15 +139,17 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None, target: Target
     per_cta = per_step = 0.0
     mma = simt = 0.0
     touched: set[str] = set()
-    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
+    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue),
+                        ("second_pass", k.second_pass)):
         for s in stmts:
-            times = (boundary if getattr(s, "boundary_only", False) else steps) if part == "body" else 1
+            per_block = part in ("body", "second_pass")  # the second pass streams every block again
+            times = (boundary if getattr(s, "boundary_only", False) else steps) if per_block else 1
             if isinstance(s, (Load, Store)):
                 on_chip = local[s.dst if isinstance(s, Load) else s.src]
                 g = globals_[s.src if isinstance(s, Load) else s.dst]
                 nbytes = _elems(plan, k, on_chip.axes, tiles) * DTYPE_BYTES.get(g.dtype, 4)
                 per_cta += nbytes * times
-                per_step += nbytes if part == "body" else 0
+                per_step += nbytes if per_block else 0
                 touched.add(g.name)
             elif isinstance(s, Gemm):
                 acc = local[s.acc]

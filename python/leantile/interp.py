@@ -106,6 +106,12 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
                 env.exec(s)
         for s in k.epilogue:
             env.exec(s)
+        if k.second_pass:  # every block of the stream again, the row's statistics final
+            for j in _stream_blocks(plan, k, tile, {}):
+                for a in (k.stream.axis, *k.stream.aliases):
+                    tile.start[a] = j * k.stream.block
+                for s in k.second_pass:
+                    env.exec(s)
 
 
 def _interior_blocks(k: Kernel, tile: _Tile) -> tuple[int, int]:

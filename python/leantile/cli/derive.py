@@ -63,7 +63,7 @@ def plan_text(plan) -> str:
             if ax is None:
                 ax = axes[b.axes] = ", ".join(b.axes)
             lines.append(f"    {b.scope:<8} {b.name}[{ax}] {b.dtype}")
-        for part in ("prologue", "body", "epilogue"):
+        for part in ("prologue", "body", "epilogue", "second_pass"):
             lines += [_format(part, s) for s in getattr(k, part)]
     return "\n".join(lines)
 

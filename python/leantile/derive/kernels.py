@@ -57,6 +57,7 @@ class KernelBuilder:
         self.prologue: list = []
         self.body: list = []
         self.epilogue: list = []
+        self.second_pass: list = []  # Kernel.second_pass (a streamed row kernel's epilogue over the row)
         self._batch = {t.axis for t in grid if t.block == 1}  # indexed by the grid: not on chip
         self._keys: dict[tuple, str] = {}  # what a buffer holds -> its name
         self.packed: tuple[str, ...] = ()  # Kernel.packed
@@ -88,7 +89,7 @@ class KernelBuilder:
         return Kernel(name=self.name, role=self.role, grid=tuple(self.grid), stream=self.stream,
                       buffers=tuple(self.buffers.values()), states=tuple(self.states),
                       prologue=tuple(self.prologue), body=tuple(self.body), epilogue=tuple(self.epilogue),
-                      threads=self.threads, packed=self.packed)
+                      second_pass=tuple(self.second_pass), threads=self.threads, packed=self.packed)
 
 
 # Plan objects are frozen: one object serves every kernel that has the same one (the tiles

@@ -14,7 +14,7 @@ from ..plan import FIXED, Fill, Iota, Load, Map, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
-from .rules.regions import RegionSite, padded, row_block, row_threads, streamed_rows
+from .rules.regions import RegionSite, padded, row_block, row_threads, streamed_rows, two_pass_rows
 
 
 def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
@@ -48,10 +48,21 @@ def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
     return grid
 
 
+def second_pass_members(cx: Ctx, site: RegionSite) -> list[int]:
+    """The members of a streamed site over its streamed axis (not reductions): the row's own
+    epilogue, computed in a second pass over the row (plan.Kernel.second_pass)."""
+    if site.mode != "streamed":
+        return []
+    return [i for i in site.members if not isinstance(cx.node(i), ir.Reduce) and site.axis in cx.node(i).axes]
+
+
 def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
-    """Grid and stream of a streamed row kernel, fixed from the shape (rules.regions.streamed_rows)."""
+    """Grid and stream of a streamed row kernel, fixed from the shape (rules.regions.streamed_rows;
+    two_pass_rows where the kernel streams its rows twice)."""
     rows = list(site.rows)
     block, d = streamed_rows(cx, rows, site.axis, MAP_TILE)
+    if second_pass_members(cx, site):
+        block = two_pass_rows(cx, rows, site.axis)
     grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 
@@ -130,6 +141,16 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
     # split: what each part computes. The slice: the reductions and what they read; the
     # combine: the reductions (from their partials) and the epilogue with what it reads.
     keep = set(order)
+    second = [] if sliced or combine else second_pass_members(cx, site)
+    if second:  # the stream and its epilogue compute what the other members need; the rest, the second pass
+        keep = set()
+        stack = [i for i in site.members if i not in second]
+        while stack:
+            j = stack.pop()
+            if j in computed and j not in keep:
+                keep.add(j)
+                stack += cx.node(j).args()
+        kb.role += f", then the row again for {len(second)} epilogue values over it"
     if sliced or combine:
         reds = {i for i in order if isinstance(cx.node(i), ir.Reduce)}
         keep = reds | (set() if sliced else post)
@@ -220,13 +241,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             if isinstance(n, ir.Iota):
                 where.append(Iota(dst=dst, axis=n.axis))
             elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row
-                r = recips.get(n.b)
-                if r is None:
-                    bn = cx.node(n.b)
-                    r = recips[n.b] = kb.buf(f"{cx.value(n.b)}_recip", bn.axes, "fragment", "acc",
-                                             key=("recip", n.b))
-                    where.append(Map(dst=r, fn="recip", args=(args[1],)))
-                where.append(Map(dst=dst, fn="mul", args=(args[0], r)))
+                where.append(Map(dst=dst, fn="mul", args=(args[0], _reciprocal(cx, kb, n.b, args[1], recips, where))))
             else:  # a cast rounds to its dtype here, as a store of it would (node_map)
                 where.append(node_map(n, dst, tuple(args)))
         have[i] = dst
@@ -239,9 +254,69 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             (tail if streamed else where).append(Store(src=dst, dst=cx.value(i)))
         if readers.get(i, 0) == 0 and i not in site.members:
             free.setdefault(key, []).append(dst)
+    if second:
+        _second_pass(cx, kb, site, computed, second, have, stores, recips)
     if sliced:  # a slice past the end (at other blocks) keeps its states' initial values: 0, -inf
         kb.epilogue = [Store(src=have[i], dst=partial_name(cx, i)) for i in order if isinstance(cx.node(i), ir.Reduce)]
     return kb.build()
+
+
+def _reciprocal(cx: Ctx, kb: KernelBuilder, b: int, value: str, recips: dict[int, str], where: list) -> str:
+    """The buffer of 1 / value (node b's, over the rows), computed once, into `where`."""
+    r = recips.get(b)
+    if r is None:
+        r = recips[b] = kb.buf(f"{cx.value(b)}_recip", cx.node(b).axes, "fragment", "acc", key=("recip", b))
+        where.append(Map(dst=r, fn="recip", args=(value,)))
+    return r
+
+
+def _second_pass(cx: Ctx, kb: KernelBuilder, site: RegionSite, computed: set[int], second: list[int],
+                 have: dict[int, str], stores: set[int], recips: dict[int, str]) -> None:
+    """Kernel.second_pass: the members over the streamed axis, per block again, with the row's
+    statistics final. A value over the streamed axis is computed afresh from this block's loads
+    (the stream's own tiles held a running max); one over the rows only is the stream's or the
+    epilogue's, or computed in the epilogue now (log l of log-softmax, read only here)."""
+    need, stack = set(), list(second)
+    while stack:
+        j = stack.pop()
+        if j in need or j not in computed or cx.literal(j):
+            continue
+        n = cx.node(j)
+        if isinstance(n, ir.Reduce) or (j in have and site.axis not in n.axes):
+            continue  # a finished reduction, or a row value the kernel already holds
+        need.add(j)
+        stack += n.args()
+    fresh: dict[int, str] = {}
+
+    def operand(a: int, where: list) -> str:
+        lit = cx.literal(a)
+        if lit:
+            return lit
+        if a in fresh:
+            return fresh[a]
+        n = cx.node(a)
+        if a in have and site.axis not in n.axes:
+            return have[a]
+        # a tile of this block (the stream's fragments are free again: the same registers)
+        dst = kb.buf(f"{cx.value(a)}_frag", n.axes, "fragment", "acc", a, key=("frag", a))
+        (kb.second_pass if site.axis in n.axes else kb.epilogue).append(_load(cx.value(a), dst))
+        fresh[a] = dst
+        return dst
+
+    for i in sorted(need):
+        n = cx.node(i)
+        where = kb.second_pass if site.axis in n.axes else kb.epilogue
+        args = [operand(a, where) for a in n.args()]
+        dst = kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+        if isinstance(n, ir.Iota):
+            where.append(Iota(dst=dst, axis=n.axis))
+        elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row, once
+            where.append(Map(dst=dst, fn="mul", args=(args[0], _reciprocal(cx, kb, n.b, args[1], recips, kb.epilogue))))
+        else:
+            where.append(node_map(n, dst, tuple(args)))
+        fresh[i] = dst
+        if i in stores:
+            where.append(Store(src=dst, dst=cx.value(i)))
 
 
 def _combine_partials(cx: Ctx, kb: KernelBuilder, i: int, split: str, rescaled_by: int | None,

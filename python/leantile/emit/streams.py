@@ -184,6 +184,14 @@ class StreamWriter:
         if k.epilogue:
             self.emit("# epilogue", d)
             self.stmts(k.epilogue, d)
+        if k.second_pass:  # plan.Kernel.second_pass: the stream again, the row's statistics final
+            st = k.stream
+            stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
+            self.emit(f"# second pass: once per {self.extent(st.axis)}-block of {st.axis} again", d)
+            self.emit(f"for k2 in T.Pipelined(T.ceildiv({_size(st.axis)}, {self.extent(st.axis)}), num_stages={stages}):", d)
+            self.kvar = "k2"
+            self.stmts(k.second_pass, d + 1)
+            self.kvar = "k"
 
     def partial_guard(self, axis: str) -> str | None:
         """The run-time test 'this block is the axis's last' where the axis is streamed, None

@@ -6,7 +6,8 @@ A Plan is a list of kernels run in order. Each kernel has
   - optionally one streamed axis (`stream`): the body runs once per block of it;
   - buffers by scope: global (whole tensors: graph inputs, outputs, intermediates),
     shared and fragment (one tile, named axes, extents = block sizes or the full axis);
-  - statements: prologue (once per tile), body (once per stream block), epilogue.
+  - statements: prologue (once per tile), body (once per stream block), epilogue, and
+    optionally a second pass over the stream (once per block again, after the epilogue).
 
 On-chip buffers have the full block shape; loads zero-fill what lies past the end of an
 axis (as TileLang's boundary-checked copies do), reductions ignore those positions, `mask`
@@ -264,6 +265,10 @@ class Kernel(_M):
     prologue: tuple[Stmt, ...] = ()
     body: tuple[Stmt, ...] = ()
     epilogue: tuple[Stmt, ...] = ()
+    # once per block of the stream again, after the epilogue (a plain stream only): a row
+    # kernel's elementwise epilogue over the row itself (log-softmax's x - m - log l), which
+    # needs the finished row statistics; its second read of the row mostly hits L2
+    second_pass: tuple[Stmt, ...] = ()
     threads: int = 256
     # Code-generation decisions, set by the named passes of leantile.plan.passes (the emitter
     # spells them, the search reads them; interp ignores them: they do not change values):
@@ -324,7 +329,7 @@ class Kernel(_M):
         raise KeyError(f"kernel {self.name}: no buffer {name!r}")
 
     def statements(self):
-        return (*self.prologue, *self.body, *self.epilogue)
+        return (*self.prologue, *self.body, *self.epilogue, *self.second_pass)
 
 
 def running_maxes(k: Kernel) -> frozenset[str]:

@@ -22,7 +22,7 @@ from .verify import deferrable, mma_shaped
 from ..target import DEFAULT, Target
 from ..tiles import schedule_of
 
-PARTS = ("prologue", "body", "epilogue")
+PARTS = ("prologue", "body", "epilogue", "second_pass")
 
 
 def _rewrite(k: Kernel, part_fn: Callable[[tuple], tuple]) -> dict:

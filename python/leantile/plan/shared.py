@@ -91,7 +91,8 @@ def windows(plan: Plan, k: Kernel) -> tuple[Window, ...]:
     local = {b.name: b for b in k.buffers if b.scope != "global"}
     names = {b.name for b in plan.globals}
     out = []
-    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
+    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue),
+                        ("second_pass", k.second_pass)):
         for s in stmts:
             if not isinstance(s, (Load, Store)):
                 continue
@@ -100,7 +101,8 @@ def windows(plan: Plan, k: Kernel) -> tuple[Window, ...]:
                 continue  # a plan still being built
             v = window_granule(plan, k, plan.global_buffer(gname), local[lname])
             if v:
-                out.append(Window(gname, lname, isinstance(s, Store), v, part == "epilogue" and not k.pingpong))
+                out.append(Window(gname, lname, isinstance(s, Store), v,
+                                  part in ("epilogue", "second_pass") and not k.pingpong))
     return tuple(out)
 
 
@@ -194,6 +196,7 @@ class _Walk:
                         self.reduced.append(Reduced(s.dst, self.local[s.src].axes, s.axis, "partials"))
             self.epilogue = True
             self.stmts(k.epilogue)
+            self.stmts(k.second_pass)  # after the epilogue, in its phase (emit.streams.write_plain)
         return tuple(self.out)
 
     def add(self, role: str, buffer: str, axes: tuple[str, ...], dtype: str) -> None:

@@ -364,7 +364,12 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
         batch = {t.axis for t in k.grid if t.block == 1}
         if b.leaf is not None and (b.leaf not in globals_ or not set(globals_[b.leaf].axes) <= batch):
             out.append(f"{where}: a key bound reads {b.leaf!r} per CTA, which is no global along batch axes of the grid")
-    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue)):
+    if k.second_pass and (k.stream is None or k.stream.split or k.stream.skip or k.overlap or k.pingpong
+                          or any(isinstance(s, (Gemm, Reduce, Pivot)) for s in k.second_pass)):
+        out.append(f"{where}: a second pass needs a plain stream (no split, skipped blocks, overlap or ping-pong) "
+                   "and holds elementwise statements, loads and stores only")
+    for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue),
+                        ("second_pass", k.second_pass)):
         for j, s in enumerate(stmts):
             at = f"{where}: {part}[{j}] ({s.op})"
             reads, writes = statement_effects(s)

@@ -86,6 +86,20 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192) -> tuple[int, int]:
     return (max(2, min(tile // d, padded(cx.axes[rows[-1]]), fill)) if rows else 1), d
 
 
+# rows of a two-pass streamed row kernel (plan.Kernel.second_pass) share a CTA while they hold at
+# most this many elements: its second read of a row should find it in L2, so the rows every
+# resident CTA streams at once must stay well under the L2 (50 MB on an H100 / H200)
+TWO_PASS_ELEMENTS = 32768
+
+
+def two_pass_rows(cx, rows, axis: str) -> int:
+    """Rows per CTA of a streamed row kernel with a second pass: streamed_rows' block, fewer where
+    the rows are long (at least 2: a block of 1 would make the rows a batch axis)."""
+    block, _ = streamed_rows(cx, rows, axis)
+    fit = max(1, TWO_PASS_ELEMENTS // cx.axes[axis])
+    return max(2, min(block, 1 << (fit.bit_length() - 1)))
+
+
 def padded(n: int) -> int:
     """The on-chip extent of a row of n elements: a multiple of 1024 past 2048 rounded up to a
     multiple of 2048 (5120 -> 6144, 6144 exact), anything else the next power of two (TileLang's
@@ -217,11 +231,13 @@ class RegionAnalysis:
         return False
 
     def _grow(self, group: set[int], mode: str, rows: set[str], allowed: set[str], taken: set[int],
-              reduced: set[str]):
+              reduced: set[str], two_pass: bool = False):
         """Add to `group` the users (direct or through inlined nodes) it can compute, in id
         order (every argument of a node is decided before it): reductions over the same axis
         with the same rows (on chip only: streamed, their input would need the row twice) and
-        materialised epilogue nodes; the inlined nodes between are computed on the way."""
+        materialised epilogue nodes; the inlined nodes between are computed on the way.
+        Streamed with `two_pass`, epilogue nodes over the row itself join too: the kernel
+        streams the row a second time for them (plan.Kernel.second_pass)."""
         cx = self.cx
         frontier = sorted({u for m in group for u in cx.users[m]})
         seen = set(frontier)
@@ -235,10 +251,12 @@ class RegionAnalysis:
                     and rows <= set(un.axes) and set(cx.node(un.x).axes) <= allowed
             else:  # streamed: an inlined node over the row and d is passed through (an online
                 # sum's exp(s - m)), never a member: members there are over the rows only
-                ok = set(un.axes) <= allowed and (mode == "on_chip" or set(un.axes) <= rows or u in self.inline)
+                ok = set(un.axes) <= allowed and (mode == "on_chip" or set(un.axes) <= rows or u in self.inline
+                                                  or two_pass)
             if not ok or not all(self._available(a, group, allowed) for a in un.args()):
                 continue
-            if u in self.materialised and (mode == "on_chip" or set(un.axes) <= rows) or isinstance(un, ir.Reduce):
+            if u in self.materialised and (mode == "on_chip" or set(un.axes) <= rows or two_pass) \
+                    or isinstance(un, ir.Reduce):
                 group.add(u)
             for w in cx.users[u]:
                 if w not in seen:
@@ -288,6 +306,20 @@ class RegionAnalysis:
                     seen.add(w)
                     heapq.heappush(frontier, w)
         return out
+
+    def _fills_gpu(self, src_axes, axis: str) -> bool:
+        """Whether a streamed row kernel over `axis` has half a wave of CTAs or more: then
+        split_reduction leaves it whole (rules/split._splits), and it may stream its rows twice
+        (a second pass for the epilogue over the row) rather than leave that to a map kernel
+        that reads the rows again from DRAM. Fewer rows are split over CTAs instead."""
+        rows = [a for a in src_axes if a != axis]
+        if not rows:
+            return False
+        block, _ = streamed_rows(self.cx, rows, axis)
+        ctas = 1
+        for a in rows:
+            ctas *= -(-self.cx.axes[a] // block) if a == rows[-1] else self.cx.axes[a]
+        return 2 * ctas > self.cx.target.sms
 
     def online_sum(self, l: int, group: set[int]):
         """(m, sub, exp, l) when reduction l is sum over d of exp(s - m), m a max over d of the
@@ -340,10 +372,11 @@ class RegionAnalysis:
                         reduced.add(b)
                         rows = rows - {b}
             group = {r}
+            two_pass = mode == "streamed" and self._fills_gpu(src_axes, n.axis)
             while True:  # take in the independent reductions of the same rows, grow, again
                 size = len(group)
                 self._merge(group, rows, allowed, taken, reduced)
-                self._grow(group, mode, rows, allowed, taken, reduced)
+                self._grow(group, mode, rows, allowed, taken, reduced, two_pass)
                 if mode == "on_chip":
                     self._absorb_producers(group, allowed, taken)
                 if len(group) == size:
