@@ -57,13 +57,15 @@ def reduction_cases():
 
 def generated_cases(count: int, seed: int = 0):
     """(name, graph) of `count` graphs of the GPU campaign's reduction families (long reductions,
-    norms over several axes, losses, reductions, softmax and norm -> GEMM users) at the campaign's
+    norms over several axes, losses, reductions, softmax and norm -> GEMM users, row epilogues
+    streamed twice, pooled GEMMs) at the campaign's
     GPU sizes (benchmarks/gpu_fuzz_parts: axes up to 2^17 + 1)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from gpu_fuzz_parts.families import families, graph_stream
     from gpu_fuzz_parts.sizes import Profile
 
-    names = ("long_reductions", "axis_norms", "losses", "reductions", "user_softmax", "user_norm_gemm")
+    names = ("long_reductions", "axis_norms", "losses", "reductions", "user_softmax", "user_norm_gemm", "row_epilogues",
+             "pooled_gemm")
     fams = {k: v for k, v in families().items() if k in names}
     stream = graph_stream(seed, fams, ["f16", "bf16", "f32"], Profile("cuda", 2 ** 26, 2.0 ** 37))
     for i in range(count):

@@ -87,9 +87,12 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192) -> tuple[int, int]:
 
 
 # rows of a two-pass streamed row kernel (plan.Kernel.second_pass) share a CTA while they hold at
-# most this many elements: its second read of a row should find it in L2, so the rows every
-# resident CTA streams at once must stay well under the L2 (50 MB on an H100 / H200)
-TWO_PASS_ELEMENTS = 32768
+# most this many elements (its second read of a row should find it in L2). Log-softmax on an H200
+# (benchmarks/second_pass/results/second-pass-h200-2026-11-29.json), ms at 2 / 4 / 8 rows a CTA
+# against the two kernels before: 2048 x 32000 f16 0.1391 / 0.1278 / 0.1486 against 0.1318;
+# 4096 x 50257 bf16 0.6406 / 0.7115 / 0.8269 against 0.8072. The best of each holds about 128K
+# elements a CTA (4 x 32000, 2 x 50257)
+TWO_PASS_ELEMENTS = 131072
 
 
 def two_pass_rows(cx, rows, axis: str) -> int:
