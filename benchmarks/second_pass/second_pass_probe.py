@@ -1,12 +1,13 @@
 """Does one kernel that streams each row twice (plan.Kernel.second_pass: statistics, then the
 row's own epilogue) beat the two kernels it replaces (a row-statistics kernel, then a map kernel
 reading the rows again from DRAM), and how many rows should a CTA hold so that the second read
-hits L2? Log-softmax over long rows, the default plan with the second pass at 1 (a batch of rows
-per CTA held fixed), 2, 4 and 8 rows per CTA, and without it (two kernels), each timed by
-leantile.bench.run_one (do_bench_cudagraph) against torch.compile of torch.log_softmax in one
-process. Prints a table, writes JSON.
+hits L2, with how wide a block of the row per step and how many threads? Log-softmax over long
+rows: the default plan without the second pass (two kernels, variant "two") and with it at
+variants rR[bB][tT] (R rows a CTA, B columns a stream step, T threads; unset: the shipped
+choice), each timed by leantile.bench.run_one (do_bench_cudagraph) against torch.compile of
+torch.log_softmax in one process. Prints a table, writes JSON (after every row).
 
-    python benchmarks/second_pass/second_pass_probe.py [--out DIR] [--quick]
+    python benchmarks/second_pass/second_pass_probe.py [--out DIR] [--quick] [--variants two,r2,r4b2048t512]
 """
 from __future__ import annotations
 
@@ -20,7 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
 SHAPES = [(2048, 32000, "f16"), (4096, 50257, "bf16"), (8192, 16384, "f16")]
-ROWS = (2, 4, 8)
+VARIANTS = "two,r2,r4,r8"  # measured 2026-11-29 (results/); next: widths and threads, e.g. r2b2048,r4b2048,r2b4096,r4t512
+
+
+def _variant(v: str) -> dict:
+    """'r4b2048t512' -> {'r': 4, 'b': 2048, 't': 512}; 'two' -> {}."""
+    import re
+    return {} if v == "two" else {k: int(n) for k, n in re.findall(r"([rbt])(\d+)", v)}
 
 
 def _graph(m: int, d: int, dtype: str):
@@ -37,6 +44,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "second_pass" / "results"))
     ap.add_argument("--quick", action="store_true", help="the first shape only")
+    ap.add_argument("--variants", default=VARIANTS, help="comma list: two, rR[bB][tT]")
     a = ap.parse_args(argv)
     import torch
 
@@ -46,22 +54,25 @@ def main(argv=None) -> int:
     gpu = torch.cuda.get_device_name()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows, two_pass_rows, fills = [], region_kernels.two_pass_rows, regions.RegionAnalysis._fills_gpu
+    rows = []
+    saved = (region_kernels.two_pass_rows, region_kernels.streamed_rows, regions.RegionAnalysis._fills_gpu)
     for m, d, dt in SHAPES[:1] if a.quick else SHAPES:
         g = _graph(m, d, dt)
-        for variant in ("two kernels", *(f"{r} rows" for r in ROWS)):
-            if variant == "two kernels":
+        for variant in a.variants.split(","):
+            v = _variant(variant)
+            if variant == "two":
                 regions.RegionAnalysis._fills_gpu = lambda self, src, axis: False
-            else:
-                r = int(variant.split()[0])
-                regions.RegionAnalysis._fills_gpu = fills
-                region_kernels.two_pass_rows = lambda cx, rws, axis, r=r: r
+            if "r" in v:
+                region_kernels.two_pass_rows = lambda cx, rws, axis, r=v["r"]: r
+            if "b" in v:  # the stream's block (streamed_rows' second value) for this kernel
+                region_kernels.streamed_rows = lambda cx, rws, axis, tile=8192, b=v["b"]: (saved[1](cx, rws, axis, tile)[0], b)
             try:
-                row = run_one(g, tuned=False, eager=lambda t: torch.log_softmax(t["X"], -1))
+                row = run_one(g, tuned=False, tiles={"threads": v["t"]} if "t" in v else None,
+                              eager=lambda t: torch.log_softmax(t["X"], -1))
             except Exception as e:  # a variant that does not build: recorded, not fatal
                 row = {"arch": g.name, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
-                regions.RegionAnalysis._fills_gpu, region_kernels.two_pass_rows = fills, two_pass_rows
+                region_kernels.two_pass_rows, region_kernels.streamed_rows, regions.RegionAnalysis._fills_gpu = saved
             row.update(variant=variant, dtype=dt)
             rows.append(row)
             if "error" in row:
