@@ -43,7 +43,9 @@ through `ι`. -/
 theorem maxAlong_local (n : ℕ) (hn : 0 < n) (a : String) (t t' : Tensor) (ι : Idx)
     (h : ∀ k, k < n → t (Function.update ι a k) = t' (Function.update ι a k)) :
     maxAlong n a t ι = maxAlong n a t' ι := by
-  unfold maxAlong
+  -- `show` states the unfolded, beta-reduced goal (defeq), so that `rw` sees the seed's term
+  show (List.range n).foldl (fun m k => max m (t (Function.update ι a k))) (t (Function.update ι a 0)) =
+    (List.range n).foldl (fun m k => max m (t' (Function.update ι a k))) (t' (Function.update ι a 0))
   rw [h 0 hn]
   exact foldl_congr_mem _ _ (List.range n) _
     (fun m k hk => by simp only [h k (List.mem_range.mp hk)])
