@@ -81,7 +81,8 @@ def pooled_gemm_graphs(draw):
     activation, a bias over (n, p)) before a max, a sum or a mean over p, maybe a step after (a
     bias over n, a tanh); p mostly a power of two the rule takes (2..32), sometimes 1, 3 or 64,
     or the product or its activation an output too (refused, pooled by a kernel of its own);
-    sizes that do not divide the tiles, size-1 axes; f32, f16 or bf16."""
+    sizes that do not divide the tiles, size-1 axes; the weight [k, n, p] or nn.Linear's [n, p, k];
+    f32, f16 or bf16."""
     p = draw(st.sampled_from([2, 2, 4, 4, 8, 16, 32, 1, 3, 64]))
     batch = draw(st.booleans())
     sizes = {"b": draw(st.integers(1, 70)), "k": draw(st.integers(1, 40)), "n": draw(st.integers(1, 20)), "p": p,
@@ -89,7 +90,8 @@ def pooled_gemm_graphs(draw):
     dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
     g = DagM("pooled_gemm", sizes)
     x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
-    y = g.matmul(x, g.input("W", ["k", "n", "p"], dt), "k", "k")
+    layout = draw(st.sampled_from([["k", "n", "p"], ["n", "p", "k"]]))  # nn.Linear's weight: [out, in]
+    y = g.matmul(x, g.input("W", layout, dt), "k", "k")
     pre = draw(st.sampled_from(["none", "relu", "silu", "bias"]))
     z = y if pre == "none" else g.max(y, g.const("0")) if pre == "relu" else g.silu(y) if pre == "silu" else \
         g.add(y, g.input("B", ["n", "p"], dt))

@@ -24,9 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import reductions  # noqa: E402
 
 
-def _pooled(p: int = 4, kind: str = "max", product_out: bool = False, dtype: str = "f16", **sizes):
-    def body(g):
-        y = g.matmul(g.input("X", ["b", "k"], dtype), g.input("W", ["k", "n", "p"], dtype), "k", "k")
+def _pooled(p: int = 4, kind: str = "max", product_out: bool = False, dtype: str = "f16", linear: bool = False,
+            **sizes):
+    def body(g):  # linear: the weight in nn.Linear's layout [out, in] = [n, p, k]
+        w = g.input("W", ["n", "p", "k"] if linear else ["k", "n", "p"], dtype)
+        y = g.matmul(g.input("X", ["b", "k"], dtype), w, "k", "k")
         g.output("y", g.red(kind, y, "p"))
         if product_out:
             g.output("product", y)
@@ -85,8 +87,16 @@ def test_tiles_that_cannot_hold_two_positions_of_n_are_a_clear_error():
         derive(g, "pool", {"block_n": 32})
 
 
+def test_a_weight_in_linear_layout_pools_too_read_through_its_view():
+    plan = derive(_pooled(linear=True))
+    assert plan.candidate == "pool"
+    k, = plan.kernels
+    w = next(b for b in k.buffers if b.name == "W_shared")
+    assert w.axes == ("n", "p", "k") and k.packed == ("n", "p")  # (n, p) one dimension, k the other
+
+
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
-@pytest.mark.parametrize("sizes", [{"p": 2}, {"p": 8, "n": 33, "b": 70}, {"p": 32, "b": 1}])
+@pytest.mark.parametrize("sizes", [{"p": 2}, {"p": 8, "n": 33, "b": 70}, {"p": 32, "b": 1}, {"p": 4, "linear": True}])
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
 def test_pooled_kernels_lower_for_sm_90(sizes, dtype):
     pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
@@ -94,7 +104,7 @@ def test_pooled_kernels_lower_for_sm_90(sizes, dtype):
     from leantile.lower import lower_to_cuda
     g = _pooled(kind="sum", dtype=dtype, **sizes)
     plan = derive(g, "pool")
-    mod = load_module(emit_module(plan), f"pooled_{dtype}_{sizes['p']}")
+    mod = load_module(emit_module(plan), f"pooled_{dtype}_{sizes['p']}_{sizes.get('linear', False)}")
     for name, f in mod.build_kernel().items():
         cu = lower_to_cuda(f, arch="sm_90")
         assert "__global__" in cu and f"{name}_kernel" in cu

@@ -1,12 +1,13 @@
 """The rule fuse_pool_epilogue: a reduction over a split axis of a GEMM's output (max or average
-pooling written as y[b, n, p] = X W, W [k, n, p], then max or mean over p) in the GEMM's epilogue.
+pooling written as y[b, n, p] = X W, W [k, n, p] or nn.Linear's [n, p, k], then max or mean over p)
+in the GEMM's epilogue.
 
 Why: unfused, the GEMM tiles its columns along p (the last axis of its weight, 2 positions
 padded to a 128-column tile: the tensor cores did 64x the work) and stores y for a second
 kernel to reduce (H200, 128 x 512 x 128 x 2: 0.0095 ms against torch.compile's 0.0042).
 
-How: the weight's two last axes (n, p) are one column dimension of the GEMM's tiles
-(Kernel.packed; the weight is read through its 2-D view [k, n * p], one rectangle per k step),
+How: the weight's axes (n, p) are one column dimension of the GEMM's tiles (Kernel.packed; the
+weight is read through its 2-D view [k, n * p] or [n * p, k], one rectangle per k step),
 a tile holds every p of block_n / P positions of n, so each pooled value is reduced where its
 P products are, in the epilogue (through a shared copy of the accumulator:
 emit.reductions.pool_reduce), and only the pooled result is stored.
@@ -30,16 +31,16 @@ class PoolEpilogue(Rule):
     name = "fuse_pool_epilogue"
     theorem = "LeanTile.pool_epilogue_eval"
     lean_file = "PoolEpilogue.lean"
-    pattern = "a sum or max over the innermost axis of a GEMM's weight, of the GEMM's output or its epilogue"
-    rewrite = "the weight's last two axes as one column tile, the pool reduced in the GEMM's epilogue"
+    pattern = "a sum or max over the product's innermost axis, split from a weight axis, of a GEMM or its epilogue"
+    rewrite = "the weight's (n, p) as one column tile, the pool reduced in the GEMM's epilogue"
     statement = ("a reduction along an axis reads the reduced tensor only along that axis, so a tile "
                  "holding every position of it reduces it alone; column n P + p of the 2-D view is (n, p)")
 
     def match(self, cx: Ctx, matmuls: list[int], epilogue: list[int]) -> int | None:
         """The reduce a GEMM epilogue pools (rules.gemm.gemm_sites adds the elementwise nodes
-        over its result), or None with the refusal recorded. Side conditions: one matmul whose weight ends with axes (n, p),
-        as its output does, p of 2..POOL_MAX positions (a power of two), reduced by exactly one
-        node, and nothing before the reduce needed outside the kernel (stored, it would be a
+        over its result), or None with the refusal recorded. Side conditions: one matmul whose
+        weight has axes (n, p) consecutively, as its output ends with them, p of 2..POOL_MAX
+        positions (a power of two), reduced by exactly one node, and nothing before the reduce needed outside the kernel (stored, it would be a
         packed tile of its own)."""
         if len(matmuls) != 1:
             return None
@@ -51,13 +52,14 @@ class PoolEpilogue(Rule):
             return None
         r = cx.node(reduces[0])
         p = r.axis
-        if len(mm.axes) < 2 or mm.axes[-1] != p or len(w.axes) < 3 or w.axes[-1] != p:
-            return None  # not a pool of the weight's innermost axis: nothing to say
+        if len(mm.axes) < 2 or mm.axes[-1] != p or p not in w.axes or w.axes.index(p) == 0:
+            return None  # not a pool of the product's innermost axis from the weight: nothing to say
         q = mm.axes[-2]
         P = cx.axes[p]
         why = None
-        if w.axes[-2] != q or q in x.axes or p in x.axes or mm.axis_b in (q, p):
-            why = f"the weight's last two axes are not the output's ({q}, {p}), of the weight alone"
+        at = w.axes.index(p)
+        if w.axes[at - 1] != q or q in x.axes or p in x.axes or mm.axis_b in (q, p):
+            why = f"the weight's axes ({q}, {p}) are not consecutive in it, as in the output, of the weight alone"
         elif not (2 <= P <= POOL_MAX and P & (P - 1) == 0):
             why = f"{p} has {P} positions: a pooled tile takes 2..{POOL_MAX}, a power of two"
         elif len(reduces) > 1:
