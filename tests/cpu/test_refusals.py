@@ -33,8 +33,20 @@ def _dependent_dual():
     return build_graph("dependent", {"m": 8, "k": 16, "k2": 16}, body)
 
 
+def _rmsnorm_gain_gemm(gain_first: bool):
+    """RMSNorm with a gain before a GEMM (issue 49): the gain runs over the contraction axis."""
+    def body(d):
+        x, w, gamma = d.input("X", ["m", "k"]), d.input("W", ["k", "n"]), d.input("gamma", ["k"])
+        r = d.rsqrt(d.add(d.div(d.red("sum", d.square(x), "k"), d.size_const("k")), d.const("1e-05")))
+        h = d.mul(gamma, d.mul(x, r)) if gain_first else d.mul(d.mul(x, r), gamma)
+        d.output("out", d.matmul(h, w, "k", "k"))
+    return build_graph("rmsnorm_gain_gemm", {"m": 8, "k": 16, "n": 16}, body)
+
+
 def test_each_near_miss_is_refused_with_its_reason_and_not_offered():
     cases = [(_softmax_with_shared_exp(), "online_softmax", "also read outside the softmax"),
+             (_rmsnorm_gain_gemm(False), "scale_pullout", "varies along the contraction axis k (a gain)"),
+             (_rmsnorm_gain_gemm(True), "scale_pullout", "varies along the contraction axis k (a gain)"),
              (_decode(), "online_softmax", "no query axis to tile"),
              (_dependent_dual(), "dual_gemm", "its weight depends on the first product"),
              (architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=1024), "online_softmax", "shared memory")]

@@ -144,12 +144,30 @@ def _reduces_over(cx: Ctx, i: int, axis: str) -> bool:
 SCALE, MEAN = ScalePullout(), MeanPullout()
 
 
+def _refuse_gain(cx: Ctx, node: ir.Binary, axis: str) -> None:
+    """Say why a gain stops the walk (issue 49: RMSNorm with a gain before a GEMM got two kernels
+    and `derive --all-candidates` named no refused rule): X * g with g a vector over the
+    contraction axis scales X's columns, not its rows, so no scale pulls out past it, nor the
+    norm's row scale behind it."""
+    if node.op != "mul":
+        return
+    for x, g in ((node.a, node.b), (node.b, node.a)):
+        ga, xa = cx.node(g).axes, cx.node(x).axes
+        if axis in ga and set(ga) < set(xa) and not cx.literal(g):
+            SCALE.refuse(cx, (node.id,), f"{cx.value(g)} varies along the contraction axis {axis} (a gain): it scales "
+                         f"the columns of {cx.value(x)}, not its rows, so neither it nor a row scale behind it pulls "
+                         "out of the GEMM (folding it into the weight, LeanTile.gain_fold, is not built); "
+                         "the GEMM reads the normalised rows from a kernel before it")
+            return
+
+
 def peel_lhs(cx: Ctx, mm: ir.Matmul) -> tuple[int, list[Peel]]:
     """Walk from the matmul's LHS through the nodes a pullout rule peels (outermost first)."""
     node, peels = cx.node(mm.a), []
     while isinstance(node, ir.Binary) and mm.axis_a in node.axes:
         peel = SCALE.match(cx, node, mm.axis_a) or MEAN.match(cx, node, mm.axis_a)
         if peel is None:
+            _refuse_gain(cx, node, mm.axis_a)
             break
         peels.append(peel)
         node = cx.node(node.a)
