@@ -380,7 +380,8 @@ def _user_softmax(draw, allow):
 @st.composite
 def _user_norm_gemm(draw, allow):
     """A norm into one or two GEMMs, the weight possibly reused (1), centred on a constant (7),
-    intermediates as outputs, a cast in the epilogue (8)."""
+    intermediates as outputs, a cast in the epilogue (8); the norm with a gain over d (either
+    operand order: gain_fold folds it into the weight) and a bias after it."""
     built = set()
     g = DagM("user_norm", {"m": draw(st.integers(1, 5)), "d": draw(st.integers(1, 9)), "n": draw(st.integers(1, 5))})
     x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
@@ -391,6 +392,12 @@ def _user_norm_gemm(draw, allow):
         built.add(7)
     else:
         h = getattr(g, kind)(x, "d")
+    affine = draw(st.sampled_from(["none", "gain", "gain_first", "gain_bias"]))
+    if affine != "none":
+        gamma = g.input("gamma", ["d"], "f32")
+        h = g.mul(gamma, h) if affine == "gain_first" else g.mul(h, gamma)
+        if affine == "gain_bias":
+            h = g.add(h, g.input("beta", ["d"], "f32"))
     a = g.matmul(h, w, "d", "d")
     out = a
     if _maybe(draw, 18, allow):  # a second GEMM of other columns: two sites, one norm's statistics

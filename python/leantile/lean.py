@@ -37,8 +37,7 @@ EXTRA_THEOREMS: dict[str, str] = {
     "end_to_end": "LeanTile.tiled_attention_eq_softmax",
     "fuse_reduction_shared_pass": "LeanTile.fuse_reduction_shared_pass",  # one pass, several sums
     "fuse_reduction_eval_max": "LeanTile.fuse_reduction_eval_max",
-    "gain_fold": "LeanTile.gain_fold",  # a norm's gain into the GEMM's weight rows (not cited yet)
-    "bias_fold": "LeanTile.bias_fold",
+    "bias_fold": "LeanTile.bias_fold",  # a norm's bias through the GEMM's weight (not cited yet)
     "softmax_state_merge": "LeanTile.softmax_state_merge",  # split_kv: a merge is the concatenation's state
     "softmax_state_merge_assoc": "LeanTile.softmax_state_merge_assoc",
     # split_kv in the kernels' form: (o / l, lse), weights exp(lse - max lse), empty slices at -inf

@@ -5,7 +5,7 @@ import sys
 
 from leantile import architectures
 from leantile.dag import build_graph
-from leantile.derive import candidates, refusals
+from leantile.derive import candidates, derive, refusals
 
 
 def _softmax_with_shared_exp():
@@ -33,20 +33,21 @@ def _dependent_dual():
     return build_graph("dependent", {"m": 8, "k": 16, "k2": 16}, body)
 
 
-def _rmsnorm_gain_gemm(gain_first: bool):
-    """RMSNorm with a gain before a GEMM (issue 49): the gain runs over the contraction axis."""
+def _rmsnorm_gain_gemm(gain_first: bool, per_head: bool = False):
+    """RMSNorm with a gain before a GEMM (issue 49): the gain runs over the contraction axis
+    (per_head: over a head axis too, which gain_fold does not take)."""
     def body(d):
-        x, w, gamma = d.input("X", ["m", "k"]), d.input("W", ["k", "n"]), d.input("gamma", ["k"])
+        x, w = d.input("X", ["h", "m", "k"] if per_head else ["m", "k"]), d.input("W", ["k", "n"])
+        gamma = d.input("gamma", ["h", "k"] if per_head else ["k"])
         r = d.rsqrt(d.add(d.div(d.red("sum", d.square(x), "k"), d.size_const("k")), d.const("1e-05")))
         h = d.mul(gamma, d.mul(x, r)) if gain_first else d.mul(d.mul(x, r), gamma)
         d.output("out", d.matmul(h, w, "k", "k"))
-    return build_graph("rmsnorm_gain_gemm", {"m": 8, "k": 16, "n": 16}, body)
+    return build_graph("rmsnorm_gain_gemm", {"m": 8, "k": 16, "n": 16, **({"h": 2} if per_head else {})}, body)
 
 
 def test_each_near_miss_is_refused_with_its_reason_and_not_offered():
     cases = [(_softmax_with_shared_exp(), "online_softmax", "also read outside the softmax"),
-             (_rmsnorm_gain_gemm(False), "scale_pullout", "varies along the contraction axis k (a gain)"),
-             (_rmsnorm_gain_gemm(True), "scale_pullout", "varies along the contraction axis k (a gain)"),
+             (_rmsnorm_gain_gemm(False, per_head=True), "gain_fold", "varies along the contraction axis k (a gain over"),
              (_decode(), "online_softmax", "no query axis to tile"),
              (_dependent_dual(), "dual_gemm", "its weight depends on the first product"),
              (architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=1024), "online_softmax", "shared memory")]
@@ -56,6 +57,19 @@ def test_each_near_miss_is_refused_with_its_reason_and_not_offered():
     # a flash kernel over 227 KiB is refused; its softmax row is still offered
     names = [c.name for c in candidates(cases[-1][0])]
     assert "online" not in names and "online_row" in names
+
+
+def test_a_gain_over_the_contraction_axis_folds_into_the_weight():
+    """RMSNorm with a gain, then a GEMM (issue 49): gain_fold offers the GEMM with the norm's row
+    scale pulled out and its statistics in the GEMM's stream, reading the weight with its rows
+    scaled by the gain; the norm's own kernel before the GEMM (prenorm) stays a candidate."""
+    for first in (False, True):
+        g = _rmsnorm_gain_gemm(first)
+        by_name = {c.name: c for c in candidates(g)}
+        assert {"stats_fused", "prenorm"} <= set(by_name)
+        assert {s.rule for s in by_name["stats_fused"].steps} >= {"gain_fold", "scale_pullout", "stream_stats"}
+        kernels = [k.name for k in derive(g, "stats_fused").kernels]
+        assert kernels == ["gain_fold_W", "gemm_12" if not first else kernels[1]] and len(kernels) == 2
 
 
 def test_the_builtins_refuse_nothing():

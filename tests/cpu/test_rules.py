@@ -121,4 +121,7 @@ def tiny_graphs():
                                 lambda g: g.softmax(g.input("X", ["m", "v"]), "v")),
         build_graph_with_output("maxpool", {"b": 8, "k": 16, "n": 8, "p": 4},  # fuse_pool_epilogue
                                 lambda g: g.red("max", g.matmul(g.input("X", ["b", "k"]), g.input("W", ["k", "n", "p"]),
-                                                                "k", "k"), "p"))]
+                                                                "k", "k"), "p")),
+        build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold
+                                lambda g: g.matmul(g.mul(g.rms_norm(g.input("X", ["m", "k"]), "k"), g.input("G", ["k"])),
+                                                   g.input("W", ["k", "n"]), "k", "k"))]

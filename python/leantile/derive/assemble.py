@@ -7,9 +7,9 @@ from __future__ import annotations
 from ..plan import Buffer, Plan
 from . import kernels as K
 from .context import Ctx
-from .region_kernels import region_kernel, region_loads
+from .region_kernels import gain_fold_kernel, region_kernel, region_loads
 from .rules.regions import RegionSite
-from .sites import FlashSite, SoftmaxSite
+from .sites import FlashSite, SoftmaxSite, row_peels
 from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .wide_outputs import wide_copies
 
@@ -93,6 +93,15 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             sk, stored = K.row_stats_kernel(cx, c, tiles, skip=produced.keys())
             if stored:
                 add(sk, [s.base], stored)
+        gain = next((p for p in s.peels if p.kind == "gain"), None)
+        for m in s.matmuls if gain else ():  # gain_fold: the weight's rows scaled once, before the GEMM
+            w = cx.node(m).b
+            gained = cx.gained(w)
+            reads.add(gained)
+            if gained not in produced:
+                add(gain_fold_kernel(cx, w, gain.vec, cx.node(m).axis_b, gained), [w, gain.vec], [gained])
+                extra_globals.append(Buffer(name=gained, axes=cx.node(w).axes, scope="global", dtype=cx.dtype_of(w),
+                                            why=None))
         if c.mean and c.colsum == "precomputed":
             for m in s.matmuls:
                 w = cx.node(m).b
@@ -100,7 +109,8 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
                 reads.add(colsum)
                 if colsum in produced:  # both matmuls of a dual GEMM (or two sites) use this weight
                     continue
-                add(K.colsum_kernel(cx, w, cx.node(m).axis_b, tiles), [w], [colsum])
+                src = cx.gained(w) if gain else None  # the column sums of the weight the GEMM reads
+                add(K.colsum_kernel(cx, w, cx.node(m).axis_b, tiles, src), [src or w], [colsum])
                 cols = tuple(a for a in cx.node(w).axes if a != cx.node(m).axis_b)
                 extra_globals.append(Buffer(name=colsum, axes=cols, scope="global", dtype="acc",
                                             why="float32: a weight's column sums (mean pullout), a statistic"))
@@ -179,9 +189,10 @@ def _gemm_reads(cx: Ctx, c: K.GemmChoice) -> set[int]:
     s = c.site
     inside = set(s.matmuls) | set(c.epilogue)
     reads = {s.base} | {cx.node(m).b for m in s.matmuls}
+    reads |= {p.vec for p in s.peels if p.kind == "gain" and not cx.literal(p.vec)}  # gain_fold_kernel's
     reads |= {a for i in c.epilogue for a in cx.node(i).args() if a not in inside and not cx.literal(a)}
     if c.stats != "fused":  # separate: its statistics kernel stores them for the GEMM to read
-        reads |= {p.vec for p in s.peels if not cx.literal(p.vec)}
+        reads |= {p.vec for p in row_peels(s.peels) if not cx.literal(p.vec)}
     return reads
 
 

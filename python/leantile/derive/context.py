@@ -115,6 +115,10 @@ class Ctx:
     def value(self, i: int) -> str:
         return self.names.value(i)
 
+    def gained(self, w: int) -> str:
+        """The global buffer of weight w with its rows scaled by a gain (gain_fold)."""
+        return self.names.extra(("gained", w), f"{self.value(w)}_gained")
+
     def colsum(self, w: int) -> str:
         """The global buffer of weight w's precomputed column sums."""
         return self.names.extra(("colsum", w), f"colsum_{self.value(w)}")

@@ -34,7 +34,7 @@ from .rules.softmax import online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
                           swap_rows, wave_tiles)
-from .sites import FlashSite, GemmSite, Sites, SoftmaxSite
+from .sites import FlashSite, GemmSite, Sites, SoftmaxSite, row_peels
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
 # Candidates are one option per site. Up to this many combinations are all enumerated; past
@@ -221,7 +221,7 @@ def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
             if all(decide(o).pool is not None for o in opts):  # fuse_pool_epilogue: the pool and what follows it
                 out |= set(s.pool)
             if all(decide(o).stats for o in opts):  # every option computes the statistics itself
-                anc = row_ancestors(cx, [p.vec for p in s.peels], s.axis)
+                anc = row_ancestors(cx, [p.vec for p in row_peels(s.peels)], s.axis)
                 out |= {i for i in anc if not isinstance(cx.node(i), ir.Input)}
                 for r in anc:
                     j = cx.node(r).x if isinstance(cx.node(r), ir.Reduce) else None
@@ -269,14 +269,20 @@ def _candidates(families: list[list[list[Option]]], computed: int = 0) -> list[C
     """The candidates of the families' option combinations, then the unfused one (`direct` where
     nothing fuses), left out where a fused one exists and `computed` (the graph's computed
     nodes) is past MAX_UNFUSED_KERNELS."""
-    out = []
+    per_family: list[list[Candidate]] = []
     for f, options in enumerate(families):
+        per_family.append([])
         for name, combo in _combos(options):
             steps = tuple(st for o in combo for st in o.steps)
             if f:
                 name = PRENORM if name == "fused" else f"{PRENORM}_{name}"
             if steps:
-                out.append(Candidate(name, steps, ", ".join(sorted({st.rule for st in steps}))))
+                per_family[-1].append(Candidate(name, steps, ", ".join(sorted({st.rule for st in steps}))))
+    # where the first family folds a gain into a weight (gain_fold, not yet timed on a GPU), the
+    # prenorm family's plans (measured: the norm's kernel, then the GEMM) come first
+    gain = any(p.kind == "gain" for opts in families[0] for o in opts if isinstance(o.site, GemmSite)
+               for p in o.site.peels)
+    out = [c for fam in (per_family[::-1] if gain and len(per_family) > 1 else per_family) for c in fam]
     # A candidate with no rule applied (for a lone matmul that is already the one GEMM), unless
     # the graph is too large for one kernel per node and something fuses
     if not out or computed <= MAX_UNFUSED_KERNELS:

@@ -25,7 +25,7 @@ from .online_update import online_update
 from .rules.masks import boundary_closure
 from .rules.regions import padded, row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
-from .sites import FlashSite, GemmSite, SoftmaxSite
+from .sites import FlashSite, GemmSite, SoftmaxSite, row_peels
 
 
 def node_map(n: ir.Node, dst: str, args: tuple, **fields) -> Map | Iota:
@@ -354,7 +354,7 @@ def _row_program(g: Ctx, c: GemmChoice, kb: KernelBuilder, x_tile: str, into: li
         stat_bufs[chain] = acc
         return acc
 
-    ancestors = row_ancestors(g, [p.vec for p in s.peels], s.axis)
+    ancestors = row_ancestors(g, [p.vec for p in row_peels(s.peels)], s.axis)
     pivoted = None  # (p, sum (x - p), sum (x - p)^2) once an expanded variance needs them
     if any(i in c.expanded and i not in have for i in ancestors):
         x = g.value(s.base)
@@ -427,7 +427,14 @@ def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict, skip=()) -> tuple[Kerne
     return kb.build(), stored
 
 
-def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict) -> Kernel:
+def weight_source(g: Ctx, s: GemmSite, w: int) -> str:
+    """The global a GEMM of site s reads weight w from: w, or w with its rows scaled by the
+    site's gain (gain_fold: region_kernels.gain_fold_kernel writes it)."""
+    return g.gained(w) if any(p.kind == "gain" for p in s.peels) else g.value(w)
+
+
+def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict, src: str | None = None) -> Kernel:
+    """Column sums of weight w over `axis` (of `src`, w with a gain folded in, where given)."""
     wn = g.node(w)
     cols = [a for a in wn.axes if a != axis]
     name = g.colsum(w)  # the global it writes; the kernel and its accumulator are named after it
@@ -437,7 +444,7 @@ def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict) -> Kernel:
     t = kb.buf(f"{g.value(w)}_shared", wn.axes, "shared", g.dtype_of(w), w, key=("tile", w))
     acc = kb.buf(name, cols, "fragment", "acc", key=("colsum", w))
     kb.prologue.append(Fill(dst=acc, value="0"))
-    kb.body += [Load(src=g.value(w), dst=t), Reduce(dst=acc, src=t, kind="sum", axis=axis, accumulate=True)]
+    kb.body += [Load(src=src or g.value(w), dst=t), Reduce(dst=acc, src=t, kind="sum", axis=axis, accumulate=True)]
     kb.epilogue.append(Store(src=acc, dst=name))
     return kb.build()
 
@@ -483,7 +490,7 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
         acc = kb.buf(g.value(mm.id), mm.axes, "fragment", "acc", mm.id, key=("value", mm.id))
         kb.prologue.append(Fill(dst=acc, value="0"))
         kb.states.append(State(buffer=acc, init="0", combine="sum"))
-        kb.body += [Load(src=g.value(w.id), dst=ws),
+        kb.body += [Load(src=weight_source(g, s, w.id), dst=ws),
                     Gemm(a=xs, b=ws, acc=acc, axis_a=mm.axis_a, axis_b=mm.axis_b)]
         if c.mean and c.colsum == "streamed" and w.id not in colsums:
             cs = colsums[w.id] = kb.buf(g.colsum(w.id), [a for a in w.axes if a != mm.axis_b], "fragment", "acc",
@@ -500,8 +507,8 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
     if c.stats == "fused":
         _row_program(g, c, kb, xs, epi, have)
     kb.epilogue += epi
-    for mm, w, acc in accs:  # undo the peels, innermost (closest to the base) first
-        for p in reversed(s.peels):
+    for mm, w, acc in accs:  # undo the peels, innermost (closest to the base) first (a gain is in the weight)
+        for p in reversed(row_peels(s.peels)):
             vec = _operand(g, p.vec, kb, have)
             if p.kind == "mean":
                 if w.id not in colsums:  # precomputed: loaded once per weight

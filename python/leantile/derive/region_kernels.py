@@ -48,6 +48,20 @@ def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
     return grid
 
 
+def gain_fold_kernel(cx: Ctx, w: int, gain: int, axis: str, name: str):
+    """gain_fold: the map kernel writing `name` = weight w with each row along the contraction
+    `axis` scaled by the gain (g W, in the weight's dtype), read by the GEMM in place of w."""
+    wn = cx.node(w)
+    kb = KernelBuilder(cx.names.user, f"gain_fold_{cx.value(w)}",
+                       f"{cx.value(w)}'s rows along {axis} scaled by the gain {cx.value(gain)} (gain_fold)",
+                       map_grid(cx, wn.axes), None, 256)
+    wf = kb.buf(f"{cx.value(w)}_frag", wn.axes, "fragment", "acc", w, key=("frag", w))
+    gf = kb.buf(f"{cx.value(gain)}_frag", cx.node(gain).axes, "fragment", "acc", gain, key=("frag", gain))
+    kb.body += [_load(cx.value(w), wf), _load(cx.value(gain), gf), Map(dst=wf, fn="mul", args=(wf, gf)),
+                Store(src=wf, dst=name)]
+    return kb.build()
+
+
 def second_pass_members(cx: Ctx, site: RegionSite) -> list[int]:
     """The members of a streamed site over its streamed axis (not reductions): the row's own
     epilogue, computed in a second pass over the row (plan.Kernel.second_pass)."""

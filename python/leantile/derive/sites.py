@@ -57,9 +57,10 @@ class FlashSite:
 
 @dataclass(frozen=True)
 class Peel:
-    kind: str  # "scale" (mul by s) or "mean" (sub mu)
+    kind: str  # "scale" (mul by s), "mean" (sub mu) or "gain" (mul by g over the contraction axis)
     node: int  # the mul / sub node
-    vec: int  # the per-row vector s or mu
+    vec: int  # the per-row vector s or mu, or the gain g
+    rest: int | None = None  # gain: the other operand of the mul (the walk goes on from it)
 
 
 @dataclass
@@ -79,6 +80,12 @@ class GemmSite:
     # fuse_pool_epilogue: (the reduce over the GEMM's innermost weight axis, then the
     # elementwise nodes over its result) computed in the GEMM's epilogue; () where it does not fire
     pool: tuple[int, ...] = ()
+
+
+def row_peels(peels) -> list[Peel]:
+    """The peels whose vector runs over the rows (scale, mean): the ones statistics compute and
+    the epilogue undoes; a gain (gain_fold) is folded into the weight instead."""
+    return [p for p in peels if p.kind != "gain"]
 
 
 def row_vector(g, i: int, base_axes, axis: str) -> bool:

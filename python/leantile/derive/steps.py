@@ -10,6 +10,8 @@ agrees with the derivation longest:
 """
 from __future__ import annotations
 
+import difflib
+
 import re
 
 from .. import ir
@@ -104,7 +106,11 @@ def _repeat(keys, k: int) -> str:
 
 def _rule_problem(got: ir.Step) -> str | None:
     if got.rule not in THEOREMS:
-        return f"field 'rule': unknown rule {shown(got.rule)} (rules: {', '.join(THEOREMS)})"
+        # the names closest to it, not all of them: one line of an error stays short (19 rules and growing)
+        close = difflib.get_close_matches(str(got.rule), list(THEOREMS), n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        return (f"field 'rule': unknown rule {shown(got.rule)} ({hint}`leantile check-lean` lists the "
+                f"{len(THEOREMS)} rules)")
     if got.theorem != THEOREMS[got.rule]:
         return f"field 'theorem': cites {shown(got.theorem)}, but the theorem of {got.rule} is {THEOREMS[got.rule]}"
     return None

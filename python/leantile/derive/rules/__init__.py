@@ -1,7 +1,7 @@
 """The rewrite rules, one executable unit each (base.Rule), grouped by the sites they share:
 
     softmax.py  softmax_shift, online_softmax, exp_to_exp2   (softmax rows, attention)
-    pullout.py  scale_pullout, mean_pullout                  (a GEMM's normalised LHS)
+    pullout.py  scale_pullout, mean_pullout, gain_fold       (a GEMM's normalised LHS, a norm's gain)
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
     pool.py     fuse_pool_epilogue                           (pooling over a GEMM weight's last axis)
@@ -20,14 +20,15 @@ from .gemm import DUAL, EPILOGUE
 from .group import PACK
 from .masks import SKIP
 from .pool import POOL
-from .pullout import MEAN, SCALE
+from .pullout import GAIN, MEAN, SCALE
 from .regions import FUSE_REDUCTION, ONLINE_SUM
 from .softmax import EXP2, ONLINE, SHIFT
 from .split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
-                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL)
+                          SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL,
+                          GAIN)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

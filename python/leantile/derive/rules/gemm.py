@@ -13,10 +13,10 @@ import itertools
 
 from ... import ir
 from ..context import Ctx
-from ..sites import ELEMENTWISE, GemmSite, depends_on
+from ..sites import ELEMENTWISE, GemmSite, depends_on, row_peels
 from .base import Option, Rule, sym
 from .pool import POOL
-from .pullout import MEAN, SCALE, peel_lhs
+from .pullout import GAIN, MEAN, SCALE, peel_lhs
 from .stats import STATS, VARIANCE
 
 
@@ -187,7 +187,7 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
             groups[key if first is None else key + (mm.id,)] = GemmSite([mm.id], base, mm.axis_a, peels)
     sites = list(groups.values())
     for s in sites:
-        st = STATS.match(cx, s) if s.peels else None
+        st = STATS.match(cx, s) if row_peels(s.peels) else None
         if st:
             s.stat_reduces, s.expandable = st
         s.epilogue = EPILOGUE.match(cx, s.matmuls)
@@ -209,8 +209,8 @@ def gemm_options(s: GemmSite) -> list[Option]:
     col_modes = ["streamed", "precomputed"] if mean else [None]
     out = []
     for stats, col in itertools.product(stat_modes, col_modes):
-        steps = [SCALE.step([p.node, *s.matmuls]) if p.kind == "scale" else
-                 MEAN.step([p.node, *s.matmuls], colsum=col) for p in s.peels]
+        steps = [SCALE.step([p.node, *s.matmuls]) if p.kind == "scale" else GAIN.step([p.node, *s.matmuls])
+                 if p.kind == "gain" else MEAN.step([p.node, *s.matmuls], colsum=col) for p in s.peels]
         if stats:
             steps += [VARIANCE.step([r]) for r in s.expandable]
             steps.append(STATS.step([*s.stat_reduces, *s.expandable], mode=stats))

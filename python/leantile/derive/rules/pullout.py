@@ -1,8 +1,10 @@
-"""The pullout rules: scale_pullout and mean_pullout, and the walk that finds them.
+"""The pullout rules: scale_pullout and mean_pullout, gain_fold, and the walk that finds them.
 
-Both move a per-row vector out of a GEMM's LHS: matmul(X * s, W) = s * matmul(X, W) and
+The pullouts move a per-row vector out of a GEMM's LHS: matmul(X * s, W) = s * matmul(X, W) and
 matmul(X - mu, W) = matmul(X, W) - mu colsum(W). Their side condition is the lemma's: the
 vector is constant along the contraction axis (it has no such axis, and only axes of X).
+gain_fold moves a vector over the contraction axis alone (a norm's gain) into the weight:
+matmul(X * g, W) = matmul(X, g W), W's rows scaled once by a map kernel.
 """
 from __future__ import annotations
 
@@ -141,23 +143,64 @@ def _reduces_over(cx: Ctx, i: int, axis: str) -> bool:
     return any(isinstance(cx.node(j), ir.Reduce) and cx.node(j).axis == axis for j in row_ancestors(cx, [i], axis))
 
 
-SCALE, MEAN = ScalePullout(), MeanPullout()
+
+
+class GainFold(Rule):
+    name = "gain_fold"
+    theorem = "LeanTile.gain_fold"
+    lean_file = "GainFold.lean"
+    pattern = "matmul(mul(X, g), W) with g a vector over the contraction axis alone (a norm's gain)"
+    rewrite = "matmul(X, g W): the weight's rows scaled once by a map kernel, the row scale behind g still pulls out"
+    statement = "sum_k (x_k g_k) w_kj = sum_k x_k (g_k w_kj)"
+
+    def match(self, cx: Ctx, node, axis: str) -> Peel | None:
+        """Peel(kind "gain") when node is X * g or g * X with g over `axis` alone (not a
+        constant: that is a scale), X over `axis`."""
+        if not (isinstance(node, ir.Binary) and node.op == "mul"):
+            return None
+        for x, g in ((node.a, node.b), (node.b, node.a)):
+            if cx.node(g).axes == (axis,) and axis in cx.node(x).axes and not cx.literal(g) and \
+                    len(cx.node(x).axes) > 1:
+                return Peel("gain", node.id, g, x)
+        return None
+
+    def formula(self, g, at, params):
+        S = sym()
+        node, *mms = at
+        peel, mm = g.node(node), g.node(mms[0])
+        k = S.sp.Symbol(mm.axis_a + "'")
+        leaves = S.Exprs(g)
+        gain = next(a for a in (peel.a, peel.b) if g.node(a).axes == (mm.axis_a,))
+        x = leaves(peel.b if gain == peel.a else peel.a).subs(S.sp.Symbol(mm.axis_a), k)
+        gv = leaves(gain).subs(S.sp.Symbol(mm.axis_a), k)
+        ws = [leaves(g.node(i).b).subs(S.sp.Symbol(g.node(i).axis_b), k) for i in mms]
+        K = S.size(mm.axis_a)
+        before = [S.Sum(x * gv * w, (k, 1, K)) for w in ws]
+        # the regrouping is the point: sympy would flatten x (g w) back to x g w
+        after = r" \qquad ".join(r"%s = \sum_{%s=1}^{%s} %s \left(%s\right)" % (
+            S.out(g, i), S.tex(k), S.tex(K), S.tex(x), S.tex(gv * w)) for i, w in zip(mms, ws))
+        return _pairs(g, mms, before), after + r"\quad\text{(the weight's rows scaled once)}"
+
+    def check(self) -> bool:
+        """2x3 times 3x2: (X diag(g)) W = X (diag(g) W)."""
+        S = sym()
+        G = S.sp.diag(*[S.sp.Symbol(f"g{k}", real=True) for k in range(3)])
+        return ((S.X * G) * S.W - S.X * (G * S.W)).expand() == S.sp.zeros(2, 2)
 
 
 def _refuse_gain(cx: Ctx, node: ir.Binary, axis: str) -> None:
     """Say why a gain stops the walk (issue 49: RMSNorm with a gain before a GEMM got two kernels
-    and `derive --all-candidates` named no refused rule): X * g with g a vector over the
-    contraction axis scales X's columns, not its rows, so no scale pulls out past it, nor the
-    norm's row scale behind it."""
+    and `derive --all-candidates` named no refused rule): X * g with g over the contraction axis
+    and more, or a second gain, scales X's columns, not its rows; gain_fold folds one vector over
+    that axis alone into the weight, so no pullout gets past this one, nor the row scale behind it."""
     if node.op != "mul":
         return
     for x, g in ((node.a, node.b), (node.b, node.a)):
         ga, xa = cx.node(g).axes, cx.node(x).axes
         if axis in ga and set(ga) < set(xa) and not cx.literal(g):
-            SCALE.refuse(cx, (node.id,), f"{cx.value(g)} varies along the contraction axis {axis} (a gain): it scales "
-                         f"the columns of {cx.value(x)}, not its rows, so neither it nor a row scale behind it pulls "
-                         "out of the GEMM (folding it into the weight, LeanTile.gain_fold, is not built); "
-                         "the GEMM reads the normalised rows from a kernel before it")
+            GAIN.refuse(cx, (node.id,), f"{cx.value(g)} varies along the contraction axis {axis} (a gain over "
+                        f"{list(ga)}): it scales the columns of {cx.value(x)}, not its rows, and gain_fold folds one "
+                        f"vector over {axis} alone into the weight: the GEMM reads this LHS from a kernel before it")
             return
 
 
@@ -166,9 +209,14 @@ def peel_lhs(cx: Ctx, mm: ir.Matmul) -> tuple[int, list[Peel]]:
     node, peels = cx.node(mm.a), []
     while isinstance(node, ir.Binary) and mm.axis_a in node.axes:
         peel = SCALE.match(cx, node, mm.axis_a) or MEAN.match(cx, node, mm.axis_a)
+        if peel is None and not any(p.kind == "gain" for p in peels):  # one gain folds into the weight
+            peel = GAIN.match(cx, node, mm.axis_a)
         if peel is None:
             _refuse_gain(cx, node, mm.axis_a)
             break
         peels.append(peel)
-        node = cx.node(node.a)
+        node = cx.node(peel.rest if peel.kind == "gain" else node.a)
     return node.id, peels
+
+
+SCALE, MEAN, GAIN = ScalePullout(), MeanPullout(), GainFold()

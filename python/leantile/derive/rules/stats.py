@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ... import ir
 from ..context import Ctx
-from ..sites import GemmSite, row_vector
+from ..sites import GemmSite, row_peels, row_vector
 from .base import Rule, sym
 
 
@@ -105,7 +105,7 @@ class StreamStats(Rule):
         """(direct sums, expandable variances) under the site's pullout vectors: every
         reduction they need is a sum over the GEMM's contraction axis of a unary chain of its
         LHS, or a variance variance_expand turns into such sums. None (refused) otherwise."""
-        anc = row_ancestors(cx, [p.vec for p in site.peels], site.axis)
+        anc = row_ancestors(cx, [p.vec for p in row_peels(site.peels)], site.axis)
         direct, expand = [], []
         for i in anc:
             n = cx.node(i)
@@ -120,7 +120,7 @@ class StreamStats(Rule):
                 else:
                     ok = False
             if not ok:
-                self.refuse(cx, [p.vec for p in site.peels], "the pulled-out row vectors need more than sums "
+                self.refuse(cx, [p.vec for p in row_peels(site.peels)], "the pulled-out row vectors need more than sums "
                             "of the GEMM's LHS over its contraction axis (another input, another axis or a max): "
                             "their own kernels compute them")
                 return None
