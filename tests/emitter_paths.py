@@ -90,7 +90,19 @@ PATHS = [
     # the weight read through its 2-D view, the pool reduced from a shared copy (fuse_pool_epilogue);
     # n = 45 leaves a partial column tile
     Case("gemm pooled epilogue", lambda: _pooled(b=70, k=96, n=45, p=4), _any(lambda k: bool(k.packed) and _mma(k))),
+    # a streamed row kernel that streams its rows again for an epilogue over them (Kernel.second_pass)
+    Case("row streamed twice", lambda: _log_softmax(m=300, d=9001), _any(lambda k: bool(k.second_pass))),
 ]
+
+
+def _log_softmax(**sizes):
+    from leantile.dag import build_graph_with_output
+
+    def body(g):
+        x = g.input("X", ["m", "d"], "f16")
+        z = g.sub(x, g.red("max", x, "d"))
+        return g.sub(z, g.log(g.red("sum", g.exp(z), "d")))
+    return build_graph_with_output("log_softmax", sizes, body)
 
 
 def _pooled(**sizes):
