@@ -267,7 +267,8 @@ class Kernel(_M):
     epilogue: tuple[Stmt, ...] = ()
     # once per block of the stream again, after the epilogue (a plain stream only): a row
     # kernel's elementwise epilogue over the row itself (log-softmax's x - m - log l), which
-    # needs the finished row statistics; its second read of the row mostly hits L2
+    # needs the finished row statistics; its second read of the row is meant to hit L2 (rows per
+    # CTA: rules.regions.TWO_PASS_ELEMENTS)
     second_pass: tuple[Stmt, ...] = ()
     threads: int = 256
     # Code-generation decisions, set by the named passes of leantile.plan.passes (the emitter
