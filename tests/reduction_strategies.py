@@ -82,6 +82,7 @@ def pooled_gemm_graphs(draw):
     bias over n, a tanh); p mostly a power of two the rule takes (2..32), sometimes 1, 3 or 64,
     or the product or its activation an output too (refused, pooled by a kernel of its own);
     sizes that do not divide the tiles, size-1 axes; the weight [k, n, p] or nn.Linear's [n, p, k];
+    X maybe normalised first (RMSNorm, LayerNorm with a gain: pullouts and gain_fold with the pool);
     f32, f16 or bf16."""
     p = draw(st.sampled_from([2, 2, 4, 4, 8, 16, 32, 1, 3, 64]))
     batch = draw(st.booleans())
@@ -90,6 +91,11 @@ def pooled_gemm_graphs(draw):
     dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
     g = DagM("pooled_gemm", sizes)
     x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
+    norm = draw(st.sampled_from(["none", "none", "rms", "layer_gain"]))  # pullouts and gain_fold beside the pool
+    if norm == "rms":
+        x = g.rms_norm(x, "k")
+    elif norm == "layer_gain":
+        x = g.mul(g.layer_norm(x, "k"), g.input("G", ["k"], dt))
     layout = draw(st.sampled_from([["k", "n", "p"], ["n", "p", "k"]]))  # nn.Linear's weight: [out, in]
     y = g.matmul(x, g.input("W", layout, dt), "k", "k")
     pre = draw(st.sampled_from(["none", "relu", "silu", "bias"]))

@@ -381,10 +381,12 @@ def _user_softmax(draw, allow):
 def _user_norm_gemm(draw, allow):
     """A norm into one or two GEMMs, the weight possibly reused (1), centred on a constant (7),
     intermediates as outputs, a cast in the epilogue (8); the norm with a gain over d (either
-    operand order: gain_fold folds it into the weight) and a bias after it."""
+    operand order: gain_fold folds it into the weight) and a bias after it; the weight a vector."""
     built = set()
     g = DagM("user_norm", {"m": draw(st.integers(1, 5)), "d": draw(st.integers(1, 9)), "n": draw(st.integers(1, 5))})
-    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32")
+    # a quarter of the time the weight is a vector (a value head: one output a row, whose column sum
+    # is a scalar the GEMM's stream defers: the emitter once took its partials for shared memory)
+    x, w = g.input("X", ["m", "d"], "f32"), g.input("W", ["d"] if draw(st.integers(0, 3)) == 0 else ["d", "n"], "f32")
     kind = draw(st.sampled_from(["layer_norm", "rms_norm"] + (["centred_const"] if 7 in allow else [])))
     if kind == "centred_const":
         var = g.mean_along(g.square(g.sub(x, g.const("0.25"))), "d")

@@ -1,8 +1,11 @@
 """Issue 13: the emitter's code-generation decisions are plan fields set by named passes
 (leantile.plan.passes); the emitter spells them, the search reads them, the verifier checks
 that they fit the kernel."""
+import pytest
+
 from leantile import architectures
-from leantile.derive import derive
+from leantile.dag import build_graph_with_output
+from leantile.derive import candidates, derive
 from leantile.emit import emit_module
 from leantile.plan import Gemm, Store
 from leantile.plan.verify import verify
@@ -145,6 +148,32 @@ def test_stream_accumulations_are_deferred_past_the_stream():
     att = derive(architectures.build("attention", h=2, t_q=128, t_kv=300, d_h=64))
     assert [s for s in att.kernels[0].body if isinstance(s, Reduce)]
     assert not [s for s in att.kernels[0].body if isinstance(s, Reduce) and s.deferred]
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_a_weight_vectors_column_sum_into_a_scalar_emits_and_lowers():
+    """A centred GEMV (LayerNorm -> a projection to one value a row: a value head) sums its weight
+    vector, a shared tile, into a scalar, deferred past the stream. The partials tile is a
+    fragment whatever its operand's scope: the emitter took the shared scope from the operand,
+    made no mirror and failed its check against the plan ("the writer made shared temps ...")
+    on 4 of the 7 candidates, the cost model's default at 4096 x 1024 among them."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import load_module
+    from leantile.lower import lower_to_cuda
+    from leantile.plan import Reduce
+
+    def body(g):
+        x = g.input("X", ["m", "k"], "f16")
+        return g.matmul(g.sub(x, g.div(g.red("sum", x, "k"), g.size_const("k"))), g.input("w", ["k"], "f16"), "k", "k")
+    g = build_graph_with_output("value_head", {"m": 4096, "k": 1024}, body)
+    for c in candidates(g):
+        plan = derive(g, c.name)
+        scalar = [s for k in plan.kernels for s in k.body if isinstance(s, Reduce) and s.deferred
+                  and not k.buffer(s.dst).axes]
+        mod = load_module(emit_module(plan), f"value_head_{len(scalar)}_{abs(hash(c.name))}")
+        if scalar:  # the path this test is for: lower it
+            for name, f in mod.build_kernel().items():
+                assert "__global__" in lower_to_cuda(f, arch="sm_90")
 
 
 def test_verify_rejects_a_deferral_the_stream_reads():

@@ -77,8 +77,9 @@ def _check_every_candidate(g, seed: int, tiles_list):
 @settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
 @given(g=pooled_gemm_graphs(), seed=st.integers(0, 2**16))
 def test_every_candidate_of_a_pooled_gemm_is_the_graph(g, seed):
-    # 64-column tiles: n in tiles of 64 / p (partial where n is no multiple); 16 rows, 16-deep k
-    _check_every_candidate(g, seed, (None, {"block_m": 16, "block_n": 64, "block_k": 16}))
+    # 64-column tiles: n in tiles of 64 / p (partial where n is no multiple); 32 rows on 2 warps
+    # (a norm's statistics fused in the GEMM need whole rows per warp), 16-deep k
+    _check_every_candidate(g, seed, (None, {"block_m": 32, "block_n": 64, "block_k": 16, "threads": 64}))
 
 
 def test_tiles_that_cannot_hold_two_positions_of_n_are_a_clear_error():

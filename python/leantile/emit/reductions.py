@@ -140,7 +140,10 @@ class ReductionWriter:
                 # into a scalar: the partials tile reduced once, as reduce_serial reduces a tile
                 src = self.local[s.src]
                 name = self.partials[s.dst]
-                self.local[name] = src.model_copy(update={"name": name, "dtype": self.local[s.dst].dtype})
+                # the partials tile is a fragment (start_partials), whatever the operand's scope (a
+                # weight tile in shared memory: a GEMV's column sum into a scalar)
+                self.local[name] = src.model_copy(update={"name": name, "dtype": self.local[s.dst].dtype,
+                                                          "scope": "fragment"})
                 self.lname[name] = name
                 self.reduce_serial(s.model_copy(update={"src": name, "accumulate": True, "deferred": False}), depth,
                                    partials=True)
