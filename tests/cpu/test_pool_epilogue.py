@@ -14,6 +14,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from leantile import dag, interp, reference
+from leantile.errors import GraphError
 from leantile.derive import candidates, derive
 from leantile.derive.context import Ctx
 from leantile.derive.engine import _options
@@ -84,7 +85,7 @@ def test_every_candidate_of_a_pooled_gemm_is_the_graph(g, seed):
 
 def test_tiles_that_cannot_hold_two_positions_of_n_are_a_clear_error():
     g = _pooled(32)
-    with pytest.raises(Exception, match="block_n"):
+    with pytest.raises(GraphError, match="block_n=32 cannot hold two positions of n"):
         derive(g, "pool", {"block_n": 32})
 
 

@@ -69,7 +69,7 @@ def test_a_gain_over_the_contraction_axis_folds_into_the_weight():
         assert {"stats_fused", "prenorm"} <= set(by_name)
         assert {s.rule for s in by_name["stats_fused"].steps} >= {"gain_fold", "scale_pullout", "stream_stats"}
         kernels = [k.name for k in derive(g, "stats_fused").kernels]
-        assert kernels == ["gain_fold_W", "gemm_12" if not first else kernels[1]] and len(kernels) == 2
+        assert len(kernels) == 2 and kernels[0] == "gain_fold_W" and kernels[1].startswith("gemm_"), kernels
 
 
 def test_the_builtins_refuse_nothing():

@@ -27,7 +27,7 @@ noncomputable section
 theorem sumAlong_local (n : ℕ) (a : String) (t t' : Tensor) (ι : Idx)
     (h : ∀ k, k < n → t (Function.update ι a k) = t' (Function.update ι a k)) :
     sumAlong n a t ι = sumAlong n a t' ι := by
-  unfold sumAlong
+  show ∑ k ∈ Finset.range n, t (Function.update ι a k) = ∑ k ∈ Finset.range n, t' (Function.update ι a k)
   exact Finset.sum_congr rfl (fun k hk => h k (Finset.mem_range.mp hk))
 
 /-- A left fold whose steps agree on every element of the list gives the same result. -/

@@ -26,7 +26,7 @@ class ReductionWriter:
             self.reduce_serial(s, depth)
             return
         dims = self.dims(src.axes)
-        if pooled_reduce(self.plan, self.k, s, src.axes):
+        if pooled_reduce(self.plan, self.k, s):
             self.pool_reduce(s, depth)
             return
         if (s.axis,) not in dims:

@@ -254,7 +254,7 @@ class _Walk:
         dst = self.local[s.dst]
         if not dst.axes and s.deferred:  # added elementwise into a tile of partials (registers)
             return
-        if pooled_reduce(self.plan, self.k, s, self.local[s.src].axes):  # emit.reductions.pool_reduce
+        if pooled_reduce(self.plan, self.k, s):  # emit.reductions.pool_reduce
             self.mirror(s.src)
             self.fam[s.dst] = "R"
             return

@@ -21,8 +21,8 @@ from ... import ir
 from ..context import Ctx
 from .base import Rule, sym
 
-# pools of 2..POOL_MAX positions: a 64-column tile (the narrowest a pooled plan takes,
-# shape_tiles.POOL_TILES) still holds two of them, so n keeps a tile of its own (a block of 1 would
+# pools of 2..POOL_MAX positions: a 64-column tile (the narrowest block_n the shape's defaults
+# give) still holds two of them, so n keeps a tile of its own (a block of 1 would
 # make it a batch axis, off chip); powers of two divide every block_n the search tries
 POOL_MAX = 32
 

@@ -103,6 +103,16 @@ def two_pass_rows(cx, rows, axis: str) -> int:
     return max(2, min(block, 1 << (fit.bit_length() - 1)))
 
 
+def streamed_ctas(cx, rows, axis: str) -> int:
+    """CTAs of a streamed row kernel over `axis` at streamed_rows' row block (the grid
+    split_reduction judges and a second pass is allowed by)."""
+    block, _ = streamed_rows(cx, rows, axis)
+    ctas = 1
+    for a in rows:
+        ctas *= -(-cx.axes[a] // block) if a == rows[-1] else cx.axes[a]
+    return ctas
+
+
 def padded(n: int) -> int:
     """The on-chip extent of a row of n elements: a multiple of 1024 past 2048 rounded up to a
     multiple of 2048 (5120 -> 6144, 6144 exact), anything else the next power of two (TileLang's
@@ -316,13 +326,7 @@ class RegionAnalysis:
         (a second pass for the epilogue over the row) rather than leave that to a map kernel
         that reads the rows again from DRAM. Fewer rows are split over CTAs instead."""
         rows = [a for a in src_axes if a != axis]
-        if not rows:
-            return False
-        block, _ = streamed_rows(self.cx, rows, axis)
-        ctas = 1
-        for a in rows:
-            ctas *= -(-self.cx.axes[a] // block) if a == rows[-1] else self.cx.axes[a]
-        return 2 * ctas > self.cx.target.sms
+        return bool(rows) and 2 * streamed_ctas(self.cx, rows, axis) > self.cx.target.sms
 
     def online_sum(self, l: int, group: set[int]):
         """(m, sub, exp, l) when reduction l is sum over d of exp(s - m), m a max over d of the
