@@ -23,9 +23,10 @@ GraphError for tiles that do not fit the target: not failures); `unjudged` (ever
 ill-conditioned); `skipped` (out of memory: the campaign's sizes, not the kernel).
 
 Processes: this one draws graphs and derives plans (no CUDA); a pool (--workers, the CPU cores
-but a few) compiles every distinct emitted module into TileLang's disk cache (nvcc is the cost,
-~2-5 s a kernel: it bounds the plans per minute, an estimate of ~50-100 on 16 cores not yet
-measured, proportionally more on more cores); GPU worker processes (--gpu-workers, two per
+but a few) compiles every distinct kernel once into TileLang's disk cache, one kernel a job
+(nvcc is the cost: 90% of the campaign's process seconds, ~19 s a plan with --skip-unfused
+off on the H200's 16 cores, 2026-11-29; candidates of one graph share a third of their kernels,
+compiled once); GPU worker processes (--gpu-workers, two per
 GPU) compile again (a cache hit), run and judge, graph by graph. A worker that faults or hangs
 is restarted and the graph goes on from its next plan; its output is in a log file named at
 the start.
@@ -60,7 +61,7 @@ for p in (ROOT / "python", ROOT / "tests", ROOT / "benchmarks"):
         sys.path.insert(0, str(p))
 
 from gpu_fuzz_parts.families import families, graph_key, graph_stream  # noqa: E402
-from gpu_fuzz_parts.plans import plans_of, precompile  # noqa: E402
+from gpu_fuzz_parts.plans import kernel_digests, plans_of, precompile  # noqa: E402
 from gpu_fuzz_parts.results import Results, code_fingerprint, slug, table  # noqa: E402
 from gpu_fuzz_parts.sizes import DTYPES, Profile  # noqa: E402
 from gpu_fuzz_parts.worker import Worker, init_compile_process, log_tail  # noqa: E402
@@ -83,7 +84,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", default="", help="appended to the file name")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                     help="cpu: a dry run on the interpreter at tiny sizes (no compile pool)")
-    ap.add_argument("--workers", type=int, default=0, help="compile processes (default: CPU cores - 2 - GPU workers)")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="compile processes (default: CPU cores - 2 - GPU workers; none on cpu unless given: a dry run "
+                         "of the compile pool's bookkeeping, its nvcc failing without a GPU)")
     ap.add_argument("--gpu-workers", type=int, default=0,
                     help="processes running and judging plans (default: 2 per GPU, spread over the GPUs; 1 on cpu)")
     ap.add_argument("--max-elements", type=int, default=0, help="per tensor (default 2^26; 2^11 on cpu)")
@@ -172,7 +175,7 @@ def main(argv=None) -> int:
     res = Results(path, meta, old)
     n_compile = a.workers or max(1, (os.cpu_count() or 2) - 2 - n_workers)
     pool = None
-    if not cpu:
+    if not cpu or a.workers:
         from concurrent.futures import ProcessPoolExecutor
         pool = ProcessPoolExecutor(max_workers=n_compile, mp_context=ctx, initializer=init_compile_process, initargs=(n_gpus,))
     print(f"gpu_fuzz on {n_gpus} x {gpu}: seed {seed}, budget {a.budget_s:.0f} s (+{a.drain_s:.0f} s drain), "
@@ -188,14 +191,27 @@ def main(argv=None) -> int:
     compile_s = []
     # where the campaign's time goes (the next run's tuning: more compile processes, more GPU
     # workers, or a faster derive): seconds summed over plans, and GPU-worker seconds idle
-    stages = {"derive_emit_s": 0.0, "precompile_s": 0.0, "worker_compile_s": 0.0, "worker_run_s": 0.0,
+    stages = {"derive_emit_s": 0.0, "digest_s": 0.0, "precompile_s": 0.0, "worker_compile_s": 0.0, "worker_run_s": 0.0,
               "gpu_workers_idle_s": 0.0}
 
     def elapsed():
         return time.time() - t_start
 
+    kernel_jobs: dict = {}  # kernel digest -> its compile's future, shared by every plan with that kernel
+    counted: set = set()  # futures whose seconds are in stages already
+
     def outstanding():
-        return sum(len(j["futures"]) for j in compiling.values())
+        return len({id(f) for j in compiling.values() for f in j["futures"].values() if not f.done()})
+
+    def submit(job, p):
+        try:
+            digests = kernel_digests(p["source"])
+        except Exception:  # a module that does not build: its kernels compiled apart (the worker says why)
+            digests = {name: f"{p['key']}/{name}" for name in p["kernels"]}
+        for name, d in digests.items():
+            if d not in kernel_jobs:
+                kernel_jobs[d] = pool.submit(precompile, p["source"], name)
+            job["futures"][(p["key"], name)] = kernel_jobs[d]
 
     def draw_next():
         nonlocal drawn, gid_next, exhausted
@@ -214,8 +230,10 @@ def main(argv=None) -> int:
             gid_next += 1
             drawn += 1
             if pool is not None:
+                t0 = time.time()
                 for p in plans:
-                    job["futures"][p["key"]] = pool.submit(precompile, p["source"])
+                    submit(job, p)
+                stages["digest_s"] += time.time() - t0
             compiling[job["gid"]] = job
             return True
         exhausted = True
@@ -305,11 +323,14 @@ def main(argv=None) -> int:
             for gid in [gid for gid, j in compiling.items() if all(f.done() for f in j["futures"].values())]:
                 job = compiling.pop(gid)
                 for p in job["plans"]:
-                    f = job["futures"].get(p["key"])
-                    if f is not None:
-                        err, secs = f.result()
-                        p["precompile_s"], p["precompile_error"] = round(secs, 2), err
-                        stages["precompile_s"] += secs
+                    done = [f.result() for (key, _), f in job["futures"].items() if key == p["key"]]
+                    if done:
+                        p["precompile_s"] = round(sum(secs for _, secs in done), 2)
+                        p["precompile_error"] = next((err for err, _ in done if err), None)
+                for f in job["futures"].values():
+                    if id(f) not in counted:
+                        counted.add(id(f))
+                        stages["precompile_s"] += f.result()[1]
                 job["futures"] = {}
                 if job["plans"]:
                     ready.append(job)

@@ -1,5 +1,6 @@
 """The plans of a graph (every candidate and the default, each distinct emitted module once),
-derived in the driver, and `precompile`, the compile pool's job (nvcc into TileLang's disk cache)."""
+derived in the driver, and `precompile`, the compile pool's job (nvcc into TileLang's disk cache,
+one kernel a job, each distinct kernel once per campaign)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,8 +10,8 @@ import traceback
 
 def plans_of(g, max_candidates: int = 0, skip_unfused: bool = False) -> tuple[list, list, list]:
     """(plans, refusals, crashes) of g: plans [{candidate (None: the default), default, key
-    (the emitted source's digest), source}], each distinct source once; refusals and crashes
-    [{candidate, stage, error}] of derive and emit."""
+    (the emitted source's digest), source, kernels (their names)}], each distinct source once;
+    refusals and crashes [{candidate, stage, error}] of derive and emit."""
     from leantile import ir
     from leantile.cost import choose
     from leantile.derive import DerivationError, candidates, derive
@@ -43,7 +44,7 @@ def plans_of(g, max_candidates: int = 0, skip_unfused: bool = False) -> tuple[li
                 seen[key]["default"] = True
             continue
         seen[key] = {"candidate": name, "default": name is None, "key": key, "source": src,
-                     "plan_candidate": plan.candidate}
+                     "plan_candidate": plan.candidate, "kernels": [k.name for k in plan.kernels]}
         plans.append(seen[key])
     return plans, refused, crashed
 
@@ -52,15 +53,29 @@ def error_text(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())[:1500]}"
 
 
-def precompile(source: str) -> tuple[str | None, float]:
-    """In a pool process: the emitted module compiled into TileLang's disk cache (the GPU
-    worker's compile is then a cache hit). (None or why it failed, seconds)."""
+def kernel_digests(source: str) -> dict[str, str]:
+    """{kernel name: digest of its TileLang script, nvcc flags and pass options} of an emitted
+    module: two kernels of one digest are one nvcc run (candidates of one graph share a third of
+    their kernels, measured over the families). Built in the driver without a GPU (the SM count
+    the module assumes, dependent launch on): a key for sharing compiles, not the cache's own."""
+    from leantile.runtime import emitted_module
+
+    m = emitted_module(source)
+    return {name: hashlib.sha256("\n".join([f.script(), repr(m.NVCC_FLAGS.get(name)),
+                                            repr(m.PASS_CONFIGS.get(name))]).encode()).hexdigest()[:24]
+            for name, f in m.build_kernel(pdl=True, sms=m.SMS).items()}
+
+
+def precompile(source: str, name: str) -> tuple[str | None, float]:
+    """In a pool process: the kernel `name` of the emitted module compiled into TileLang's disk
+    cache, as the module's compile_kernels compiles it (the GPU worker's compile is then a cache
+    hit). (None or why it failed, seconds)."""
     t0 = time.time()
     try:
         from leantile.runtime import emitted_module
 
-        emitted_module(source).compile_kernels(target="cuda")
+        m = emitted_module(source)
+        m.compile_kernel(name, m.build_kernel(pdl=m.has_pdl("cuda"))[name], "cuda")
         return None, time.time() - t0
     except Exception as e:
         return error_text(e), time.time() - t0
-

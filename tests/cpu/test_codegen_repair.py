@@ -142,9 +142,11 @@ def test_emitted_modules_install_the_repair_and_key_the_cache_on_it():
     from leantile.cost import choose
     from leantile.emit import emit_module
     src = emit_module(choose(_cross_entropy(1000, 7))[0])
-    compile_fn = src[src.index("def compile_kernels"):]
+    compile_fn = src[src.index("def compile_kernel("):]
     compile_fn = compile_fn[:compile_fn.index("\ndef ")]
     assert "install()" in compile_fn and "MARKER_FLAG" in compile_fn
+    every = src[src.index("def compile_kernels("):]
+    assert "compile_kernel(name" in every[:every.index("\ndef ")]  # every kernel through it
     assert MARKER_FLAG.startswith("-D")
 
 

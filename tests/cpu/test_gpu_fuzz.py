@@ -196,3 +196,38 @@ def test_decode_family_draws_the_wide_head_class():
         if len(seen) == 40:
             break
     assert any(g.axes["t_kv"] * g.axes["d_h"] >= 2 ** 25 for g in seen), [dict(g.axes) for g in seen]
+
+
+def test_kernel_digests_share_a_compile_only_between_identical_kernels():
+    """The compile pool runs nvcc once per digest: a kernel two plans spell alike gets one digest,
+    a kernel at other tiles another (sharing a wrong compile would only slow the GPU worker, which
+    compiles what the cache lacks, but the digest must not merge kernels that differ)."""
+    from gpu_fuzz_parts.plans import kernel_digests, plans_of
+
+    from leantile.derive import derive
+    from leantile.emit import emit_module
+    from leantile.sources import load_source
+
+    g = load_source(str(ROOT / "exports" / "rmsnorm_mlp.json"), None)
+    plans, _, crashed = plans_of(g, skip_unfused=True)
+    assert plans and not crashed
+    for p in plans:
+        d = kernel_digests(p["source"])
+        assert list(d) == p["kernels"] and len(set(d.values())) == len(d)
+        assert kernel_digests(p["source"]) == d  # a second emit of one module: the same keys
+    name = plans[0]["plan_candidate"]
+    base = kernel_digests(emit_module(derive(g, name)))
+    other = kernel_digests(emit_module(derive(g, name, {"block_m": 64})))
+    assert base.keys() == other.keys() and any(base[k] != other[k] for k in base)
+
+
+def test_dry_run_through_the_compile_pool(tmp_path):
+    """The pool's bookkeeping (one job per distinct kernel, shared between plans, seconds counted
+    once) on the CPU: its nvcc fails without a GPU, the interpreter still judges every plan."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_fuzz.py"), "--device", "cpu", "--max-graphs", "3",
+                        "--workers", "2", "--skip-unfused", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    d = json.loads(next(tmp_path.glob("gpu-fuzz-cpu-*.json")).read_text())
+    assert d["graphs"] == 3 and d["plans"] >= 3 and d["mismatch"] == d["crash"] == 0
+    assert d["stage_seconds"]["digest_s"] > 0 and d["stage_seconds"]["precompile_s"] > 0

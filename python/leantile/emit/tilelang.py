@@ -12,8 +12,8 @@
     kernels' dependent launch, Kernel.wait_previous / launch_next, spelled or not; sms: the SM
     count a persistent kernel (Kernel.pingpong) launches one CTA each for, by default the GPU's,
     `sm_count()`), `get_configs()` -> a short list of tile-parameter dicts to tune over, and
-    `has_pdl(target)` / `compile_kernels` (dependent launch where the target is sm_90 or newer) /
-    `allocate` / `run` helpers for a GPU.
+    `has_pdl(target)` / `compile_kernels` (dependent launch where the target is sm_90 or newer;
+    `compile_kernel(name, f)` one of them) / `allocate` / `run` helpers for a GPU.
 
 Statement translation follows leantile.interp exactly (the executable semantics):
 loads zero-fill past an axis end (TileLang's bounds-checked T.copy does that), reductions
@@ -227,14 +227,19 @@ def emit_module(plan: Plan) -> str:
     L.append("    return arch is not None and int(arch.group(1)) >= 90")
     L.append("")
     L.append("")
-    L.append("def compile_kernels(target='auto', sms=None, **tile_params):")
-    L.append('    """{kernel name: tilelang JITKernel}; needs nvcc (and a GPU for target \'auto\'); sms: build_kernel\'s."""')
+    L.append("def compile_kernel(name, f, target='auto'):")
+    L.append('    """The kernel `name` of build_kernel() (its prim_func f) compiled: a tilelang JITKernel. One kernel at a')
+    L.append('    time for whoever compiles a module\'s kernels in parallel (the GPU campaign\'s compile pool)."""')
     L.append("    from leantile.codegen_repair import MARKER_FLAG, install")
     L.append("    install()  # TileLang 0.1.15 can read a stale copy of a fragment updated in place (see there)")
+    L.append("    return tilelang.compile(f, target=target, compile_flags=[*NVCC_FLAGS.get(name, ()), MARKER_FLAG],")
+    L.append("                            pass_configs=PASS_CONFIGS.get(name))")
+    L.append("")
+    L.append("")
+    L.append("def compile_kernels(target='auto', sms=None, **tile_params):")
+    L.append('    """{kernel name: tilelang JITKernel}; needs nvcc (and a GPU for target \'auto\'); sms: build_kernel\'s."""')
     L.append("    kernels = build_kernel(pdl=has_pdl(target), sms=sms, **tile_params)")
-    L.append("    return {name: tilelang.compile(f, target=target, compile_flags=[*NVCC_FLAGS.get(name, ()), MARKER_FLAG],")
-    L.append("                                   pass_configs=PASS_CONFIGS.get(name))")
-    L.append("            for name, f in kernels.items()}")
+    L.append("    return {name: compile_kernel(name, f, target) for name, f in kernels.items()}")
     L.append("")
     L.append("")
     L.append("def allocate(inputs, device='cuda', fill=float('nan')):")
