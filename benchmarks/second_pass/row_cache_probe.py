@@ -170,10 +170,13 @@ def main(argv=None) -> int:
                     k = tilelang.compile(kernel(design, M, D, dt, R, B, th), target="cuda", pass_configs=configs(D))
                     y = torch.empty_like(x)
                     k(x, y)
-                    err = float((y.float() - ref).abs().max())
-                    row["max_abs_err"] = err
-                    if not err < 0.05:
-                        row["error"] = f"wrong: max abs err {err}"
+                    # log-softmax values reach -log(D) - 3 sigma (about -25): a bf16 output's own
+                    # rounding there is 0.06, so the check is relative (the 2026-11-29 run called
+                    # every bf16 variant wrong at an absolute 0.05 and timed none of them)
+                    err = float(((y.float() - ref).abs() / ref.abs().clamp_min(1.0)).max())
+                    row["max_rel_err"] = err
+                    if not err < 2 * torch.finfo(x.dtype).eps:
+                        row["error"] = f"wrong: max rel err {err}"
                     else:
                         row["ms"] = tt.do_bench_cudagraph(lambda: k(x, y), rep=100, return_mode="median")
                         row["vs_compile"] = base / row["ms"]
