@@ -214,3 +214,50 @@ def test_the_residual_norm_kernel_lowers():
     mod = load_module(emit_module(derive(g)), "residual_norm")
     for name, f in mod.build_kernel().items():
         assert "__global__" in lower_to_cuda(f, arch="sm_90"), name
+
+
+def _exp_maps(plan):
+    from leantile.plan import Map
+    return {fn: sum(isinstance(s, Map) and s.fn == fn for k in plan.kernels for s in k.statements())
+            for fn in ("exp", "exp2")}
+
+
+@pytest.mark.parametrize("name", ["log_softmax", "cross_entropy"])
+@pytest.mark.parametrize("d", [7, ON_CHIP + 5], ids=["on_chip", "streamed"])
+def test_a_rows_shifted_exps_run_as_exp2_by_their_step(name, d):
+    """exp(s - m), m the row's own max, runs as exp2((s - m) log2 e) in the row kernel (the
+    online rescale too, where the row streams): the fused candidate's exp_to_exp2 step names
+    exactly those exps, the kernel flushes subnormals (plan.passes.flush_subnormals: exp2 is one
+    MUFU.EX2), no precise exp is left, and every candidate computes what the graph computes."""
+    from leantile import ir
+    g = _graph(name, {**SMALL, "m": 3, "d": d, "c": d})
+    shifted = []
+    for n in g.nodes:
+        if isinstance(n, ir.Unary) and n.op == "exp":
+            z = g.node(n.x)
+            m = g.node(z.b) if isinstance(z, ir.Binary) and z.op == "sub" else None
+            if isinstance(m, ir.Reduce) and m.kind == "max" and m.x == z.a:
+                shifted.append(n.id)
+    assert shifted
+    fused = next(c for c in candidates(g) if c.name != "unfused")
+    steps = [s for s in fused.steps if s.rule == "exp_to_exp2"]
+    assert [tuple(s.at) for s in steps] == [tuple(shifted)]
+    plan = derive(g, fused.name)
+    assert _exp_maps(plan) == {"exp": 0, "exp2": _exp_maps(plan)["exp2"]} and _exp_maps(plan)["exp2"] >= 1
+    assert all(k.flush_subnormals for k in plan.kernels if any(getattr(s, "fn", None) == "exp2" for s in k.statements()))
+    _check(g, None)
+
+
+def test_an_unshifted_exp_keeps_the_precise_exp():
+    """exp(x) and exp(x - mean x) are not exp2: their arguments reach 88, where x log2 e rounds to
+    a hundred float32 units of the result (shifted_exps)."""
+    def body(g):
+        x = g.input("X", ["m", "d"], "f32")
+        a = g.red("sum", g.exp(x), "d")
+        b = g.red("sum", g.exp(g.sub(x, g.mean_along(x, "d"))), "d")
+        return g.add(a, b)
+    g = dag.build_graph_with_output("unshifted", {"m": 4, "d": 9}, body)
+    for c in candidates(g):
+        assert not any(s.rule == "exp_to_exp2" for s in c.steps), c.name
+        assert _exp_maps(derive(g, c.name))["exp2"] == 0
+    _check(g, None)

@@ -78,10 +78,14 @@ def test_decide_follows_the_steps(tiny_graphs):
                 rules = {s.rule: s for s in o.steps}
                 seen |= set(rules)
                 if isinstance(c, RegionChoice):  # a region's steps justify its kernel, split or not
-                    assert set(rules) <= {"fuse_elementwise", "fuse_reduction", "online_sum", "split_reduction"}
-                    assert c.site is o.site
+                    assert set(rules) <= {"fuse_elementwise", "fuse_reduction", "online_sum", "split_reduction",
+                                          "exp_to_exp2"}
                     split = rules.get("split_reduction")
                     assert c.split == (split.params["splits"] if split else 0)
+                    # the exps it computes as exp2 are those its step names, none without one
+                    exp2 = tuple(rules["exp_to_exp2"].at) if "exp_to_exp2" in rules else ()
+                    assert c.exp2 == c.site.exp2 == exp2
+                    assert c.site.members == o.site.members and c.site.inlined is o.site.inlined
                 elif hasattr(c, "exp2"):
                     assert c.exp2 == ("exp_to_exp2" in rules)
                     split = rules.get("split_kv") or rules.get("split_row")

@@ -56,7 +56,7 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             stats, norm = K.softmax_row_kernels(cx, s, c.exp2, tiles)
             add(stats, [s.src], [s.mx, s.sm])
             add(norm, [s.src, s.mx, s.sm], [s.div])
-        elif isinstance(s, RegionSite):
+        elif isinstance(s, RegionSite):  # c.site as its steps decided (engine.decide: its exp2 exps)
             region_sites.append(s)
             if c.split:
                 region_splits[s.members[0]] = c.split

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import ir
 from ..plan import Gemm, Plan, passes
@@ -29,8 +29,8 @@ from .region_kernels import region_kernel
 from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
 from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .split_kernels import split_flash, split_gemm, split_region, split_row
-from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block
-from .rules.softmax import online_options
+from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block, shifted_exps
+from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
                           swap_rows, wave_tiles)
@@ -64,6 +64,7 @@ class RegionChoice:
     site: RegionSite
     epilogue: list[int] = ()
     split: int = 0  # split_reduction: slices of the streamed axis (0: one CTA runs all of it)
+    exp2: tuple[int, ...] = ()  # exp_to_exp2: the shifted exps computed as exp2 (RegionSite.exp2)
 
 
 def decide(o: Option):
@@ -73,12 +74,15 @@ def decide(o: Option):
         RegionChoice(o.site) if isinstance(o.site, RegionSite) else K.OnlineChoice(o.site)
     for st in o.steps:
         BY_NAME[st.rule].apply(choice, st)
+    if isinstance(choice, RegionChoice):  # the kernel computes as exp2 what the steps say, nothing else
+        choice.site = replace(choice.site, exp2=choice.exp2)
     return choice
 
 
 def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
-    s, c = o.site, decide(o)
+    c = decide(o)
+    s = c.site if isinstance(c, RegionChoice) else o.site
     if isinstance(s, FlashSite):
         return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack)]
     if isinstance(s, SoftmaxSite):
@@ -198,9 +202,11 @@ def _on_chip(cx: Ctx, s: SoftmaxSite) -> list[Option]:
         return []
     members = sorted({s.mx, s.sm, s.div})
     inlined = set(s.nodes) - set(members)
-    site = RegionSite(members, "on_chip", cx.node(s.src).axes, s.axis, inlined)
+    site = RegionSite(members, "on_chip", cx.node(s.src).axes, s.axis, inlined,
+                      exp2=shifted_exps(cx, set(members), inlined, s.axis))
     step = FUSE_REDUCTION.step(members, mode="on_chip")
-    return [Option("on_chip", (step,), site, step.rule, tuple(members))]
+    steps = (step, *([EXP2.step(site.exp2)] if site.exp2 else []))  # as every row kernel (region_options)
+    return [Option("on_chip", steps, site, step.rule, tuple(members))]
 
 
 def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:

@@ -31,6 +31,16 @@ def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
 
 
 MAP_TILE = 8192  # elements per CTA of a map kernel
+LOG2E = 1.4426950408889634
+
+
+def exp_of(site: RegionSite, dst: str, x: str) -> list[Map]:
+    """dst = exp(x): as exp2(x log2 e) in a site whose shifted exps are exp2 (shifted_exps: the
+    rescales of its online sums and the merge of its slices' sums are shifted the same way,
+    exp(m_old - m_new) <= 1), else exp."""
+    if site.exp2:
+        return [Map(dst=dst, fn="mul", args=(x, f"#{LOG2E!r}")), Map(dst=dst, fn="exp2", args=(dst,))]
+    return [Map(dst=dst, fn="exp", args=(x,))]
 
 
 def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
@@ -224,7 +234,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             continue  # the slice stops at the reductions' states; the combine has no stream axis
         where = phase(i)
         if combine and isinstance(n, ir.Reduce):
-            have[i] = _combine_partials(cx, kb, i, split, rescaled.get(i), slice_max, have)
+            have[i] = _combine_partials(cx, kb, site, i, split, rescaled.get(i), slice_max, have)
             home[i] = body
             if i in stores:
                 body.append(Store(src=have[i], dst=cx.value(i)))
@@ -245,7 +255,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             where.append(Reduce(dst=dst, src=args[0], kind=n.kind, axis=n.axis, accumulate=streamed))
             if i in online_max:
                 alpha = alphas[i] = kb.buf(f"rescale_{dst}", n.axes, "fragment", "acc", key=("rescale", i))
-                where += [Map(dst=alpha, fn="sub", args=(prev, dst)), Map(dst=alpha, fn="exp", args=(alpha,))]
+                where += [Map(dst=alpha, fn="sub", args=(prev, dst)), *exp_of(site, alpha, alpha)]
         else:
             for a in set(n.args()):  # an argument read for the last time may hold the result (in place)
                 if a in readers:
@@ -256,6 +266,8 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
                 where.append(Iota(dst=dst, axis=n.axis))
             elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row
                 where.append(Map(dst=dst, fn="mul", args=(args[0], _reciprocal(cx, kb, n.b, args[1], recips, where))))
+            elif i in site.exp2:  # exp(s - m) as exp2((s - m) log2 e) (shifted_exps)
+                where += exp_of(site, dst, args[0])
             else:  # a cast rounds to its dtype here, as a store of it would (node_map)
                 where.append(node_map(n, dst, tuple(args)))
         have[i] = dst
@@ -326,6 +338,8 @@ def _second_pass(cx: Ctx, kb: KernelBuilder, site: RegionSite, computed: set[int
             where.append(Iota(dst=dst, axis=n.axis))
         elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row, once
             where.append(Map(dst=dst, fn="mul", args=(args[0], _reciprocal(cx, kb, n.b, args[1], recips, kb.epilogue))))
+        elif i in site.exp2:
+            where += exp_of(site, dst, args[0])
         else:
             where.append(node_map(n, dst, tuple(args)))
         fresh[i] = dst
@@ -333,7 +347,7 @@ def _second_pass(cx: Ctx, kb: KernelBuilder, site: RegionSite, computed: set[int
             where.append(Store(src=dst, dst=cx.value(i)))
 
 
-def _combine_partials(cx: Ctx, kb: KernelBuilder, i: int, split: str, rescaled_by: int | None,
+def _combine_partials(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, split: str, rescaled_by: int | None,
                       slice_max: dict[int, str], have: dict[int, str]) -> str:
     """Reduction i of a split region, from its slices' partials: a sum added, a max taken; an
     online sum l_s (relative to its slice's max m_s) weighed by exp(m_s - m) for the merged m
@@ -346,7 +360,7 @@ def _combine_partials(cx: Ctx, kb: KernelBuilder, i: int, split: str, rescaled_b
     if rescaled_by is not None:
         w = kb.buf(f"{partial_name(cx, i)}_weight", (*rows, split), "fragment", "acc", key=("weight", i))
         kb.body += [Map(dst=w, fn="sub", args=(slice_max[rescaled_by], have[rescaled_by])),
-                    Map(dst=w, fn="exp", args=(w,)), Map(dst=part, fn="mul", args=(part, w))]
+                    *exp_of(site, w, w), Map(dst=part, fn="mul", args=(part, w))]
     kb.body.append(Reduce(dst=dst, src=part, kind=n.kind, axis=split))
     slice_max[i] = part
     return dst

@@ -1,6 +1,7 @@
 """The rewrite rules, one executable unit each (base.Rule), grouped by the sites they share:
 
-    softmax.py  softmax_shift, online_softmax, exp_to_exp2   (softmax rows, attention)
+    softmax.py  softmax_shift, online_softmax, exp_to_exp2   (softmax rows, attention; exp_to_exp2
+                also a row kernel's exp(s - max s): regions.shifted_exps)
     pullout.py  scale_pullout, mean_pullout, gain_fold       (a GEMM's normalised LHS, a norm's gain)
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)

@@ -63,6 +63,9 @@ class RegionSite:
     # on chip: more axes reduced in the same kernel (statistics over (h, w) of an InstanceNorm,
     # over (c_group, h, w) of a GroupNorm: reduce w, then h, all in registers)
     extra: tuple[str, ...] = ()
+    # exp(s - m) of a max m of s over the row, computed as exp2((s - m) log2 e) (exp_to_exp2;
+    # shifted_exps), with the online sums' rescale exp(m_old - m_new) alike
+    exp2: tuple[int, ...] = ()
 
     @property
     def reduced(self) -> tuple[str, ...]:
@@ -392,11 +395,45 @@ class RegionAnalysis:
             online = tuple(o for o in (self.online_sum(q, group) for q in sorted(group)) if o) \
                 if mode == "streamed" else ()
             extra = tuple(a for a in src_axes if a in reduced and a != n.axis)
-            out.append(RegionSite(sorted(group), mode, tuple(src_axes), n.axis, self.inline, online, extra))
+            out.append(RegionSite(sorted(group), mode, tuple(src_axes), n.axis, self.inline, online, extra,
+                                  shifted_exps(cx, group, self.inline, n.axis)))
         for i in sorted(self.materialised - taken):
             out.append(RegionSite([i], "map", cx.node(i).axes, None, self.inline))
         out.sort(key=lambda s: s.members[0])
         return out
+
+
+def shifted_exps(cx: Ctx, group: set[int], inline: set[int], axis: str) -> tuple[int, ...]:
+    """The exps a row kernel computes as exp2((s - m) log2 e) (exp_to_exp2, as softmax rows and
+    attention do): exp(s - m) with m = max of s over the kernel's axis, m a member and the exp read
+    by a member (the sum of a log-sum-exp: log-softmax, cross-entropy) or one itself. Why: the
+    precise expf holds its range reduction in registers (a log-softmax row kernel over 2048 x 32000
+    f16: 61 registers against 40 with exp2f, ptxas -v, nvcc 13; at 61 four CTAs of 256 threads fit
+    an SM, at 40 six, and the loads in flight set this kernel's speed: the same kernel written by
+    hand with exp2 ran 0.1221 ms against the emitted 0.1275 on an H200,
+    benchmarks/second_pass/VERDICT.md). Only shifted exps: s - m <= 0, so exp2's argument is
+    rounded where the result is largest, exp2(x log2 e) = exp x to a few float32 units there
+    (an unshifted exp(x) of x near 88 would be 100 units off), and the kernel's -ftz
+    (plan.passes.flush_subnormals) flushes only terms below 2^-126 of a sum whose largest is 1.
+    Not in float64 rows (no ftz there, and nothing to gain)."""
+    readers: dict[int, set[int]] = {}
+    for n in cx.nodes:
+        for a in n.args():
+            readers.setdefault(a, set()).add(n.id)
+    out = []
+    for i in sorted(inline | group):
+        e = cx.node(i)
+        if not (isinstance(e, ir.Unary) and e.op == "exp") or cx.dtype_of(i) == "f64":
+            continue
+        z = cx.node(e.x)
+        if not (isinstance(z, ir.Binary) and z.op == "sub" and z.b in group):
+            continue
+        m = cx.node(z.b)
+        if not (isinstance(m, ir.Reduce) and m.kind == "max" and m.axis == axis and m.x == z.a):
+            continue
+        if i in group or readers.get(i, set()) & group:
+            out.append(i)
+    return tuple(out)
 
 
 class FuseReduction(Rule):
@@ -453,8 +490,10 @@ FUSE_REDUCTION, ONLINE_SUM = FuseReduction(), OnlineSum()
 
 
 def region_options(sites: list[RegionSite]) -> list[list[Option]]:
-    """One option per region site: its one fused kernel (the unfused candidate is the other)."""
+    """One option per region site: its one fused kernel (the unfused candidate is the other),
+    with its shifted exps as exp2 (always: the same value in fewer registers)."""
     from .gemm import EPILOGUE
+    from .softmax import EXP2
     out = []
     for s in sites:
         if s.mode == "map":
@@ -462,6 +501,6 @@ def region_options(sites: list[RegionSite]) -> list[list[Option]]:
             steps = (step,)
         else:
             step = FUSE_REDUCTION.step(s.members, mode=s.mode)
-            steps = (step, *(ONLINE_SUM.step(o) for o in s.online))
+            steps = (step, *(ONLINE_SUM.step(o) for o in s.online), *([EXP2.step(s.exp2)] if s.exp2 else []))
         out.append([Option("", steps, s, step.rule, tuple(s.members))])
     return out

@@ -205,7 +205,9 @@ class ExpToExp2(Rule):
     statement = "exp x = 2 ^ (x * log2 e)"
 
     def apply(self, choice, step):
-        choice.exp2 = True
+        # an online softmax site (kernels.OnlineChoice) computes its exps as exp2 or not; a region
+        # kernel (engine.RegionChoice, a tuple) the shifted exps the step names (shifted_exps)
+        choice.exp2 = tuple(step.at) if isinstance(choice.exp2, tuple) else True
 
     def formula(self, g, at, params):
         S = sym()
