@@ -416,10 +416,6 @@ def shifted_exps(cx: Ctx, group: set[int], inline: set[int], axis: str) -> tuple
     (an unshifted exp(x) of x near 88 would be 100 units off), and the kernel's -ftz
     (plan.passes.flush_subnormals) flushes only terms below 2^-126 of a sum whose largest is 1.
     Not in float64 rows (no ftz there, and nothing to gain)."""
-    readers: dict[int, set[int]] = {}
-    for n in cx.nodes:
-        for a in n.args():
-            readers.setdefault(a, set()).add(n.id)
     out = []
     for i in sorted(inline | group):
         e = cx.node(i)
@@ -431,7 +427,7 @@ def shifted_exps(cx: Ctx, group: set[int], inline: set[int], axis: str) -> tuple
         m = cx.node(z.b)
         if not (isinstance(m, ir.Reduce) and m.kind == "max" and m.axis == axis and m.x == z.a):
             continue
-        if i in group or readers.get(i, set()) & group:
+        if i in group or group.intersection(cx.users[i]):
             out.append(i)
     return tuple(out)
 
