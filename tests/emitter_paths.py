@@ -9,7 +9,7 @@ from typing import Callable
 
 from leantile import architectures, ir
 from leantile.derive.shape_tiles import PINGPONG_TILES
-from leantile.plan import Gemm
+from leantile.plan import Gemm, Reduce, pooled_in_registers
 from leantile.plan import row_bytes
 from leantile.sources import load_source
 
@@ -43,6 +43,10 @@ def _arch(name, **sizes):
 
 def _mma(k) -> bool:
     return any(isinstance(s, Gemm) and s.mma for s in k.statements())
+
+
+def _pairs_in_registers(plan) -> bool:
+    return any(pooled_in_registers(plan, k, s) for k in plan.kernels for s in k.epilogue if isinstance(s, Reduce))
 
 
 def _any(pred):
@@ -89,7 +93,10 @@ PATHS = [
          candidate="online_exp2"),
     # the weight read through its 2-D view, the pool reduced from a shared copy (fuse_pool_epilogue);
     # n = 45 leaves a partial column tile
-    Case("gemm pooled epilogue", lambda: _pooled(b=70, k=96, n=45, p=4), _any(lambda k: bool(k.packed) and _mma(k))),
+    Case("gemm pooled epilogue", lambda: _pooled(b=70, k=96, n=45, p=4),
+         lambda plan: _any(lambda k: bool(k.packed) and _mma(k))(plan) and not _pairs_in_registers(plan)),
+    # a pool of 2: each thread's column pair combined in registers (plan.pooled_in_registers), no shared copy
+    Case("gemm pooled pairs in registers", lambda: _pooled(b=70, k=96, n=45, p=2), lambda plan: _pairs_in_registers(plan)),
     # a streamed row kernel that streams its rows again for an epilogue over them (Kernel.second_pass)
     Case("row streamed twice", lambda: _log_softmax(m=300, d=9001), _any(lambda k: bool(k.second_pass))),
 ]

@@ -110,3 +110,49 @@ def test_pooled_kernels_lower_for_sm_90(sizes, dtype):
     for name, f in mod.build_kernel().items():
         cu = lower_to_cuda(f, arch="sm_90")
         assert "__global__" in cu and f"{name}_kernel" in cu
+
+
+@pytest.mark.parametrize("kind", ["max", "sum"])
+@pytest.mark.parametrize("linear", [False, True])
+def test_a_pool_of_two_over_tensor_cores_combines_each_threads_pair_in_registers(kind, linear):
+    """A pool of 2 over a tensor-core accumulator reads its pairs in place (plan.pooled_in_registers):
+    no shared copy of the accumulator is emitted or counted, where a pool of 4 keeps its copy, and
+    the pooled plan still computes the graph."""
+    from leantile.emit import emit_module
+    from leantile.plan import Reduce, pooled_in_registers
+    from leantile.plan.shared import temps
+
+    def pooled_plan(p):
+        plan = derive(_pooled(p=p, kind=kind, linear=linear, b=256, k=128, n=64), "pool")
+        k, = plan.kernels
+        red = next(s for s in k.epilogue if isinstance(s, Reduce))
+        counted = [t.buffer for t in temps(plan, k) if t.role == "mirror"]  # what plan.verify.shared_bytes adds
+        return pooled_in_registers(plan, k, red), f"{red.src}_smem" in emit_module(plan), counted, red.src
+
+    regs2, emitted2, counted2, _ = pooled_plan(2)
+    regs4, emitted4, counted4, acc4 = pooled_plan(4)
+    assert regs2 and not emitted2 and counted2 == []
+    assert not regs4 and emitted4 and counted4 == [acc4]
+    _check_every_candidate(_pooled(p=2, kind=kind, linear=linear, b=37, k=24, n=9), 3,
+                           (None, {"block_m": 16, "block_n": 8, "block_k": 16}))
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering and nvcc are the slow part)
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("kind", ["max", "sum"])
+def test_a_pool_of_two_in_registers_lowers_and_compiles(dtype, kind):
+    """TileLang itself verifies that each thread holds its pair (it refuses the loop otherwise:
+    "Cannot lower access to thread-distributed fragment"): partial tiles of n and rows, both
+    weight layouts, compiled by nvcc for sm_90a where nvcc is here."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import compile_cuda, lower_to_cuda, nvcc_path
+    for linear in (False, True):
+        g = _pooled(p=2, kind=kind, dtype=dtype, linear=linear, b=70, k=72, n=33)
+        plan = derive(g, "pool")
+        mod = load_module(emit_module(plan), f"pool2_{dtype}_{kind}_{linear}")
+        for name, f in mod.build_kernel().items():
+            cu = lower_to_cuda(f, arch="sm_90a", pass_configs=mod.PASS_CONFIGS.get(name))
+            assert "pool_p" in cu and "_smem" not in cu
+            if nvcc_path():
+                assert compile_cuda(cu, arch="sm_90a", flags=mod.NVCC_FLAGS.get(name))[:4] == b"\x7fELF"

@@ -3,7 +3,7 @@
 reduction to one value, and a SIMT loop for a contraction that is not a 2-D MMA tile."""
 from __future__ import annotations
 
-from ..plan import Gemm, Reduce, pooled_reduce
+from ..plan import Gemm, Reduce, pooled_in_registers, pooled_reduce
 from .common import EmitError, _ident, _size
 
 
@@ -76,6 +76,9 @@ class ReductionWriter:
         (n, p) that holds every p: each value combines its P products, read from a shared copy
         of the tile (a GEMM accumulator's register layout spreads one n's p over threads)."""
         src, dst = self.local[s.src], self.local[s.dst]
+        if pooled_in_registers(self.plan, self.k, s):
+            self.pool_in_registers(s, depth)
+            return
         view = self.to_shared(s.src, depth)
         self.fam[s.dst] = "R"
         loop = self.loop_header(dst.axes, depth)
@@ -90,6 +93,25 @@ class ReductionWriter:
         for t in terms[1:]:
             val = f"{val} + {t}" if s.kind == "sum" else f"T.max({val}, {t})"
         self.emit(f"{here} = {val}  # {s.kind} over the {len(terms) - s.accumulate} {s.axis} of the tile", depth + 1)
+
+    def pool_in_registers(self, s: Reduce, depth: int):
+        """plan.pooled_in_registers: each thread combines the pair it holds, in place. One read
+        of the accumulator at (n, p) inside a loop over p (TileLang takes one access pattern per
+        fragment in a T.Parallel: acc[i, 2j] beside acc[i, 2j + 1] is refused); the first term
+        taken as is, as pool_reduce's t0 op t1 (an identity first would turn max(NaN, NaN) into -inf)."""
+        src, dst = self.local[s.src], self.local[s.dst]
+        self.fam[s.dst] = "R"
+        loop = self.loop_header(dst.axes, depth)
+        p = self.fresh("pool_p")
+        here = self.ref(s.dst, dst.axes, loop)
+        val = self.ref(s.src, src.axes, {**loop, s.axis: p})
+        if self.tl_dtype(src) != self.tl_dtype(dst):
+            val = f"T.cast({val}, {self.dtype_expr(dst)})"
+        both = f"{here} + {val}" if s.kind == "sum" else f"T.max({here}, {val})"
+        self.emit(f"{here} = {self.identity(s)}  # written before the loop reads it (the p = 0 term replaces it)"
+                  if not s.accumulate else f"# {s.dst} {s.kind}= its {self.plan.axes[s.axis]} {s.axis} values", depth + 1)
+        self.emit(f"for {p} in T.serial({self.plan.axes[s.axis]}):  # {s.kind} over the pair this thread holds", depth + 1)
+        self.emit(f"{here} = {both}" if s.accumulate else f"{here} = T.if_then_else({p} == 0, {val}, {both})", depth + 2)
 
     def identity(self, s: Reduce) -> str:
         return "0.0" if s.kind == "sum" else f"-T.infinity({self.dtype_expr(self.local[s.dst])})"

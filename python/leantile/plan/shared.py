@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims, pooled_reduce,
+from . import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims, pooled_in_registers, pooled_reduce,
                    overlap_parts, row_bytes, swapped_layout)
 
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
@@ -255,7 +255,8 @@ class _Walk:
         if not dst.axes and s.deferred:  # added elementwise into a tile of partials (registers)
             return
         if pooled_reduce(self.plan, self.k, s):  # emit.reductions.pool_reduce
-            self.mirror(s.src)
+            if not pooled_in_registers(self.plan, self.k, s):
+                self.mirror(s.src)
             self.fam[s.dst] = "R"
             return
         if not dst.axes:  # to one value: each thread a strided slice of a shared copy, then one thread

@@ -9,8 +9,9 @@ kernel to reduce (H200, 128 x 512 x 128 x 2: 0.0095 ms against torch.compile's 0
 How: the weight's axes (n, p) are one column dimension of the GEMM's tiles (Kernel.packed; the
 weight is read through its 2-D view [k, n * p] or [n * p, k], one rectangle per k step),
 a tile holds every p of block_n / P positions of n, so each pooled value is reduced where its
-P products are, in the epilogue (through a shared copy of the accumulator:
-emit.reductions.pool_reduce), and only the pooled result is stored.
+P products are, in the epilogue (a pool of 2 over tensor cores from the pair each thread
+holds in registers, plan.pooled_in_registers; larger pools through a shared copy of the
+accumulator: emit.reductions.pool_reduce), and only the pooled result is stored.
 Lemma (LeanTile.pool_epilogue_eval, Rules/PoolEpilogue.lean): a reduction along an axis reads
 the reduced tensor only at the positions that differ from the output position along that axis,
 which one tile holds; and the 2-D view's column n * P + p is (n, p).
