@@ -82,7 +82,7 @@ def decide(o: Option):
 def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
     c = decide(o)
-    s = c.site if isinstance(c, RegionChoice) else o.site
+    s = c.site  # o.site as its steps decided (a region's exp2 exps)
     if isinstance(s, FlashSite):
         return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack)]
     if isinstance(s, SoftmaxSite):
