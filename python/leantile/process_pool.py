@@ -5,6 +5,8 @@ more of them than the free memory holds, each leaving Ctrl-C to the command, whi
 would print a traceback); stopped mid-task and reaped when the command stops."""
 from __future__ import annotations
 
+import time
+
 WORKER_BYTES = 1 << 30  # a worker: ~330 MiB once TileLang is imported, lowering or nvcc on top
 
 
@@ -51,4 +53,11 @@ def stop_now(pool) -> None:
         if proc.is_alive():
             proc.kill()
             proc.join(timeout=10)
+    # The executor's own thread sees the worker die and joins it too: where its waitpid reaps the
+    # child first, ours fails (ECHILD), join returns at once and is_alive() stays True until that
+    # thread records the exit code (test_stop_now_... saw it: stop_now back in 0.7 ms, the worker
+    # "alive"). Wait for the exit codes, briefly, so that what returns is reaped and says so.
+    deadline = time.monotonic() + 5
+    while any(proc.is_alive() for proc in procs) and time.monotonic() < deadline:
+        time.sleep(0.01)
     pool.shutdown(wait=False, cancel_futures=True)
