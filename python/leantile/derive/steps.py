@@ -11,7 +11,6 @@ agrees with the derivation longest:
 from __future__ import annotations
 
 import difflib
-
 import re
 
 from .. import ir

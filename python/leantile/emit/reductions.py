@@ -74,7 +74,8 @@ class ReductionWriter:
     def pool_reduce(self, s: Reduce, depth: int):
         """fuse_pool_epilogue: a reduction over the inner axis p of a packed column dimension
         (n, p) that holds every p: each value combines its P products, read from a shared copy
-        of the tile (a GEMM accumulator's register layout spreads one n's p over threads)."""
+        of the tile (a GEMM accumulator's register layout spreads one n's p over threads), or
+        from registers where each thread holds its pair (pool_in_registers)."""
         src, dst = self.local[s.src], self.local[s.dst]
         if pooled_in_registers(self.plan, self.k, s):
             self.pool_in_registers(s, depth)

@@ -393,7 +393,8 @@ def on_chip_dims(k: Kernel, axes: tuple[str, ...]) -> tuple[tuple[str, ...], ...
 def pooled_reduce(plan: "Plan", k: Kernel, s) -> bool:
     """Whether Reduce s of kernel k reduces the inner axis of k's packed column dimension, every
     position of it on chip (fuse_pool_epilogue: (n, p), p whole): each result combines the P
-    values of its n, read from a shared copy (emit.reductions.pool_reduce)."""
+    values of its n, read from a shared copy (emit.reductions.pool_reduce), or in place where
+    each thread holds them (pooled_in_registers)."""
     dims = on_chip_dims(k, tuple(k.buffer(s.src).axes))
     return any(len(d) > 1 and d[-1] == s.axis for d in dims) and \
         any(t.axis == s.axis and t.block == plan.axes[s.axis] for t in k.grid)

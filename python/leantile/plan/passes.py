@@ -66,7 +66,7 @@ def warp_policy(plan: Plan) -> Plan:
     or a fragment is the A operand of a second GEMM (P V in attention): those need whole rows
     of the tile in one warp."""
     def decide(plan, k):
-        # a pooled reduce reads a shared copy (fuse_pool_epilogue): no whole rows per warp for it
+        # a pooled reduce reads a shared copy or its own pairs (fuse_pool_epilogue): no whole rows per warp for it
         rows = any(isinstance(s, Reduce) and not pooled_reduce(plan, k, s) for s in k.statements())
         frag_a = any(b.scope == "fragment" for s in _gemms(k) for b in k.buffers if b.name == s.a)
         return {"warp_policy": "full_row"} if rows or frag_a else {}

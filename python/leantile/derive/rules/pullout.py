@@ -143,8 +143,6 @@ def _reduces_over(cx: Ctx, i: int, axis: str) -> bool:
     return any(isinstance(cx.node(j), ir.Reduce) and cx.node(j).axis == axis for j in row_ancestors(cx, [i], axis))
 
 
-
-
 class GainFold(Rule):
     name = "gain_fold"
     theorem = "LeanTile.gain_fold"
