@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 # loaded on first use: `import leantile` (and the command's entry point, leantile.entry) runs
 # nothing slow, so that Ctrl-C is handled from the first moment (leantile.interrupts)
 _LAZY = {"compile": "runtime", "Kernel": "runtime", "CompileError": "runtime",
-         "Graph": "ir", "GraphError": "ir", "load": "ir", "parse": "ir"}
+         "Graph": "ir", "GraphError": "ir", "load": "ir", "parse": "ir", "vjp": "autodiff"}
 
 
 def __getattr__(name: str):

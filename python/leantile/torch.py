@@ -9,6 +9,11 @@ Each compiled kernel becomes one custom op `leantile::<graph>_<digest>` (the dig
 emitted source: another plan or shape is another op), with a fake implementation from the
 graph's shapes and dtypes, so torch.compile traces through it without a graph break and CUDA
 graphs capture it (outputs are allocated with torch.empty inside the op, on the current stream).
+
+Each op trains: its autograd formula is the graph's backward (leantile.autodiff.vjp), derived,
+compiled and run as another leantile op, made on the first backward for the set of inputs that
+need a gradient (forward-only users never pay for it). The backward recomputes what it reads from
+the forward's inputs (autodiff.default_saved); `Module` parameters train with any optimizer.
 """
 from __future__ import annotations
 
@@ -18,16 +23,19 @@ import math
 
 import torch
 
+from .autodiff import vjp
 from .ir import GraphError
 from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
 
 _OPS: dict[str, object] = {}  # op name -> registered op (registering twice is an error in torch)
+_BACKWARDS: dict[tuple[str, frozenset], tuple] = {}  # (forward op, inputs wanting a gradient) -> backward
 
 
-def op(kernel: Kernel):
+def op(kernel: Kernel, *, differentiable: bool = True):
     """The custom op that runs `kernel`: positional tensors in the graph's input order; returns
-    the output tensor, or a tuple in the graph's output order."""
+    the output tensor, or a tuple in the graph's output order. differentiable: register its
+    backward with autograd (the backward ops themselves are not: no double backward)."""
     # the CPU's two paths (reference, interpreter) are two ops: the op calls the kernel it was made for
     path = "\0interpret" if kernel.interpret else ""
     digest = hashlib.sha256(f"{kernel.source}\0{kernel.device}{path}".encode()).hexdigest()[:12]
@@ -55,8 +63,59 @@ def op(kernel: Kernel):
 
     fake.__signature__ = impl.__signature__
     custom.register_fake(fake)
+    if differentiable:
+        _register_backward(custom, name, kernel)
     _OPS[name] = custom
     return custom
+
+
+def _backward(name: str, kernel: Kernel, wanted: frozenset):
+    """(autodiff.Backward, its op) for the inputs in `wanted`: derived and compiled once, with
+    the forward kernel's device and paths."""
+    key = (name, wanted)
+    if key not in _BACKWARDS:
+        bw = vjp(kernel.graph, wrt=wanted)
+        if bw.graph is None:  # nothing differentiable reaches an output: every gradient is zero
+            _BACKWARDS[key] = (bw, None, None)
+        else:
+            k = _compile(bw.graph, device=kernel.device, check=kernel.check, interpret=kernel.interpret)
+            _BACKWARDS[key] = (bw, k, op(k, differentiable=False))
+    return _BACKWARDS[key]
+
+
+def _register_backward(custom, name: str, kernel: Kernel) -> None:
+    g = kernel.graph
+    names, outs = kernel.input_names, kernel.output_names
+    axes = {n.name: n.axes for n in g.inputs()}
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, *grads):
+        inputs = dict(zip(names, ctx.saved_tensors))
+        wanted = frozenset(n for n, need in zip(names, ctx.needs_input_grad) if need)
+        if not wanted:
+            return tuple(None for _ in names)
+        bw, k, bop = _backward(name, kernel, wanted)
+        if k is None:
+            return tuple(None for _ in names)
+        feed = dict(inputs)
+        for o, grad in zip(outs, grads):
+            if o in bw.cotangents:
+                feed[bw.cotangents[o]] = grad.contiguous()
+        r = bop(*[feed[n] for n in k.input_names])
+        r = (r,) if len(k.output_names) == 1 else r
+        got = dict(zip(k.output_names, r))
+        result = []
+        for n in names:
+            gr = bw.grads.get(n) if n in wanted else None
+            if gr is None:
+                result.append(None if n not in wanted else torch.zeros_like(inputs[n]))
+            else:
+                result.append(gr.like_input(got[gr.output], axes[n], g.axes))
+        return tuple(result)
+
+    custom.register_autograd(backward, setup_context=setup_context)
 
 
 def _iterable(x) -> list:
@@ -100,7 +159,7 @@ class Module(torch.nn.Module):
                 shape = g.shape(n.id)
                 w = torch.randn(shape, dtype=torch.float32) / math.sqrt(max(1, shape[0] if shape else 1))
                 self.register_parameter(n.name, torch.nn.Parameter(
-                    w.to(TORCH_DTYPES[n.dtype]).to(self.kernel.device), requires_grad=False))
+                    w.to(TORCH_DTYPES[n.dtype]).to(self.kernel.device)))
 
     def forward(self, *activations):
         given = dict(zip(self.activation_names, activations))

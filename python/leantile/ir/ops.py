@@ -15,6 +15,10 @@ Columns:
   tilelang  the TileLang spelling, a format string over the argument expressions
   lean      the Lean constructor (UnOp.x / BinOp.x / Op.x), checked against lean/LeanTile/IR.lean
   ir        False for plan-only functions (copy, fma) that no graph node has
+  vjp       the vector-Jacobian product, written with a graph builder b (leantile.dag.DagM):
+            vjp(b, args, y, dy) -> one cotangent id (or None: no gradient) per argument, where
+            args are the argument ids, y the result's and dy the result's cotangent (autodiff.vjp);
+            None for ops no graph differentiates through (plan-only)
 
 Comparisons give 1 where they hold and 0 elsewhere, in the dtype of their operands; `select
 (cond, a, b)` is a where cond != 0, else b (torch.where).
@@ -22,7 +26,7 @@ Comparisons give 1 where they hold and 0 elsewhere, in the dtype of their operan
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 
@@ -63,6 +67,7 @@ class Op:
     lean: str | None
     ir: bool = True
     doc: str = ""
+    vjp: Callable | None = None
 
 
 def _sp():
@@ -99,6 +104,80 @@ def _piecewise(rel):
 def _cmp_tl(op: str) -> str:
     # T.if_then_else needs both branches in the loop's dtype: the writer casts the result
     return "T.if_then_else({0} %s {1}, 1.0, 0.0)" % op
+
+
+# -- vector-Jacobian products (the vjp column) ---------------------------------------------------
+# Each takes a graph builder b, the argument ids, the result's id y and its cotangent's id dy and
+# returns one cotangent id per argument (None: no gradient flows there). Ties follow torch's
+# autograd: maximum/minimum split the gradient evenly between equal operands (derivatives.yaml),
+# abs has gradient 0 at 0 (sgn). The identities are lean/LeanTile/Vjp.lean's.
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_tanh_vjp(b, args, y, dy):
+    x, = args
+    c = _SQRT_2_OVER_PI
+    x2 = b.mul(x, x)
+    t = b.tanh(b.mul(b.mul(x, b.add(b.mul(x2, b.const("0.044715")), b.const("1.0"))), b.const(repr(c))))
+    one = b.const("1.0")
+    left = b.mul(b.const("0.5"), b.add(one, t))
+    du = b.mul(b.const(repr(c)), b.add(one, b.mul(x2, b.const(repr(3 * 0.044715)))))
+    right = b.mul(b.mul(b.mul(b.const("0.5"), x), b.sub(one, b.mul(t, t))), du)
+    return (b.mul(dy, b.add(left, right)),)
+
+
+def _silu_vjp(b, args, y, dy):
+    x, = args
+    s = b.sigmoid(x)
+    one = b.const("1.0")
+    return (b.mul(dy, b.mul(s, b.add(one, b.mul(x, b.sub(one, s))))),)
+
+
+def _tie_weight(b, wins, a, c):
+    """1 where `wins(a, c)` holds, 1/2 where a == c, else 0: torch's maximum/minimum gradient."""
+    return b.add(wins(a, c), b.mul(b.eq(a, c), b.const("0.5")))
+
+
+def _extremum_vjp(wins, loses):
+    def vjp(b, args, y, dy):
+        a, c = args
+        return (b.mul(dy, _tie_weight(b, getattr(b, wins), a, c)),
+                b.mul(dy, _tie_weight(b, getattr(b, loses), a, c)))
+    return vjp
+
+
+def _no_gradient(b, args, y, dy):
+    return tuple(None for _ in args)
+
+
+_VJPS: dict[str, Callable] = {
+    "exp": lambda b, a, y, dy: (b.mul(dy, y),),
+    "exp2": lambda b, a, y, dy: (b.mul(dy, b.mul(y, b.const(repr(math.log(2.0))))),),
+    "neg": lambda b, a, y, dy: (b.neg(dy),),
+    "square": lambda b, a, y, dy: (b.mul(dy, b.mul(a[0], b.const("2.0"))),),
+    "sqrt": lambda b, a, y, dy: (b.div(dy, b.mul(y, b.const("2.0"))),),
+    # d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
+    "rsqrt": lambda b, a, y, dy: (b.mul(dy, b.mul(b.mul(y, b.mul(y, y)), b.const("-0.5"))),),
+    "recip": lambda b, a, y, dy: (b.neg(b.mul(dy, b.mul(y, y))),),
+    "silu": _silu_vjp,
+    "gelu_tanh": _gelu_tanh_vjp,
+    "log": lambda b, a, y, dy: (b.div(dy, a[0]),),
+    "tanh": lambda b, a, y, dy: (b.mul(dy, b.sub(b.const("1.0"), b.mul(y, y))),),
+    "erf": lambda b, a, y, dy: (b.mul(dy, b.mul(b.exp(b.neg(b.mul(a[0], a[0]))),
+                                                b.const(repr(2.0 / math.sqrt(math.pi))))),),
+    "sigmoid": lambda b, a, y, dy: (b.mul(dy, b.mul(y, b.sub(b.const("1.0"), y))),),
+    "abs": lambda b, a, y, dy: (b.mul(dy, b.sub(b.gt(a[0], b.const("0.0")), b.lt(a[0], b.const("0.0")))),),
+    "add": lambda b, a, y, dy: (dy, dy),
+    "sub": lambda b, a, y, dy: (dy, b.neg(dy)),
+    "mul": lambda b, a, y, dy: (b.mul(dy, a[1]), b.mul(dy, a[0])),
+    # d/db a/b = -a/b^2, written as torch writes it (-grad * a / (b * b))
+    "div": lambda b, a, y, dy: (b.div(dy, a[1]), b.neg(b.div(b.mul(dy, a[0]), b.mul(a[1], a[1])))),
+    "max": _extremum_vjp("gt", "lt"),
+    "min": _extremum_vjp("lt", "gt"),
+    "lt": _no_gradient, "le": _no_gradient, "eq": _no_gradient, "ge": _no_gradient, "gt": _no_gradient,
+    # the condition is a 0/1 mask: no gradient; each branch gets dy where it was chosen
+    "select": lambda b, a, y, dy: (None, b.select(a[0], dy, b.const("0.0")), b.select(a[0], b.const("0.0"), dy)),
+}
 
 
 ROWS: tuple[Op, ...] = (
@@ -161,6 +240,7 @@ ROWS: tuple[Op, ...] = (
        "T.ieee_fmaf({0}, {1}, {2})", None, ir=False),
 )
 
+ROWS = tuple(replace(o, vjp=_VJPS.get(o.name)) for o in ROWS)  # the vjp column, from the table above
 BY_NAME: dict[str, Op] = {o.name: o for o in ROWS}
 UNARY = tuple(o.name for o in ROWS if o.ir and o.arity == 1)
 BINARY = tuple(o.name for o in ROWS if o.ir and o.arity == 2)

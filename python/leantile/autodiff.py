@@ -1,0 +1,326 @@
+"""Reverse mode on the graph IR: `vjp(graph)` is the backward of a graph as another `ir.Graph`.
+
+The backward graph reads the forward's inputs it needs (same names), the values the forward saved
+(`save`: forward nodes the backward receives as inputs instead of recomputing them) and one
+cotangent per forward output; it writes one gradient per input. Every rule, plan pass, verifier,
+interpreter, emitter and search applies to it unchanged: it is an ordinary graph.
+
+Each op's vector-Jacobian product is the op registry's `vjp` column (leantile.ir.ops); the
+structural ones are here: a sum's cotangent is its result's, broadcast along the summed axis; a
+max's goes to the positions equal to the max, split evenly between ties (torch's amax); a
+broadcast operand's is summed over the axes it was broadcast along; a contraction's are the two
+contractions of the cotangent with the other operand (dA = dY Bᵀ, dB = Aᵀ dY, batch axes kept).
+
+Cotangents are kept broadcast where the math is: a gradient may lack axes of its input (it is
+constant along them) and may list them in another order; `Gradient.axes` says which, and
+`Gradient.like_input` (torch) expands and permutes it to the input's shape for free (a view).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ir
+from .dag import DagM
+from .ir import ops
+from .ir.axis_names import unclash
+
+
+@dataclass(frozen=True)
+class Gradient:
+    output: str                # the backward graph's output that holds it
+    axes: tuple[str, ...]      # its axes: a subset of the input's, in the backward's order
+
+    def like_input(self, t, input_axes: tuple[str, ...], sizes: dict[str, int]):
+        """t (a torch tensor over self.axes) as a tensor of the input's shape: the missing axes
+        broadcast (stride 0), the rest permuted into the input's order. Views only."""
+        for a in input_axes:
+            if a not in self.axes:
+                t = t.unsqueeze(-1)
+        have = list(self.axes) + [a for a in input_axes if a not in self.axes]
+        t = t.permute([have.index(a) for a in input_axes])
+        return t.expand([sizes[a] for a in input_axes])
+
+
+@dataclass(frozen=True)
+class Backward:
+    graph: ir.Graph | None       # None: no output depends differentiably on wrt (all gradients zero)
+    grads: dict[str, Gradient]   # forward input name -> its gradient (absent: none flows, zero)
+    cotangents: dict[str, str]   # forward output name -> the backward input of its cotangent
+    saved: dict[str, int]        # backward input name -> the forward node whose value it receives
+
+    @property
+    def primals(self) -> tuple[str, ...]:
+        """The forward inputs the backward reads (by their own names)."""
+        taken = set(self.cotangents.values()) | set(self.saved)
+        return tuple(n.name for n in self.graph.inputs() if n.name not in taken) if self.graph else ()
+
+
+class _Names:
+    """Fresh identifiers beside the graph's own names."""
+
+    def __init__(self, taken):
+        self.taken = set(taken)
+
+    def fresh(self, want: str) -> str:
+        want = want[:ir.MAX_NAME - 4]
+        name, k = want, 1
+        while name in self.taken:
+            name, k = f"{want}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+
+def default_saved(g: ir.Graph) -> frozenset[int]:
+    """What the forward saves for the backward by default: nothing, the backward recomputes what
+    it reads from the inputs, so the forward plan is exactly the inference plan (its fusion
+    unchanged) and nothing [tokens, ...]-sized stays alive between the passes. Row statistics
+    recomputed are one read of the rows; a derived backward kernel fuses them with its own."""
+    return frozenset()
+
+
+def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
+    """g with the values bw reads of it (bw.saved) as extra outputs, under the names of bw's inputs
+    that receive them: run this forward, hand those outputs to the backward."""
+    if not bw.saved:
+        return g
+    return g.model_copy(update={"outputs": {**g.outputs, **bw.saved}, "derivation": ()})
+
+
+def needs_gradient(g: ir.Graph, wrt) -> set[int]:
+    """Nodes whose value depends on an input in `wrt` (through an op with a gradient)."""
+    need: set[int] = set()
+    for n in g.nodes:
+        if isinstance(n, ir.Input):
+            if n.name in wrt:
+                need.add(n.id)
+        elif isinstance(n, ir.Select):
+            if n.a in need or n.b in need:
+                need.add(n.id)
+        elif isinstance(n, ir.Binary) and n.op in ops.COMPARISONS:
+            continue
+        elif any(a in need for a in n.args()):
+            need.add(n.id)
+    return need
+
+
+def vjp(g: ir.Graph, wrt=None, save=None) -> Backward:
+    """The backward of g with respect to the inputs named in `wrt` (all of them by default),
+    reading the forward nodes in `save` (default_saved) as inputs. Raises ir.GraphError naming
+    the node where a gradient cannot be written in the IR."""
+    wrt = {n.name for n in g.inputs()} if wrt is None else set(wrt)
+    unknown = wrt - {n.name for n in g.inputs()}
+    if unknown:
+        raise ir.GraphError([f"{g.name}: vjp wrt {sorted(unknown)}: not inputs of the graph"])
+    save = default_saved(g) if save is None else frozenset(save)
+    # contractions whose axis name is also a free axis of the other operand, renamed apart first
+    # (positions keep their order: the tensors are the same): the backward joins the cotangents
+    # of both sides by name, which would tie the two axes together
+    apart = unclash(g)
+    bw = _Reverse(apart, wrt, save).run()
+    if apart is g or bw.graph is None:
+        return bw
+    own = {}  # each input's renamed axis -> its own name
+    for n, m in zip(g.inputs(), apart.inputs()):
+        own[n.name] = dict(zip(m.axes, n.axes))
+    grads = {k: Gradient(v.output, tuple(own[k][a] for a in v.axes)) for k, v in bw.grads.items()}
+    return Backward(bw.graph, grads, bw.cotangents, bw.saved)
+
+
+class _Reverse:
+    def __init__(self, g: ir.Graph, wrt: set[str], save: frozenset[int]):
+        self.g, self.wrt, self.save = g, wrt, save
+        self.dtypes = ir.value_dtypes(g)
+        self.b = DagM(g.name[:ir.MAX_NAME - 4] + "_vjp", g.axes)
+        self.names = _Names([n.name for n in g.inputs()] + list(g.outputs))
+        self.copied: dict[int, int] = {}
+        self.saved: dict[str, int] = {}
+        self.ct: dict[int, list[int]] = {}
+        self._dtypes: list[str] = []
+
+    # -- the forward's values, in the backward graph --------------------------------------------
+    def fwd(self, i: int) -> int:
+        """Forward node i in the backward graph: an input, a saved value, or recomputed."""
+        if i in self.copied:
+            return self.copied[i]
+        n = self.g.nodes[i]
+        b = self.b
+        if i in self.save and not isinstance(n, (ir.Const, ir.SizeConst, ir.Iota, ir.Input)):
+            name = self.names.fresh(f"saved_{i}")
+            self.saved[name] = i
+            out = b.input(name, n.axes, self.dtypes[i])
+        elif isinstance(n, ir.Input):
+            out = b.input(n.name, n.axes, n.dtype)
+        elif isinstance(n, ir.Const):
+            out = b.const(n.value)
+        elif isinstance(n, ir.SizeConst):
+            out = b.size_const(n.axis)
+        elif isinstance(n, ir.Iota):
+            out = b.iota(n.axis)
+        elif isinstance(n, ir.Unary):
+            out = b._unary(n.op, self.fwd(n.x))
+        elif isinstance(n, ir.Cast):
+            out = b.cast(self.fwd(n.x), n.dtype)
+        elif isinstance(n, ir.Binary):
+            out = b._binary(n.op, self.fwd(n.a), self.fwd(n.b))
+        elif isinstance(n, ir.Select):
+            out = b.select(self.fwd(n.cond), self.fwd(n.a), self.fwd(n.b))
+        elif isinstance(n, ir.Reduce):
+            out = b.red(n.kind, self.fwd(n.x), n.axis)
+        elif isinstance(n, ir.Matmul):
+            out = b.matmul(self.fwd(n.a), self.fwd(n.b), n.axis_a, n.axis_b)
+        else:  # unreachable: the IR has no other node
+            raise ir.GraphError([f"node {i} ({n.op}): vjp has no rule for it (a bug in leantile.autodiff)"])
+        self.copied[i] = out
+        return out
+
+    # -- cotangents ------------------------------------------------------------------------------
+    def axes(self, j: int) -> tuple[str, ...]:
+        return self.b.nodes[j].axes
+
+    def give(self, i: int, contribution: int | None, over: tuple[str, ...] = ()) -> None:
+        """Add a cotangent contribution to forward node i. The contribution is over the axes
+        `over` (the result's of the op that produced it; it may lack some, being constant along
+        them) and its own: i's cotangent is its sum over the axes i lacks, a missing one counted
+        by its length (the sum of a constant). Cast to i's dtype, as autograd hands a gradient
+        in its value's dtype (a GEMM's operands must agree)."""
+        if contribution is None or i not in self.need:
+            return
+        b = self.b
+        target = self.g.nodes[i].axes
+        for a in dict.fromkeys(tuple(over) + self.axes(contribution)):
+            if a in target:
+                continue
+            if a in self.axes(contribution):
+                contribution = b.red("sum", contribution, a)
+            else:
+                contribution = b.mul(contribution, b.size_const(a))
+        if self.b_dtype(contribution) != self.dtypes[i]:
+            contribution = b.cast(contribution, self.dtypes[i])
+        self.ct.setdefault(i, []).append(contribution)
+
+    def total(self, i: int) -> int:
+        parts = self.ct[i]
+        out = parts[0]
+        for p in parts[1:]:
+            out = self.b.add(out, p)
+        return out
+
+    def full(self, j: int, axes: tuple[str, ...]) -> int:
+        """Cotangent j broadcast to all of `axes` (it may lack some: constant along them)."""
+        for a in axes:
+            if a not in self.axes(j):
+                j = self.b.add(j, self.b.mul(self.b.iota(a), self.b.const("0.0")))
+        return j
+
+    def rename(self, j: int, old: str, new: str) -> int:
+        """j's axis `old` called `new` (same size): j contracted with the identity [old, new]. The
+        IR has no rename; a contraction whose two axes have different names needs one."""
+        b = self.b
+        eye = b.cast(b.eq(b.iota(old), b.iota(new)), self.b_dtype(j))
+        return b.matmul(j, eye, old, old)
+
+    def b_dtype(self, j: int) -> str:
+        """The dtype backward node j has (ir.value_dtype), extended as nodes are added."""
+        while len(self._dtypes) < len(self.b.nodes):
+            self._dtypes.append(ir.value_dtype(self.b.nodes[len(self._dtypes)], self._dtypes, self.b.nodes))
+        return self._dtypes[j]
+
+    # -- the walk --------------------------------------------------------------------------------
+    def run(self) -> Backward:
+        g, b = self.g, self.b
+        self.need = needs_gradient(g, self.wrt)
+        cotangents: dict[str, str] = {}
+        for out, i in g.outputs.items():
+            if i in self.need:
+                name = self.names.fresh(f"d_{out}")
+                cotangents[out] = name
+                self.ct.setdefault(i, []).append(b.input(name, g.nodes[i].axes, self.dtypes[i]))
+        for n in reversed(g.nodes):
+            if n.id in self.ct and not isinstance(n, ir.Input):
+                self.back(n, self.total(n.id))
+        grads: dict[str, Gradient] = {}
+        for n in g.inputs():
+            if n.id in self.ct and n.name in self.wrt:
+                j = self.total(n.id)
+                if self.b_dtype(j) != n.dtype:
+                    j = b.cast(j, n.dtype)
+                name = self.names.fresh(f"d_{n.name}")
+                b.output(name, j)
+                grads[n.name] = Gradient(name, self.axes(j))
+        if not grads:  # every path from wrt to an output passes a comparison or a select's condition
+            return Backward(None, {}, {}, {})
+        return Backward(_pruned(b.graph()), grads, cotangents, self.saved)
+
+    def back(self, n, dy: int) -> None:
+        b = self.b
+        if isinstance(n, (ir.Unary, ir.Binary, ir.Select)):
+            args = n.args()
+            contributions = ops.BY_NAME[n.op].vjp(b, tuple(self.fwd(a) for a in args), self.fwd(n.id), dy)
+            for a, c in zip(args, contributions):
+                self.give(a, c, n.axes)
+        elif isinstance(n, ir.Cast):
+            self.give(n.x, dy)  # give casts it back to the source's dtype
+        elif isinstance(n, ir.Reduce) and n.kind == "sum":
+            self.give(n.x, dy)
+        elif isinstance(n, ir.Reduce):  # max: the positions equal to it, ties sharing evenly
+            hit = b.eq(self.fwd(n.x), self.fwd(n.id))
+            self.give(n.x, b.mul(hit, b.div(dy, b.red("sum", hit, n.axis))))
+        elif isinstance(n, ir.Matmul):
+            self.back_matmul(n, self.full(dy, n.axes))
+
+    def back_matmul(self, n, dy: int) -> None:
+        """Y = A ·(axis_a, axis_b) B with batch axes shared: dA = Σ over Y's axes from B of dY B,
+        dB = Σ over Y's axes from A of A dY, each a contraction over the first such axis and sums
+        over the rest (or a broadcast product when there is none). dY's dtype is Y's (give)."""
+        g = self.g
+        A, B = g.nodes[n.a], g.nodes[n.b]
+        ka, kb = n.axis_a, n.axis_b
+        a_free = [x for x in A.axes if x != ka]
+        b_rest = [x for x in B.axes if x != kb and x not in a_free]
+        a_only = [x for x in a_free if x not in B.axes]
+        if n.a in self.need:  # dA over B's contraction axis, renamed after: A's name for it is in no other
+            t = self._side(dy, self.fwd(n.b), b_rest, first=True)
+            self.give(n.a, t if ka == kb else self.rename(t, kb, ka))
+        if n.b in self.need:  # dB: A renamed before (dY may carry a free axis of B named like A's)
+            a = self.fwd(n.a) if ka == kb else self.rename(self.fwd(n.a), ka, kb)
+            self.give(n.b, self._side(dy, a, a_only, first=False))
+
+    def _side(self, dy: int, other: int, over: list[str], first: bool) -> int:
+        """Σ over `over` (Y's axes the gradient's operand lacks) of dY times the other operand: a
+        contraction over the first, sums over the rest, a broadcast product where there is none."""
+        b = self.b
+        if not over:
+            return b.mul(dy, other)
+        e = over[0]
+        t = b.matmul(dy, other, e, e) if first else b.matmul(other, dy, e, e)
+        for x in over[1:]:
+            t = b.red("sum", t, x)
+        return t
+
+
+def _pruned(g: ir.Graph) -> ir.Graph:
+    """g without the nodes no output reads (the backward copies operands its VJPs may not use),
+    renumbered in order."""
+    live: set[int] = set()
+    stack = list(g.outputs.values())
+    while stack:
+        i = stack.pop()
+        if i not in live:
+            live.add(i)
+            stack.extend(g.nodes[i].args())
+    new = {}
+    nodes = []
+    for n in g.nodes:
+        if n.id not in live:
+            continue
+        fields = {"id": len(nodes)}
+        for f in ("x", "a", "b", "cond"):
+            if hasattr(n, f):
+                fields[f] = new[getattr(n, f)]
+        new[n.id] = len(nodes)
+        nodes.append(n.model_copy(update=fields))
+    out = ir.Graph(name=g.name, axes=g.axes, nodes=tuple(nodes), outputs={k: new[v] for k, v in g.outputs.items()})
+    problems = ir.check(out)
+    if problems:
+        raise ir.GraphError([f"{g.name}: the backward graph is malformed (a bug in leantile.autodiff): {problems[0]}"])
+    return out

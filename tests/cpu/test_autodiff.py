@@ -1,0 +1,302 @@
+"""Reverse mode (issue 50): the backward graph leantile.autodiff.vjp writes computes the gradients
+torch's autograd computes through the forward's float64 reference (tests/grad_oracle.py), for every
+op of the registry, every built-in, every example and the generated families; the backward is an
+ordinary graph (JSON round trip, derived, interpreted); leantile.torch ops train (eager and under
+torch.compile) and lt.Module parameters take an optimizer's step."""
+from __future__ import annotations
+
+import sys
+from importlib.util import module_from_spec, spec_from_file_location
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from leantile import architectures, interp, ir, reference
+from leantile.autodiff import vjp
+from leantile.dag import DagM, build_graph_with_output
+from leantile.derive import derive
+from leantile.ir import ops
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+import grad_oracle  # noqa: E402
+import soundness_graphs  # noqa: E402
+import strategies  # noqa: E402
+from profiles import examples  # noqa: E402
+
+POSITIVE = {"log", "sqrt", "rsqrt", "recip"}  # defined (and differentiable) on positives only
+
+
+def _example(which: str):
+    spec = spec_from_file_location(f"leantile_{which}_examples_ad", ROOT / "examples" / f"{which}.py")
+    m = module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _assert_agrees(g: ir.Graph, seed: int = 0, wrt=None):
+    bad = grad_oracle.problems(g, seed, wrt)
+    assert not bad, bad
+
+
+def test_every_op_of_a_graph_has_a_vjp():
+    assert [o.name for o in ops.ROWS if o.ir and o.vjp is None] == []
+
+
+def _op_graph(op: str, same: bool, sizes: dict) -> ir.Graph:
+    """y = op(x) or op(x, z) (z [j] broadcast against x [i, j], or x itself: ties), select(c, x, z)."""
+    def body(g):
+        x = g.input("X", ["i", "j"], "f64")
+        if op in POSITIVE:
+            x = g.add(g.abs(x), g.const("0.5"))
+        if ops.BY_NAME[op].arity == 1:
+            return g._unary(op, x)
+        z = x if same else g.input("Z", ["j"], "f64")
+        if op == "select":
+            return g.select(g.gt(g.input("C", ["i"], "f64"), g.const("0.0")), x, z)
+        return g._binary(op, x, z)
+    return build_graph_with_output(f"op_{op}", sizes, body)
+
+
+@pytest.mark.parametrize("op", [o.name for o in ops.ROWS if o.ir])
+@settings(max_examples=examples(6), deadline=None)
+@given(same=st.booleans(), i=st.integers(1, 5), j=st.integers(1, 6), seed=st.integers(0, 2 ** 16))
+def test_each_op_vjp_equals_torch_autograd(op, same, i, j, seed):
+    """Broadcast operands (summed over the broadcast axis), ties (max(x, x) splits evenly, as
+    torch's maximum does), abs at 0 (gradient 0), comparisons (no gradient)."""
+    g = _op_graph(op, same and ops.BY_NAME[op].arity > 1, {"i": i, "j": j})
+    _assert_agrees(g, seed)
+
+
+def test_abs_at_zero_and_max_ties_follow_torch():
+    g = build_graph_with_output("ties", {"i": 4}, lambda g: g.add(
+        g.abs(g.mul(g.input("X", ["i"], "f64"), g.const("0.0"))),
+        g.max(g.input("Y", ["i"], "f64"), g.input("Y2", ["i"], "f64"))))
+    x = torch.tensor([1.0, -2.0, 3.0, 0.5], dtype=torch.float64)
+    inputs = {"X": x, "Y": x.clone(), "Y2": x.clone()}  # Y == Y2 everywhere: every position a tie
+    cts = {"out": torch.arange(1, 5, dtype=torch.float64)}
+    got = grad_oracle.leantile_grads(g, inputs, cts)
+    assert torch.equal(got["X"], torch.zeros(4, dtype=torch.float64))  # |0 x|' = 0
+    assert torch.equal(got["Y"], cts["out"] / 2) and torch.equal(got["Y2"], cts["out"] / 2)
+
+
+def test_a_max_reduction_shares_its_gradient_between_tied_maxima():
+    g = build_graph_with_output("amax", {"i": 2, "j": 3}, lambda g: g.red("max", g.input("X", ["i", "j"], "f64"), "j"))
+    x = torch.tensor([[1.0, 5.0, 5.0], [7.0, 2.0, 3.0]], dtype=torch.float64)
+    got = grad_oracle.leantile_grads(g, {"X": x}, {"out": torch.tensor([2.0, 3.0], dtype=torch.float64)})
+    assert torch.equal(got["X"], torch.tensor([[0.0, 1.0, 1.0], [3.0, 0.0, 0.0]], dtype=torch.float64))
+
+
+ODD = {"m": 5, "d": 7, "n": 3, "h": 2, "t_q": 5, "t_kv": 6, "d_h": 4, "h_kv": 1, "g": 3, "k": 9, "f": 5}
+
+
+@pytest.mark.parametrize("name", architectures.NAMES)
+def test_every_builtin_differentiates(name):
+    sizes = {a: ODD.get(a, min(v, 6)) for a, v in architectures.module(name).DEFAULT_SIZES.items()}
+    g = strategies.inputs_in(architectures.build(name, **sizes), "f64")
+    _assert_agrees(g, seed=1)
+    _assert_agrees(g, seed=2, wrt=[g.inputs()[-1].name])  # one input alone: the others' chains pruned
+
+
+SMALL = {"m": 5, "d": 37, "b": 6, "k": 9, "g": 3, "cg": 4, "n": 3, "c": 5, "h": 4, "w": 7, "pool": 3}
+
+
+def test_every_example_differentiates():
+    """examples/fusion.py (norms, activations, losses) and examples/reductions.py (issue 49's forms)."""
+    fusion, reductions = _example("fusion"), _example("reductions")
+    graphs = [fusion.graph(n, **{a: SMALL.get(a, 4) for a in fusion.CASES[n][1]}) for n in fusion.CASES]
+    graphs += [reductions.graph(n, **{a: SMALL.get(a, 4) for a in c.axes}) for n, c in reductions.cases().items()]
+    for g in graphs:
+        g = strategies.inputs_in(g, "f64")
+        labels = [n.name for n in g.inputs() if n.name in ("label", "T", "target", "labels")]
+        _assert_agrees(g, seed=3, wrt=[n.name for n in g.inputs() if n.name not in labels] or None)
+
+
+@pytest.mark.parametrize("make", [soundness_graphs.layer_norm_weight_twice, soundness_graphs.scaled_softmax_stats_out,
+                                  soundness_graphs.renamed_contraction, soundness_graphs.const_output,
+                                  soundness_graphs.split_softmax_row_stats_out, soundness_graphs.norm_rows_two_weights,
+                                  soundness_graphs.dependent_dual_gemm, soundness_graphs.attention_computed_q])
+def test_hand_built_structures_differentiate(make):
+    """Several outputs (each with its cotangent), a renamed contraction (an identity contraction
+    renames the gradient's axis), a weight read twice, a constant output."""
+    _assert_agrees(strategies.inputs_in(make(), "f64"), seed=4)
+
+
+_SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+
+@settings(max_examples=examples(40, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(g=strategies.random_graphs(dtypes=("f64",)), seed=st.integers(0, 2 ** 16))
+def test_random_graphs_differentiate(g, seed):
+    _assert_agrees(g, seed)
+
+
+@settings(max_examples=examples(25, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(gc=strategies.user_graphs(), seed=st.integers(0, 2 ** 16))
+def test_user_graphs_differentiate(gc, seed):
+    """Attention (masks, biases, GQA, decode), softmax rows, norms into GEMMs, GEMM epilogues and
+    chains as users write them (issue 13's classes), in float64."""
+    _assert_agrees(strategies.inputs_in(gc[0], "f64"), seed)
+
+
+@settings(max_examples=examples(12, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(g=strategies.structured_graphs(), seed=st.integers(0, 2 ** 16))
+def test_structured_graphs_differentiate(g, seed):
+    _assert_agrees(strategies.inputs_in(g, "f64"), seed)
+
+
+# -- the backward is an ordinary graph --------------------------------------------------------------
+
+@pytest.mark.parametrize("name", architectures.NAMES)
+def test_backward_graphs_round_trip_derive_and_interpret(name):
+    """JSON round trip; the default plan of the backward, run by the plan interpreter in float64,
+    equals the backward's reference: every derive rule applies to it unchanged."""
+    sizes = {a: ODD.get(a, min(v, 6)) for a, v in architectures.module(name).DEFAULT_SIZES.items()}
+    bw = vjp(architectures.build(name, **sizes)).graph
+    assert ir.Graph.model_validate_json(bw.to_json()) == bw
+    inputs = reference.random_inputs(bw, seed=5)
+    want = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
+    got = interp.run(derive(bw), inputs, dtype=torch.float64)
+    for o in bw.outputs:
+        err = (got[o].double() - want[o]).abs().max().item() / (1 + want[o].abs().max().item())
+        assert err < 1e-9, (name, o, err)
+
+
+@settings(max_examples=examples(8, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(gc=strategies.user_graphs(), seed=st.integers(0, 2 ** 16))
+def test_generated_backwards_derive_and_interpret(gc, seed):
+    """The backward of a generated user graph derives (its default plan) and the plan, run by the
+    interpreter in float64, equals the backward graph's reference."""
+    bw = vjp(strategies.inputs_in(gc[0], "f64")).graph
+    if bw is None:
+        return
+    inputs = reference.random_inputs(bw, seed=seed)
+    want = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
+    got = interp.run(derive(bw), inputs, dtype=torch.float64)
+    for o in bw.outputs:
+        finite = torch.isfinite(want[o])
+        err = (got[o].double() - want[o]).abs()[finite]
+        assert not err.numel() or err.max().item() <= 1e-9 * (1 + want[o][finite].abs().max().item()), (bw.name, o)
+
+
+def test_saved_values_replace_their_recomputation():
+    """vjp(save=...): the norm's 1/rms and the GEMM's product come from the forward (its extra
+    outputs, forward_saving) instead of being recomputed; the gradients are the same."""
+    from leantile.autodiff import forward_saving
+    g = strategies.inputs_in(_norm_mlp(), "f64")
+    keep = {n.id for n in g.nodes if isinstance(n, (ir.Unary, ir.Matmul)) and n.op in ("rsqrt", "matmul")}
+    bw = vjp(g, save=keep)
+    assert sorted(bw.saved.values()) == sorted(keep)
+    assert not any(isinstance(n, ir.Matmul) and n.axes == ("m", "n") for n in bw.graph.nodes)  # X W not redone
+    inputs, cts = grad_oracle.random_values(g, 11)
+    fwd = reference.evaluate(forward_saving(g, bw), inputs, compute_dtype=torch.float64, check=False)
+    feed = {**inputs, **{name: fwd[name] for name in bw.saved}, **{bw.cotangents[o]: cts[o] for o in cts}}
+    got = reference.evaluate(bw.graph, {n.name: feed[n.name] for n in bw.graph.inputs()}, compute_dtype=torch.float64)
+    want = grad_oracle.oracle(g, inputs, cts)
+    for name, gr in bw.grads.items():
+        mine = gr.like_input(got[gr.output], next(n.axes for n in g.inputs() if n.name == name), g.axes)
+        assert torch.allclose(mine, want[name], rtol=1e-9, atol=1e-12), name
+
+
+def test_backward_names_stay_apart_from_the_forwards():
+    """An input already named like a cotangent (d_out) or a gradient (d_X) keeps its name."""
+    g = DagM("clash", {"m": 3, "n": 2})
+    x, d = g.input("X", ["m", "n"], "f64"), g.input("d_out", ["m", "n"], "f64")
+    g.output("out", g.mul(x, d))
+    g.output("d_X", g.exp(x))
+    bw = vjp(g.graph())
+    inputs = [n.name for n in bw.graph.inputs()]
+    assert len(inputs) == len(set(inputs)) and {"X", "d_out"} <= set(inputs)
+    assert set(bw.cotangents.values()).isdisjoint({"X", "d_out", "d_X"})
+    assert {gr.output for gr in bw.grads.values()}.isdisjoint({"X", "d_out", "d_X"})
+    _assert_agrees(g.graph(), seed=6)
+
+
+def test_a_contraction_whose_other_operand_reuses_the_contracted_name():
+    """A[m, k] contracted over k with B[j, k] over j: B's free axis k is another k than A's. dB
+    renames A's k to j before its contraction with dY[m, k]."""
+    g = DagM("alias", {"m": 3, "k": 4, "j": 4})
+    a, b = g.input("A", ["m", "k"], "f64"), g.input("B", ["j", "k"], "f64")
+    g.output("out", g.matmul(a, b, "k", "j"))
+    _assert_agrees(g.graph(), seed=7)
+
+
+def test_refusals_name_the_input():
+    ok = soundness_graphs.renamed_contraction()
+    with pytest.raises(ir.GraphError, match="not inputs"):
+        vjp(ok, wrt=["Q"])
+    flat = DagM("flat", {"m": 3})
+    flat.output("out", flat.lt(flat.input("X", ["m"], "f64"), flat.const("0.0")))
+    bw = vjp(flat.graph())  # only a comparison between X and the output: every gradient is zero
+    assert bw.graph is None and bw.grads == {}
+
+
+# -- PyTorch: autograd, torch.compile, optimizers ------------------------------------------------------
+
+def _norm_mlp() -> ir.Graph:
+    g = DagM("norm_mlp_train", {"m": 5, "d": 7, "n": 3})
+    x, w, gain = g.input("X", ["m", "d"], "f32"), g.input("W", ["d", "n"], "f32"), g.input("gamma", ["d"], "f32")
+    g.output("out", g.gelu_tanh(g.matmul(g.mul(g.rms_norm(x, "d"), gain), w, "d", "d")))
+    return g.graph()
+
+
+def _torch_norm_mlp(x, w, gain):
+    h = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-5) * gain
+    return torch.nn.functional.gelu(h @ w, approximate="tanh")
+
+
+@pytest.mark.parametrize("interpret", [False, True])
+def test_an_op_trains_through_autograd(interpret):
+    import leantile
+    import leantile.torch as lt
+    f = lt.op(leantile.compile(_norm_mlp(), device="cpu", interpret=interpret))
+    gen = torch.Generator().manual_seed(7)
+    ts = [torch.randn(s, generator=gen) for s in ((5, 7), (7, 3), (7,))]
+    mine = [t.clone().requires_grad_() for t in ts]
+    f(*mine).square().sum().backward()
+    ref = [t.double().requires_grad_() for t in ts]
+    _torch_norm_mlp(*ref).square().sum().backward()
+    for a, b in zip(mine, ref):
+        assert (a.grad.double() - b.grad).abs().max() <= 1e-4 * (1 + b.grad.abs().max())
+    only_w = [ts[0], ts[1].clone().requires_grad_(), ts[2]]  # one input needs a gradient: the others get none
+    f(*only_w).sum().backward()
+    assert only_w[1].grad is not None and only_w[0].grad is None
+
+
+def test_an_op_trains_under_torch_compile_fullgraph():
+    import leantile
+    import leantile.torch as lt
+    f = lt.op(leantile.compile(_norm_mlp(), device="cpu"))
+    gen = torch.Generator().manual_seed(8)
+    ts = [torch.randn(s, generator=gen) for s in ((5, 7), (7, 3), (7,))]
+    eager = [t.clone().requires_grad_() for t in ts]
+    f(*eager).square().sum().backward()
+    compiled = [t.clone().requires_grad_() for t in ts]
+    torch.compile(lambda *a: f(*a).square().sum(), fullgraph=True, backend="aot_eager")(*compiled).backward()
+    for a, b in zip(compiled, eager):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-6)
+
+
+def test_module_parameters_take_optimizer_steps():
+    """lt.Module's parameters under Adam follow the same model written in PyTorch step for step."""
+    import leantile.torch as lt
+    torch.manual_seed(9)  # the Module's initial weights
+    m = lt.Module(_norm_mlp(), weights=["W", "gamma"], device="cpu")
+    assert all(p.requires_grad for p in m.parameters())
+    twin = [m.W.detach().clone().requires_grad_(), m.gamma.detach().clone().requires_grad_()]
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(5, 7, generator=gen)
+    target = torch.randn(5, 3, generator=gen)
+    opt, opt_twin = torch.optim.Adam(m.parameters(), lr=0.05), torch.optim.Adam(twin, lr=0.05)
+    losses, twin_losses = [], []
+    for _ in range(30):
+        for o, model, out in ((opt, lambda: m(x), losses), (opt_twin, lambda: _torch_norm_mlp(x, *twin), twin_losses)):
+            o.zero_grad()
+            loss = (model() - target).square().mean()
+            loss.backward()
+            o.step()
+            out.append(loss.item())
+    assert losses[-1] < 0.9 * losses[0], losses
+    assert max(abs(a - b) for a, b in zip(losses, twin_losses)) <= 1e-4 * losses[0], (losses, twin_losses)
