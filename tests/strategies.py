@@ -546,3 +546,20 @@ def biased_attention(**sizes) -> ir.Graph:
     g.output("O", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
     return g.graph()
 
+
+
+def differentiable_graphs():
+    """Forward graphs whose backward the suites take: user graphs (no fully masked rows: their NaN
+    has no gradient to compare), random and structured graphs."""
+    return st.one_of(user_graphs(ALL_CLASSES - {15}).map(lambda gc: gc[0]), random_graphs(), structured_graphs())
+
+
+@st.composite
+def backward_graphs(draw):
+    """The backward (leantile.autodiff.vjp: primal inputs and cotangents in, gradients out) of a
+    differentiable graph: graphs of the shapes training derives (issue 50)."""
+    from leantile.autodiff import vjp
+    bw = vjp(draw(differentiable_graphs())).graph
+    if bw is None:  # nothing differentiable reaches an output
+        reject()
+    return bw

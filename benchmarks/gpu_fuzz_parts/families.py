@@ -93,6 +93,9 @@ def families() -> dict:
         "pooled_gemm": lambda: hyp(R.pooled_gemm_graphs(), lambda g: (g, {"keep": ["p"]})),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
         "decode_attention": lambda: (lambda seed, rnd, rng, count: [(_decode_graph(rng), {}) for _ in range(count)]),
+        # training (issue 50): the backward graphs leantile.autodiff.vjp writes, derived like any graph;
+        # the forward is kept so that the backward is taken of it in the drawn dtype (graph_stream)
+        "backward": lambda: hyp(S.differentiable_graphs(), _backward),
     }
     out = {}
     for name, make in makers.items():
@@ -101,6 +104,12 @@ def families() -> dict:
         except Exception as e:  # a generator renamed or removed by another change: named, not fatal
             print(f"family {name}: left out ({type(e).__name__}: {e})", flush=True)
     return out
+
+
+def _backward(g):
+    """(the backward of g, {"forward": g}); graph_stream takes it again of g in the drawn dtype."""
+    from leantile.autodiff import vjp
+    return vjp(g).graph, {"forward": g}
 
 
 def _fixed_classes():
@@ -186,8 +195,14 @@ def graph_stream(seed: int, fams: dict, dtypes: list, prof: Profile, per_round: 
                 if "loss" in extra:  # the losses take their dtype as they are built (class ids stay f32)
                     import loss_graphs
                     g = loss_graphs.LOSSES[extra["loss"]](3, 5, dtype="f16" if dtype == "mixed" else dtype)
+                elif "forward" in extra:  # a backward: of the forward in the drawn dtype
+                    from leantile.autodiff import vjp
+                    g = vjp(with_dtype(extra["forward"], dtype, r)).graph or g
+                    extra = {k: v for k, v in extra.items() if k != "forward"}
                 else:
                     g = with_dtype(g, dtype, r)
+                if g is None:
+                    continue
                 sized = resize(g, r, prof, extra.get("keep", ()))
                 if sized is not None:
                     yield name, sized, dtype, extra
