@@ -4,4 +4,5 @@ import LeanTile.Architectures
 import LeanTile.Derivation
 import LeanTile.Export
 import LeanTile.Semantics
+import LeanTile.Vjp
 import LeanTile.Rules

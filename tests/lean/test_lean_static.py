@@ -240,3 +240,19 @@ def test_mask_and_split_theorems_are_stated_over_the_masked_semantics():
     assert cited.get("skip_masked_tiles") == "fold_skip_masked_graph"
     for short in ("split_kv_lse_combine", "fold_skip_masked_graph", "evalM_eq_eval", "masked_score_node"):
         assert f"LeanTile.{short}" in LT.theorems_to_check().values(), short
+
+
+def test_every_vjp_of_the_registry_has_its_derivative_theorem():
+    """lean/LeanTile/Vjp.lean states vjp_<ctor> for every unary op's VJP and vjp_<ctor>_left /
+    _right for every binary op with a gradient (issue 50); comparisons have none to state."""
+    from leantile.ir import ops
+    text = _strip_comments((LEAN / "LeanTile" / "Vjp.lean").read_text())
+    for o in ops.ROWS:
+        if not o.ir or o.arity == 3 or o.name in ops.COMPARISONS:
+            continue
+        ctor = o.lean.split(".")[1]
+        names = [f"vjp_{ctor}"] if o.arity == 1 else [f"vjp_{ctor}_left", f"vjp_{ctor}_right"]
+        for name in names:
+            assert re.search(rf"^theorem {name}\b", text, flags=re.M), name
+    for name in ("vjp_sum_adjoint", "vjp_contract_left", "vjp_contract_right", "vjp_broadcast_adjoint"):
+        assert re.search(rf"^theorem {name}\b", text, flags=re.M), name
