@@ -199,8 +199,24 @@ def gemm_two_stores(dtype: str = "f64"):
     return g.graph()
 
 
+def region_reads_its_own_producer(dtype: str = "f32"):
+    """20 (issue 50, found on a backward graph): the centred rows c = X - 0.25 feed a norm's 1/rms r
+    (a map kernel) and the row region that reads r; with the statistics fused into the GEMM, the
+    region took c as a member, so r's kernel waited on the region and the region on r: "the kernels
+    of a plan depend on each other in a cycle"."""
+    g = DagM("region_own_producer", {"m": 5, "d": 7, "n": 3})
+    x, w, z = g.input("X", ["m", "d"], dtype), g.input("W", ["d", "n"], dtype), g.input("Z", ["m", "n"], dtype)
+    c = g.sub(x, g.const("0.25"))
+    r = g.rsqrt(g.add(g.mean_along(g.square(c), "d"), g.const("1e-5")))
+    back = g.matmul(g.mul(g.matmul(g.mul(x, r), w, "d", "d"), z), w, "n", "n")  # [m, d]
+    s = g.red("sum", g.mul(back, x), "d")
+    g.output("out", g.add(g.mul(back, r), g.mul(g.mul(s, r), g.mul(c, g.const("2.0")))))
+    return g.graph()
+
+
 CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
            4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
            8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction,
            12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out, 14: split_gemm_two_waves_out,
-           17: scaled_gemm_into_gemm, 18: norm_rows_two_weights, 19: gemm_two_stores}
+           17: scaled_gemm_into_gemm, 18: norm_rows_two_weights, 19: gemm_two_stores,
+           20: region_reads_its_own_producer}

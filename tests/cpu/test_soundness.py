@@ -140,6 +140,19 @@ def test_issue46_norm_rows_into_two_gemms_of_different_weights(dtype):
     check_all(g, FIXED_TILES, seed=18)
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_issue50_a_region_never_absorbs_what_its_own_reads_depend_on(dtype):
+    """Class 20: every candidate derives (stats_fused crashed with kernels waiting on each other)
+    and equals the evaluator; in stats_fused the centred rows are not a member of the kernel that
+    reads the 1/rms computed from them."""
+    g = sg.region_reads_its_own_producer(dtype)
+    plan = derive(g, "stats_fused")
+    centred = next(f"sub_{n.id}" for n in g.nodes if n.op == "sub")
+    (c_store,) = [k for k in plan.kernels if any(isinstance(s, Store) and s.dst == centred for s in k.statements())]
+    assert not any(isinstance(s, Load) and s.src.startswith("rsqrt") for s in c_store.statements())
+    check_all(g, FIXED_TILES, seed=20)
+
+
 def test_issue46_f64_graphs_fit_at_their_default_tiles():
     """An f64 graph's default tiles fit the target (rows and k steps half as long as
     DEFAULT_TILES'): every candidate derives at them and equals the evaluator, where at

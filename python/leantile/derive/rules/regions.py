@@ -246,6 +246,33 @@ class RegionAnalysis:
                     stack.append(a)
         return False
 
+    def _external_reads(self, group: set[int], allowed: set[str]) -> set[int]:
+        """The values a kernel of members `group` reads from global memory: its members' arguments,
+        through the inlined nodes it computes on the way, that are neither members nor literals."""
+        cx, out, seen = self.cx, set(), set()
+        stack = [a for m in group for a in cx.node(m).args()]
+        while stack:
+            j = stack.pop()
+            if j in seen or j in group or cx.literal(j):
+                continue
+            seen.add(j)
+            if j in self.inline and self._fits(j, allowed):
+                stack.extend(cx.node(j).args())
+            else:
+                out.add(j)
+        return out
+
+    def _joins(self, j: int, group: set[int], allowed: set[str]) -> bool:
+        """Add j to `group` unless a value the kernel would read depends on j (another kernel
+        computes it from j's, which this kernel would store): the two kernels would wait on each
+        other. A norm's centred rows joining the region that reads the norm's 1/rms, computed by
+        a map kernel from those rows, made such a cycle (a backward graph, issue 50). Returns
+        whether j joined."""
+        if any(self._reads_any(v, {j}) for v in self._external_reads(group | {j}, allowed)):
+            return False
+        group.add(j)
+        return True
+
     def _grow(self, group: set[int], mode: str, rows: set[str], allowed: set[str], taken: set[int],
               reduced: set[str], two_pass: bool = False):
         """Add to `group` the users (direct or through inlined nodes) it can compute, in id
@@ -273,7 +300,8 @@ class RegionAnalysis:
                 continue
             if u in self.materialised and (mode == "on_chip" or set(un.axes) <= rows or two_pass) \
                     or isinstance(un, ir.Reduce):
-                group.add(u)
+                if not self._joins(u, group, allowed):
+                    continue
             for w in cx.users[u]:
                 if w not in seen:
                     seen.add(w)
@@ -295,8 +323,8 @@ class RegionAnalysis:
             if j in self.inline and self._fits(j, allowed):
                 stack.extend(cx.node(j).args())
             elif (j in self.materialised and j not in taken and self._fits(j, allowed)
-                  and all(self._available(a, group, allowed) for a in cx.node(j).args())):
-                group.add(j)
+                  and all(self._available(a, group, allowed) for a in cx.node(j).args())
+                  and self._joins(j, group, allowed)):
                 stack.extend(cx.node(j).args())
 
     def _more_axes(self, r: int, rows: set[str], allowed: set[str], taken: set[int]) -> list[str]:
@@ -361,7 +389,7 @@ class RegionAnalysis:
                 continue
             if not self._reads_any(q, group) and not any(self._reads_any(m, {q}) for m in group) \
                     and self._available(qn.x, group, allowed):
-                group.add(q)
+                self._joins(q, group, allowed)
 
     def sites(self) -> list[RegionSite]:
         cx = self.cx
