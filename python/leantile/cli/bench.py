@@ -3,13 +3,16 @@ on a GPU, check and time each kernel against torch eager, torch.compile and the 
 library (leantile.bench).
 
 `leantile bench --suite quick|rest|full [--shard i/n] [--limit N] [--tag T ...] [--time-budget S]
-[--out DIR]`: the shape suite (leantile.suite): model shapes, f16 and bf16, every architecture."""
+[--out DIR]`: the shape suite (leantile.suite): model shapes, f16 and bf16, every architecture.
+
+`leantile bench --suite train [--limit N] [--tag T ...] [--out DIR]`: a training step (forward and
+backward) per case against torch eager, torch.compile and the vendor paths (leantile.train_bench)."""
 from __future__ import annotations
 
 from ..ir import GraphError
 from .options import add_candidate, add_out, add_size, add_sources, add_tile, require_gpu
 
-SUITES = ("quick", "rest", "full")
+SUITES = ("quick", "rest", "full", "train")
 
 
 def _check_suite_args(a) -> None:
@@ -45,6 +48,12 @@ def _check_suite_args(a) -> None:
 def cmd_bench(args) -> int:
     _check_suite_args(args)
     require_gpu("bench")
+    if args.suite == "train":
+        if args.shard is not None or args.time_budget is not None or args.no_precompile:
+            raise GraphError(["bench: --suite train takes --limit, --tag and --out only"])
+        from ..train_bench import run_train_suite
+
+        return run_train_suite(out=args.out, limit=args.limit, tags=args.tag)
     if args.suite is not None:
         from ..suite import run_suite
 
@@ -68,7 +77,8 @@ def register(sub) -> None:
     s.add_argument("--untuned", action="store_true", help="default tiles even where a tuned config exists")
     s.add_argument("--suite", choices=SUITES, default=None,
                    help="the shape suite instead of SOURCEs: quick (the cases tagged quick: one 10-minute GPU call), "
-                        "rest (the others), full (all); see leantile.suite")
+                        "rest (the others), full (all); see leantile.suite; or train: forward + backward "
+                        "steps (leantile.train_bench)")
     s.add_argument("--shard", default=None, metavar="I/N", help="--suite: every N-th case from the I-th (1-based)")
     s.add_argument("--limit", type=int, default=None, metavar="N", help="--suite: the first N cases of the selection")
     s.add_argument("--tag", nargs="*", default=None, metavar="TAG",
