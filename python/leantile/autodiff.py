@@ -287,14 +287,18 @@ class _Reverse:
 
     def _side(self, dy: int, other: int, over: list[str], first: bool) -> int:
         """Σ over `over` (Y's axes the gradient's operand lacks) of dY times the other operand: a
-        contraction over the first, sums over the rest, a broadcast product where there is none."""
+        contraction over the longest, sums over the rest, a broadcast product where there is none."""
         b = self.b
         if not over:
             return b.mul(dy, other)
-        e = over[0]
+        # the contraction takes the longest axis, the sums the others: the product before the sums
+        # holds the others as batch axes (GQA's dK = sum over the group and the queries of dS Q:
+        # contracting the group of 4 first held [h_kv, t_q, d_h, t_kv], 2^31 values at t = 2048)
+        e = max(over, key=lambda a: self.g.axes[a])
         t = b.matmul(dy, other, e, e) if first else b.matmul(other, dy, e, e)
-        for x in over[1:]:
-            t = b.red("sum", t, x)
+        for x in over:
+            if x != e:
+                t = b.red("sum", t, x)
         return t
 
 

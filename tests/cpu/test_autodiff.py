@@ -5,6 +5,7 @@ ordinary graph (JSON round trip, derived, interpreted); leantile.torch ops train
 torch.compile) and lt.Module parameters take an optimizer's step."""
 from __future__ import annotations
 
+import math
 import sys
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from leantile import architectures, interp, ir, reference
 from leantile.autodiff import vjp
 from leantile.dag import DagM, build_graph_with_output
-from leantile.derive import derive
+from leantile.derive import candidates, derive
 from leantile.ir import ops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,7 +207,6 @@ def test_every_candidate_of_a_backward_equals_its_reference(bw):
     """The derive soundness property over backward graphs: every candidate derive offers, at the
     default tiles and at small ones that divide nothing, run by the interpreter in float64, equals
     the backward graph's reference."""
-    from leantile.derive import candidates
     inputs = reference.random_inputs(bw, seed=4)
     want = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
     for c in candidates(bw):
@@ -217,6 +217,18 @@ def test_every_candidate_of_a_backward_equals_its_reference(bw):
                 err = (got[o].double() - want[o]).abs()[finite]
                 scale = 1 + (want[o][finite].abs().max().item() if finite.any() else 0)
                 assert not err.numel() or err.max().item() <= 1e-9 * scale, (bw.name, c.name, tiles, o)
+
+
+def test_a_broadcast_operands_gradient_contracts_its_longest_axis():
+    """GQA's dK sums dS Q over the group and the queries: contracting the queries (2048) and
+    summing the group (4) after holds [h_kv, g, d_h, t_kv]; the other order held [h_kv, t_q, d_h,
+    t_kv], 2^31 values, past 32-bit indexing (the backward at the training shape had no plan). No
+    value of the backward is larger than the forward's largest."""
+    g = architectures.build("gqa_attention", h_kv=4, g=4, t_q=2048, t_kv=2048, d_h=128)
+    bw = vjp(g).graph
+    largest = max(math.prod(g.shape(n.id)) for n in g.nodes)
+    assert max(math.prod(bw.shape(n.id)) for n in bw.nodes) <= largest
+    assert candidates(bw)
 
 
 def test_backward_names_stay_apart_from_the_forwards():
