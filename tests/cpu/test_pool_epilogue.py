@@ -156,3 +156,34 @@ def test_a_pool_of_two_in_registers_lowers_and_compiles(dtype, kind):
             assert "pool_p" in cu and "_smem" not in cu
             if nvcc_path():
                 assert compile_cuda(cu, arch="sm_90a", flags=mod.NVCC_FLAGS.get(name))[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("n, tma", [(128, True), (33, False)])
+def test_a_pooled_weight_is_copied_through_its_merged_view_with_tma_where_its_rows_allow(n, tma):
+    """W [k, n, 2] in f16 has rows of 4 bytes, but the kernel copies it through its [k, 2 n] view,
+    whose rows are 4 n bytes: at n = 128 (512 bytes) TMA moves them and the kernel keeps TileLang's
+    warp specialisation (it was turned off, as for a weight loaded without TMA: the 4096^3 x 2
+    maxout ran a cp.async pipeline at 0.83x torch.compile); at n = 33 (132 bytes) TMA cannot."""
+    from leantile.emit.common import _loaded_without_tma, copy_row_bytes, pass_configs
+    plan = derive(_pooled(p=2, b=256, k=512, n=n), "pool")
+    k, = plan.kernels
+    w = plan.global_buffer("W")
+    load = next(s for s in k.body if getattr(s, "src", None) == "W")
+    shared = next(b for b in k.buffers if b.name == load.dst)
+    assert copy_row_bytes(plan, k, w, shared.axes) == 4 * n
+    assert (load.dst in _loaded_without_tma(plan, k)) != tma
+    if tma:  # 128 x 256 tiles: without TMA, the accumulator would have turned warp specialisation off
+        assert "tl.disable_warp_specialized" not in pass_configs(plan).get(k.name, {})
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_a_pooled_gemm_of_tma_rows_lowers_warp_specialised_with_tma():
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import hopper_features, lower_to_cuda
+    plan = derive(_pooled(p=2, b=256, k=512, n=128), "pool")
+    mod = load_module(emit_module(plan), "pool2_tma")
+    for name, f in mod.build_kernel().items():
+        cu = lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+        feats = hopper_features(cu)
+        assert feats["warp_specialized"] and "tl::tma_load" in cu and not feats["cp_async"], feats

@@ -9,7 +9,7 @@ import re
 
 from .. import ir
 from ..ir import ops
-from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store, row_bytes
+from ..plan import FIXED, Buffer, Gemm, Kernel, Load, Map, Pivot, Plan, Reduce, Store, on_chip_dims, row_bytes
 from ..plan.verify import extent
 
 class EmitError(ValueError):
@@ -185,12 +185,41 @@ def shared_reread_without_tma(plan: Plan, k: Kernel) -> bool:
     return any(sum(b in _reads(s) for s in k.body) > 1 for b in _loaded_without_tma(plan, k))
 
 
+def merged_axes(plan: Plan, k: Kernel, g: Buffer, local_axes: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The packed axes of k that a copy between global g and an on-chip buffer over `local_axes`
+    moves as ONE axis of a view of g (KernelWriter.merged_slice writes that view): consecutive in
+    g, every one but the first whole on chip, the first a grid axis of two or more. None elsewhere
+    (fuse_pool_epilogue's (n, p): a tile of n with every p is one rectangle of the [k, n p] view)."""
+    packed = next((d for d in on_chip_dims(k, tuple(local_axes)) if len(d) > 1), None)
+    if packed is None:
+        return None
+    grid = {t.axis: t.block for t in k.grid}
+    block = {**grid, **({a: k.stream.block for a in (k.stream.axis, *k.stream.aliases)} if k.stream else {})}
+    n = len(packed)
+    at = next((i for i in range(len(g.axes) - n + 1) if tuple(g.axes[i:i + n]) == packed), None)
+    if at is None or any(block.get(a) != plan.axes[a] for a in packed[1:]) or packed[0] not in grid \
+            or grid[packed[0]] < 2:
+        return None
+    return packed
+
+
+def copy_row_bytes(plan: Plan, k: Kernel, g: Buffer, local_axes: tuple[str, ...]) -> int:
+    """Bytes of one contiguous row of the global region a copy between g and an on-chip buffer
+    over `local_axes` moves: g's row, or where the copy goes through the merged view (merged_axes)
+    and the merged axes end g, that view's row (a pooled GEMM's weight [k, n, 2] of f16 has rows of
+    4 bytes, its [k, 2 n] view rows of 4 n: TMA's)."""
+    merged = merged_axes(plan, k, g, local_axes)
+    if merged and tuple(g.axes[-len(merged):]) == merged:
+        return math.prod(plan.axes[a] for a in merged) * (row_bytes(plan, g) // max(1, plan.axes[g.axes[-1]]))
+    return row_bytes(plan, g)
+
+
 def _loaded_without_tma(plan: Plan, k: Kernel) -> set[str]:
     """The shared tiles k's stream body fills from global rows no multiple of 16 bytes (no TMA:
     TileLang's producer stores them by plain or cp.async copies)."""
-    shared = {b.name for b in k.buffers if b.scope == "shared"}
-    return {s.dst for s in k.body if isinstance(s, Load) and s.dst in shared
-            and plan.global_buffer(s.src).axes and row_bytes(plan, plan.global_buffer(s.src)) % 16}
+    bufs = {b.name: b for b in k.buffers if b.scope == "shared"}
+    return {s.dst for s in k.body if isinstance(s, Load) and s.dst in bufs and plan.global_buffer(s.src).axes
+            and copy_row_bytes(plan, k, plan.global_buffer(s.src), bufs[s.dst].axes) % 16}
 
 
 def nvcc_flags(plan: Plan) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ from .reductions import ReductionWriter
 from .streams import StreamWriter
 from .unaligned import UnalignedWriter
 from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
-                     _global_dtype, _ident, _size, tile_param_of)
+                     _global_dtype, _ident, _size, merged_axes, tile_param_of)
 
 class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter):
     running_max: frozenset = frozenset()
@@ -154,14 +154,13 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
 
     def merged_slice(self, g: Buffer, local_axes: tuple[str, ...], packed: tuple[str, ...], where: str) -> str | None:
         """The region of g's view with the packed axes as ONE axis (T.Tensor over g's data,
-        declared by write()) that a tile with `local_axes` covers: where the packed axes are
-        consecutive in g and all but the first are whole on chip (fuse_pool_epilogue's (n, p): a
-        tile of n, every p), the tile is one rectangle of that view. None elsewhere."""
-        n = len(packed)
-        at = next((i for i in range(len(g.axes) - n + 1) if tuple(g.axes[i:i + n]) == packed), None)
-        if at is None or any(self.block.get(a) != self.plan.axes[a] for a in packed[1:]) \
-                or packed[0] not in self.grid_var or self.block[packed[0]] < 2:
+        declared by write()) that a tile with `local_axes` covers, where common.merged_axes says
+        the tile is one rectangle of that view (fuse_pool_epilogue's (n, p): a tile of n, every
+        p). None elsewhere."""
+        if merged_axes(self.plan, self.k, g, local_axes) != packed:
             return None
+        n = len(packed)
+        at = next(i for i in range(len(g.axes) - n + 1) if tuple(g.axes[i:i + n]) == packed)
         if g.name not in self.merged_views:
             shape = [_size(a) for a in g.axes[:at]] + [" * ".join(_size(a) for a in packed)] + \
                 [_size(a) for a in g.axes[at + n:]]
