@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import architectures, ir
+from .precompile import precompile_pool
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "architectures"
 EXAMPLE_NAMES = ("attention_scaled", "geglu", "softmax_row")
@@ -448,36 +449,6 @@ def chart(rows: list[dict], path: Path, title: str) -> None:
 
 
 # ------------------------------------------------------------------------ running
-def _precompile(graph_json: str, gpu: str, tuned: bool) -> str | None:
-    """In a pool process: compile the plan leantile.compile will choose into TileLang's disk
-    cache (so the GPU loop's compile is a cache hit); None, or why it failed (the loop then
-    compiles, and reports, itself)."""
-    try:
-        from .emit import emit_module
-        from .runtime import choose_plan, emitted_module
-
-        plan, _ = choose_plan(ir.parse(graph_json), gpu=gpu, tuned=tuned)
-        emitted_module(emit_module(plan)).compile_kernels(target="cuda")
-        return None
-    except Exception as e:
-        return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
-
-
-def _pool(jobs: list, workers: int | None):
-    """(pool, {job index: future}) compiling each (graph json, gpu, tuned) in spawned processes;
-    (None, {}) where there is no pool."""
-    import os
-
-    from .process_pool import spawn_pool
-
-    if not jobs:
-        return None, {}
-    pool = spawn_pool(workers or max(1, min(len(jobs), (os.cpu_count() or 2) - 2)))
-    if pool is None:  # no processes here: the loop compiles each kernel itself
-        return None, {}
-    return pool, {i: pool.submit(_precompile, *job) for i, job in enumerate(jobs)}
-
-
 def measure(case: Case, g: ir.Graph, base, has_tuned: bool) -> list[dict]:
     """The case's rows: the plan leantile.compile ships (its tuned entry where one exists for this
     exact shape, dtype and GPU) and, where that was a tuned entry, the default plan too."""
@@ -546,7 +517,7 @@ def run_suite(suite: str = "full", *, out: str = "benchmarks/results", shard: st
         if g is not None and precompile:
             job_of[i] = [len(jobs)] + ([len(jobs) + 1] if tuned is True else [])
             jobs += [(g.to_json(), gpu, True)] + ([(g.to_json(), gpu, False)] if tuned is True else [])
-    pool, futs = _pool(jobs, None)
+    pool, futs = precompile_pool(jobs, None)
     rows: list[dict] = []
 
     def publish():

@@ -269,7 +269,13 @@ def run_train_suite(out: str = "benchmarks/results", limit: int | None = None, t
     path = Path(out) / f"train-suite-{name.split()[-1].lower()}-{meta['date']}"
     Path(out).mkdir(parents=True, exist_ok=True)
     rows = []
-    for case in select(cases(sizes_of), limit, tags):
+    chosen = select(cases(sizes_of), limit, tags)
+    if str(device).startswith("cuda"):  # every forward and backward compiled ahead, in parallel
+        from .autodiff import vjp
+        from .precompile import precompile_graphs
+        backs = [vjp(c.graph, wrt=[n.name for n in c.graph.inputs() if n.name not in c.labels]).graph for c in chosen]
+        precompile_graphs([c.graph for c in chosen] + [b for b in backs if b is not None], name)
+    for case in chosen:
         try:
             row = run_case(case, device)
         except Exception as e:

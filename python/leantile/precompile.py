@@ -1,0 +1,48 @@
+"""Compiling ahead, in spawned processes: the plan leantile.compile will choose for a graph, compiled
+into TileLang's disk cache, so that the compile in the process that runs it is a cache hit. The
+shape suite (leantile.suite), the training suite and the GPU tests overlap nvcc's minutes this way."""
+from __future__ import annotations
+
+from . import ir
+
+
+def _precompile(graph_json: str, gpu: str, tuned: bool) -> str | None:
+    """In a pool process: compile the plan leantile.compile will choose into TileLang's disk
+    cache (so the GPU loop's compile is a cache hit); None, or why it failed (the loop then
+    compiles, and reports, itself)."""
+    try:
+        from .emit import emit_module
+        from .runtime import choose_plan, emitted_module
+
+        plan, _ = choose_plan(ir.parse(graph_json), gpu=gpu, tuned=tuned)
+        emitted_module(emit_module(plan)).compile_kernels(target="cuda")
+        return None
+    except Exception as e:
+        return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+
+
+def precompile_pool(jobs: list, workers: int | None):
+    """(pool, {job index: future}) compiling each (graph json, gpu, tuned) in spawned processes;
+    (None, {}) where there is no pool."""
+    import os
+
+    from .process_pool import spawn_pool
+
+    if not jobs:
+        return None, {}
+    pool = spawn_pool(workers or max(1, min(len(jobs), (os.cpu_count() or 2) - 2)))
+    if pool is None:  # no processes here: the loop compiles each kernel itself
+        return None, {}
+    return pool, {i: pool.submit(_precompile, *job) for i, job in enumerate(jobs)}
+
+
+def precompile_graphs(graphs: list, gpu: str, workers: int | None = None) -> dict[str, str | None]:
+    """Each graph's chosen plan compiled ahead (precompile_pool), waited for: {graph name: None, or
+    why it failed}. Serially in this process where none can be spawned."""
+    pool, futures = precompile_pool([(g.to_json(), gpu, True) for g in graphs], workers)
+    if pool is None:
+        return {g.name: _precompile(g.to_json(), gpu, True) for g in graphs}
+    try:
+        return {graphs[i].name: f.result() for i, f in futures.items()}
+    finally:
+        pool.shutdown()
