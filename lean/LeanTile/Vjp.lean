@@ -445,4 +445,35 @@ theorem sum_const_count (n : ℕ) (c : ℝ) : ∑ _k ∈ Finset.range n, c = (n 
     | (simp; done)
     | rw [Finset.sum_const, Finset.card_range, nsmul_eq_mul]
 
+-- Row forms (`leantile.autodiff.row_forms`): closed-form cotangents ---------------------------
+
+/-- The softmax row's Jacobian applied to a cotangent (`_Reverse.back_row`, softmax): with
+`∂p_u/∂z_v = p_u (δ_uv - p_v)`, `Σ_u dp_u ∂p_u/∂z_v = p_v (dp_v - Σ_u dp_u p_u)`. The Jacobian
+itself is the quotient rule on `exp(z_u - m) / Σ exp(z - m)`; `m` drops out
+(`softmax_shift_invariant`), which is why no gradient flows through the max. -/
+theorem vjp_softmax_row {n : ℕ} (p dp : Fin n → ℝ) (v : Fin n) :
+    ∑ u, dp u * (p u * ((if u = v then 1 else 0) - p v)) = p v * (dp v - ∑ u, dp u * p u) := by
+  have h : ∀ u, dp u * (p u * ((if u = v then 1 else 0) - p v))
+      = (if u = v then dp u * p u else 0) - dp u * p u * p v := by
+    intro u
+    split_ifs <;> ring
+  rw [Finset.sum_congr rfl (fun u _ => h u), Finset.sum_sub_distrib, ← Finset.sum_mul]
+  first
+    | (rw [Finset.sum_ite_eq']; simp; ring)
+    | (rw [Finset.sum_ite_eq]; simp; ring)
+    | (simp; ring)
+
+/-- The log-softmax row (`back_row`, log_softmax): `∂y_u/∂z_v = δ_uv - p_v`, so
+`Σ_u dy_u ∂y_u/∂z_v = dy_v - p_v Σ_u dy_u` (`p_v = exp y_v`). -/
+theorem vjp_log_softmax_row {n : ℕ} (p dy : Fin n → ℝ) (v : Fin n) :
+    ∑ u, dy u * ((if u = v then 1 else 0) - p v) = dy v - p v * ∑ u, dy u := by
+  have h : ∀ u, dy u * ((if u = v then 1 else 0) - p v) = (if u = v then dy u else 0) - dy u * p v := by
+    intro u
+    split_ifs <;> ring
+  rw [Finset.sum_congr rfl (fun u _ => h u), Finset.sum_sub_distrib, ← Finset.sum_mul]
+  first
+    | (rw [Finset.sum_ite_eq']; simp; ring)
+    | (rw [Finset.sum_ite_eq]; simp; ring)
+    | (simp; ring)
+
 end LeanTile

@@ -126,6 +126,69 @@ def vjp(g: ir.Graph, wrt=None, save=None) -> Backward:
     return Backward(bw.graph, grads, bw.cotangents, bw.saved)
 
 
+def _op(g: ir.Graph, i: int, cls, op: str | None = None, kind: str | None = None):
+    """Node i if it is a `cls` node (of op `op`, of reduction kind `kind`), else None."""
+    n = g.nodes[i]
+    if not isinstance(n, cls) or (op is not None and n.op != op) or (kind is not None and n.kind != kind):
+        return None
+    return n
+
+
+def row_forms(g: ir.Graph) -> dict[int, tuple]:
+    """{root: (form, z, axis, inner nodes)} for each softmax, log-softmax and log-sum-exp over an
+    axis of z written with its max shift (as dag's softmax and users write them):
+        softmax      e / sum_u e,              e = exp(z - max_u z)
+        log_softmax  (z - m) - log sum_u exp(z - m)
+        logsumexp    log sum_u exp(z - m) + m
+    whose inner nodes (the max, the shift, the exponentials, their sum, its log) nothing else reads
+    and no output is. Their cotangents are the closed forms (`_Reverse.back_row`), with no gradient
+    through the max (the shift cancels: LeanTile.softmax_shift_invariant)."""
+    users, outs = g.users(), set(g.outputs.values())
+    out = {}
+
+    def only(i: int, readers: set[int]) -> bool:
+        return i not in outs and set(users[i]) <= readers
+
+    def shifted(sub_id: int):
+        """(z, m, axis) where sub_id = z - max_u z."""
+        s = _op(g, sub_id, ir.Binary, "sub")
+        m = s and _op(g, s.b, ir.Reduce, kind="max")
+        return (s.a, m.id, m.axis) if m and m.x == s.a else None
+
+    def sum_exp(l_id: int):
+        """(sub, exp, axis) where l_id = sum_u exp(sub)."""
+        l = _op(g, l_id, ir.Reduce, kind="sum")
+        e = l and _op(g, l.x, ir.Unary, "exp")
+        return (e.x, e.id, l.axis) if e else None
+
+    for n in g.nodes:
+        if isinstance(n, ir.Binary) and n.op == "div":  # softmax
+            se = sum_exp(n.b)
+            if se and se[1] == n.a and (sh := shifted(se[0])) and sh[2] == se[2]:
+                z, m, u = sh
+                inner = {n.a, n.b, se[0], m}
+                if only(n.a, {n.b, n.id}) and only(n.b, {n.id}) and only(se[0], {n.a}) and only(m, {se[0]}):
+                    out[n.id] = ("softmax", z, u, inner)
+        elif isinstance(n, ir.Binary) and n.op in ("sub", "add"):
+            for lg_id, other in ((n.b, n.a), (n.a, n.b)) if n.op == "add" else ((n.b, n.a),):
+                lg = _op(g, lg_id, ir.Unary, "log")
+                se = lg and sum_exp(lg.x)
+                sh = se and shifted(se[0])
+                if not (sh and sh[2] == se[2]):
+                    continue
+                z, m, u = sh
+                # the shift the root subtracts from: the exponent's own node, or another z - m
+                same = other == se[0] or (shifted(other) or (None,) * 3)[:2] == (z, m)
+                if n.op == "sub" and same and only(se[0], {se[1], n.id}) and only(other, {se[1], n.id}) \
+                        and only(se[1], {lg.x}) and only(lg.x, {lg.id}) and only(lg.id, {n.id}) \
+                        and only(m, {se[0], other}):
+                    out[n.id] = ("log_softmax", z, u, {se[0], other, se[1], lg.x, lg.id, m})
+                elif n.op == "add" and other == m and only(se[0], {se[1]}) and only(se[1], {lg.x}) \
+                        and only(lg.x, {lg.id}) and only(lg.id, {n.id}) and only(m, {se[0], n.id}):
+                    out[n.id] = ("logsumexp", z, u, {se[0], se[1], lg.x, lg.id, m})
+    return out
+
+
 class _Reverse:
     def __init__(self, g: ir.Graph, wrt: set[str], save: frozenset[int]):
         self.g, self.wrt, self.save = g, wrt, save
@@ -229,6 +292,7 @@ class _Reverse:
     def run(self) -> Backward:
         g, b = self.g, self.b
         self.need = needs_gradient(g, self.wrt)
+        self.rows = {r: f for r, f in row_forms(g).items() if f[1] in self.need}
         cotangents: dict[str, str] = {}
         for out, i in g.outputs.items():
             if i in self.need:
@@ -253,7 +317,9 @@ class _Reverse:
 
     def back(self, n, dy: int) -> None:
         b = self.b
-        if isinstance(n, (ir.Unary, ir.Binary, ir.Select)):
+        if n.id in self.rows:
+            self.back_row(n, dy, *self.rows[n.id][:3])
+        elif isinstance(n, (ir.Unary, ir.Binary, ir.Select)):
             args = n.args()
             contributions = ops.BY_NAME[n.op].vjp(b, tuple(self.fwd(a) for a in args), self.fwd(n.id), dy)
             for a, c in zip(args, contributions):
@@ -267,6 +333,25 @@ class _Reverse:
             self.give(n.x, b.mul(hit, b.div(dy, b.red("sum", hit, n.axis))))
         elif isinstance(n, ir.Matmul):
             self.back_matmul(n, self.full(dy, n.axes))
+
+    def back_row(self, n, dy: int, form: str, z: int, u: str) -> None:
+        """The closed-form cotangents of row_forms, over the axis u of z (dy may lack u: constant
+        along it, its sum then u's length times it):
+            softmax p:      dz = p (dy - sum_u dy p)
+            log_softmax y:  dz = dy - exp(y) sum_u dy
+            logsumexp r:    dz = dy exp(z - r)."""
+        b = self.b
+        y = self.fwd(n.id)
+
+        def total(t: int) -> int:
+            return b.red("sum", t, u) if u in self.axes(t) else b.mul(t, b.size_const(u))
+        if form == "softmax":
+            c = b.mul(y, b.sub(dy, total(b.mul(dy, y))))
+        elif form == "log_softmax":
+            c = b.sub(dy, b.mul(b.exp(y), total(dy)))
+        else:
+            c = b.mul(dy, b.exp(b.sub(self.fwd(z), y)))
+        self.give(z, c, self.g.nodes[z].axes)
 
     def back_matmul(self, n, dy: int) -> None:
         """Y = A ·(axis_a, axis_b) B with batch axes shared: dA = Σ over Y's axes from B of dY B,

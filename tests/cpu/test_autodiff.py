@@ -231,6 +231,35 @@ def test_a_broadcast_operands_gradient_contracts_its_longest_axis():
     assert candidates(bw)
 
 
+@pytest.mark.parametrize("form", ["softmax", "log_softmax", "logsumexp"])
+def test_row_forms_take_their_closed_form_cotangents(form):
+    """softmax, log-softmax and log-sum-exp over a row (with their max shift) get dz = p (dy - sum
+    dy p), dy - exp(y) sum dy, dy exp(z - r): nothing flows through the max (no tie mask), and the
+    result equals torch's autograd (which differentiates through the max: the shift cancels)."""
+    from leantile.autodiff import row_forms
+
+    def body(g):
+        z = g.mul(g.input("X", ["m", "d"], "f64"), g.const("0.5"))
+        if form == "softmax":
+            return g.softmax(z, "d")
+        m = g.red("max", z, "d")
+        lse = g.log(g.red("sum", g.exp(g.sub(z, m)), "d"))
+        return g.sub(g.sub(z, m), lse) if form == "log_softmax" else g.add(lse, m)
+    g = build_graph_with_output(form, {"m": 3, "d": 9}, body)
+    assert [f[0] for f in row_forms(g).values()] == [form]
+    bw = vjp(g).graph
+    assert not any(n.op == "eq" for n in bw.nodes)
+    _assert_agrees(g, seed=12)
+
+
+def test_a_row_form_whose_inner_value_is_read_elsewhere_takes_the_general_path():
+    """The max of a softmax also an output: the form is not taken (its max has a reader of its own)."""
+    from leantile.autodiff import row_forms
+    g = soundness_graphs.scaled_softmax_stats_out()
+    assert row_forms(g) == {}
+    _assert_agrees(strategies.inputs_in(g, "f64"), seed=13)
+
+
 def test_backward_names_stay_apart_from_the_forwards():
     """An input already named like a cotangent (d_out) or a gradient (d_X) keeps its name."""
     g = DagM("clash", {"m": 3, "n": 2})

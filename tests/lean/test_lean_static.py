@@ -254,5 +254,6 @@ def test_every_vjp_of_the_registry_has_its_derivative_theorem():
         names = [f"vjp_{ctor}"] if o.arity == 1 else [f"vjp_{ctor}_left", f"vjp_{ctor}_right"]
         for name in names:
             assert re.search(rf"^theorem {name}\b", text, flags=re.M), name
-    for name in ("vjp_sum_adjoint", "vjp_contract_left", "vjp_contract_right", "vjp_broadcast_adjoint"):
+    for name in ("vjp_sum_adjoint", "vjp_contract_left", "vjp_contract_right", "vjp_broadcast_adjoint",
+                 "vjp_softmax_row", "vjp_log_softmax_row"):
         assert re.search(rf"^theorem {name}\b", text, flags=re.M), name
