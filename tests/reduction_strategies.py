@@ -147,3 +147,35 @@ def row_epilogue_graphs(draw, rows=(140, 260), width=(1025, 3000)):
     if draw(st.booleans()):
         g.output("stat", stat)
     return g.graph()
+
+
+@st.composite
+def column_reduction_graphs(draw, rows=(1, 9000), cols=(1, 700)):
+    """A reduction over the outer axis of x[m, d] (d contiguous, kept): a norm's gain and bias
+    gradients (sum over rows of dy * x_hat, of dy), column means, maxima, sums of squares, behind
+    a prologue that may read a per-row vector, with an epilogue over the columns; 0 or 1 leading
+    batch axis. rules.regions streams m over 128 columns a CTA (column_layout) where a whole
+    column on chip would hold a few bytes of every row; split_reduction spreads m over CTAs."""
+    lead = draw(st.sampled_from([(), ("b",)]))
+    m, d = draw(st.integers(*rows)), draw(st.integers(*cols))
+    g = DagM("column_reduction", {"m": m, "d": d, **{a: draw(st.integers(1, 3)) for a in lead}})
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    x = g.input("X", [*lead, "m", "d"], dt)
+    pro = draw(st.sampled_from(["id", "times_dy", "row_scaled", "square"]))
+    if pro == "times_dy":
+        p = g.mul(g.input("dY", [*lead, "m", "d"], dt), x)
+    elif pro == "row_scaled":  # x * r[m]: a norm's x_hat, its 1/rms a per-row vector
+        p = g.mul(x, g.rsqrt(g.add(g.input("r", [*lead, "m"], "f32"), g.const("1.5"))))
+    else:
+        p = x if pro == "id" else g.square(x)
+    kind = draw(st.sampled_from(["sum", "max", "mean", "two_sums"]))
+    if kind == "mean":
+        out = g.div(g.red("sum", p, "m"), g.size_const("m"))
+    elif kind == "two_sums":  # dgamma and dbeta of one pass
+        out = g.add(g.red("sum", p, "m"), g.red("sum", x, "m"))
+    else:
+        out = g.red(kind, p, "m")
+    if draw(st.booleans()):
+        out = g.mul(out, g.input("gamma", ["d"], dt))
+    g.output("y", out)
+    return g.graph()

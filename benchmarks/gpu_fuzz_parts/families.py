@@ -89,6 +89,9 @@ def families() -> dict:
         "axis_norms": lambda: hyp(R.axis_norm_graphs()),
         # an epilogue over long rows themselves (log-softmax): one kernel streaming the rows twice
         "row_epilogues": lambda: hyp(R.row_epilogue_graphs()),
+        # reductions over the outer axis, the contiguous one kept (a norm's gain gradient): streamed
+        # over coalesced column tiles, split over CTAs
+        "column_reductions": lambda: hyp(R.column_reduction_graphs()),
         # max / average pooling over a split axis of a GEMM's output (fuse_pool_epilogue)
         "pooled_gemm": lambda: hyp(R.pooled_gemm_graphs(), lambda g: (g, {"keep": ["p"]})),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),

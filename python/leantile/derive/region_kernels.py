@@ -14,7 +14,7 @@ from ..plan import FIXED, Fill, Iota, Load, Map, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
-from .rules.regions import RegionSite, padded, row_block, row_threads, streamed_rows, two_pass_rows
+from .rules.regions import RegionSite, column_layout, padded, row_block, row_threads, streamed_rows, two_pass_rows
 
 
 def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
@@ -83,10 +83,10 @@ def second_pass_members(cx: Ctx, site: RegionSite) -> list[int]:
 def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
     """Grid and stream of a streamed row kernel, fixed from the shape (rules.regions.streamed_rows;
     two_pass_rows where the kernel streams its rows twice)."""
-    rows = list(site.rows)
-    block, d = streamed_rows(cx, rows, site.axis, MAP_TILE)
+    rows, column = list(site.rows), column_layout(site.axes, site.axis)
+    block, d = streamed_rows(cx, rows, site.axis, MAP_TILE, column)
     if second_pass_members(cx, site):
-        block = two_pass_rows(cx, rows, site.axis)
+        block = two_pass_rows(cx, rows, site.axis, column)
     grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 
@@ -124,7 +124,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
     combine = part == "combine"
     if combine:
         rows = list(site.rows)
-        block, _ = streamed_rows(cx, rows, site.axis, MAP_TILE)
+        block, _ = streamed_rows(cx, rows, site.axis, MAP_TILE, column_layout(site.axes, site.axis))
         grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
         name, stream = f"split_reduction_combine_{site.members[0]}", None
         role = f"split reduction combine: the {split} slices' partials of {reductions} reductions, then the row epilogue"

@@ -76,11 +76,31 @@ class RegionSite:
         return tuple(a for a in self.axes if a not in self.reduced)
 
 
-def streamed_rows(cx, rows, axis: str, tile: int = 8192) -> tuple[int, int]:
+# A column reduction (the reduced axis is not the source's last, contiguous one: a norm's gain
+# gradient, sum over rows of [m, d]) holds this many of the contiguous kept axis a CTA: its loads
+# are rows of 128 elements (256 bytes of f16). Held on chip as a whole column, a CTA took 2 of them
+# (4 bytes a row of 8192, each CTA reading its own 2 columns of every row).
+COLUMN_ROWS = 128
+# a column reduction held whole on chip at fewer kept elements a CTA than this streams instead
+COLUMN_ON_CHIP_MIN = 32
+
+
+def column_layout(axes, axis: str) -> bool:
+    """Whether reducing `axis` of a source over `axes` is a column reduction: the contiguous last
+    axis is kept (a row axis), the reduced one is outer."""
+    return len(axes) > 1 and axes[-1] != axis
+
+
+def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -> tuple[int, int]:
     """(rows per CTA, block of `axis`) of a kernel streaming `axis` over rows (the last of
     `rows` tiled): blocks of up to 1024 of the axis, and few enough rows per CTA that the grid
     has about two CTAs per SM, within `tile` elements per block (the GEMM's block_r = 128 left a
-    cross entropy over 8192 x 32000 on 64 CTAs, rmsnorm's row statistics over 1024 rows on 8)."""
+    cross entropy over 8192 x 32000 on 64 CTAs, rmsnorm's row statistics over 1024 rows on 8).
+    A column reduction (column_layout) holds COLUMN_ROWS of the contiguous kept axis and streams
+    `axis` in blocks of tile // COLUMN_ROWS: coalesced rows; split_reduction fills the GPU."""
+    if column and rows:
+        r = max(2, min(COLUMN_ROWS, padded(cx.axes[rows[-1]])))
+        return r, max(2, min(padded(cx.axes[axis]), tile // r))
     d = min(1024, padded(cx.axes[axis]))
     total = 1
     for a in rows:
@@ -98,18 +118,21 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192) -> tuple[int, int]:
 TWO_PASS_ELEMENTS = 131072
 
 
-def two_pass_rows(cx, rows, axis: str) -> int:
+def two_pass_rows(cx, rows, axis: str, column: bool = False) -> int:
     """Rows per CTA of a streamed row kernel with a second pass: streamed_rows' block, fewer where
-    the rows are long (at least 2: a block of 1 would make the rows a batch axis)."""
-    block, _ = streamed_rows(cx, rows, axis)
+    the rows are long (at least 2: a block of 1 would make the rows a batch axis); a column
+    reduction keeps its coalesced block."""
+    block, _ = streamed_rows(cx, rows, axis, column=column)
+    if column:
+        return block
     fit = max(1, TWO_PASS_ELEMENTS // cx.axes[axis])
     return max(2, min(block, 1 << (fit.bit_length() - 1)))
 
 
-def streamed_ctas(cx, rows, axis: str) -> int:
+def streamed_ctas(cx, rows, axis: str, column: bool = False) -> int:
     """CTAs of a streamed row kernel over `axis` at streamed_rows' row block (the grid
     split_reduction judges and a second pass is allowed by)."""
-    block, _ = streamed_rows(cx, rows, axis)
+    block, _ = streamed_rows(cx, rows, axis, column=column)
     ctas = 1
     for a in rows:
         ctas *= -(-cx.axes[a] // block) if a == rows[-1] else cx.axes[a]
@@ -357,7 +380,7 @@ class RegionAnalysis:
         (a second pass for the epilogue over the row) rather than leave that to a map kernel
         that reads the rows again from DRAM. Fewer rows are split over CTAs instead."""
         rows = [a for a in src_axes if a != axis]
-        return bool(rows) and 2 * streamed_ctas(self.cx, rows, axis) > self.cx.target.sms
+        return bool(rows) and 2 * streamed_ctas(self.cx, rows, axis, column_layout(src_axes, axis)) > self.cx.target.sms
 
     def online_sum(self, l: int, group: set[int]):
         """(m, sub, exp, l) when reduction l is sum over d of exp(s - m), m a max over d of the
@@ -401,7 +424,10 @@ class RegionAnalysis:
                 continue
             src_axes = cx.node(n.x).axes
             rows = set(n.axes)
-            mode = "on_chip" if row_block(cx, src_axes, n.axis) else "streamed"
+            block = row_block(cx, src_axes, n.axis)
+            # a column reduction held whole on chip at a few columns a CTA reads a few bytes of every row
+            narrow = column_layout(src_axes, n.axis) and (block or 0) < COLUMN_ON_CHIP_MIN
+            mode = "on_chip" if block and not narrow else "streamed"
             allowed = rows | {n.axis}
             reduced = {n.axis}
             if mode == "on_chip":  # later reductions over other axes of the row join while it fits

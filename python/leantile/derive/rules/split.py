@@ -29,7 +29,7 @@ from ..context import Ctx
 from ..grids import flash_grid
 from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
-from .regions import RegionSite, streamed_ctas, streamed_rows
+from .regions import RegionSite, column_layout, streamed_ctas, streamed_rows
 
 # The target's SMs (Target.sms: H100 SXM and H200, 132). A grid of fewer
 # CTAs than this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over
@@ -257,9 +257,10 @@ class SplitReduction(_Split):
         if s.mode != "streamed" or any(s.axis in cx.node(i).axes for i in s.members
                                            if not isinstance(cx.node(i), ir.Reduce)):
             return None  # (a member over the streamed axis would have no part to compute it in)
-        rows = list(s.rows)
-        _, d = streamed_rows(cx, rows, s.axis)
-        return _splits(streamed_ctas(cx, rows, s.axis), math.ceil(cx.axes[s.axis] / d), MIN_ROW_BLOCKS, cx.target.sms,
+        rows, column = list(s.rows), column_layout(s.axes, s.axis)
+        _, d = streamed_rows(cx, rows, s.axis, column=column)
+        return _splits(streamed_ctas(cx, rows, s.axis, column), math.ceil(cx.axes[s.axis] / d), MIN_ROW_BLOCKS,
+                       cx.target.sms,
                        cap=MAX_REDUCTION_SPLITS)
 
     def at(self, s: RegionSite) -> tuple[int, ...]:

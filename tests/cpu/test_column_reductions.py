@@ -1,0 +1,63 @@
+"""Column reductions (issues 49 and 50): a reduction over the outer axis of x[m, d] with the
+contiguous d kept (a norm's gain and bias gradients: sums over rows). Held whole on chip, a CTA
+took 2 columns of every row (4 bytes a row of f16); rules.regions now streams m over 128 columns a
+CTA (coalesced rows of 256 bytes), split over CTAs by split_reduction to fill the GPU. Every
+candidate of generated column reductions equals the graph (float64, interpreter) at default and
+small tiles; the kernels lower for sm_90."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from leantile import interp, reference
+from leantile.dag import DagM
+from leantile.derive import candidates, derive
+from leantile.derive.rules.regions import COLUMN_ROWS
+from plan_checks import rel_err
+from profiles import examples
+from reduction_strategies import column_reduction_graphs
+
+
+def _gain_gradient(m: int = 8192, d: int = 4096, dtype: str = "f16"):
+    g = DagM("gain_gradient", {"m": m, "d": d})
+    x, dy = g.input("X", ["m", "d"], dtype), g.input("dY", ["m", "d"], dtype)
+    r = g.input("r", ["m"], "f32")
+    g.output("d_gamma", g.red("sum", g.mul(dy, g.mul(x, r)), "m"))
+    return g.graph()
+
+
+def test_a_gain_gradient_streams_its_rows_over_coalesced_column_tiles_split_over_ctas():
+    plan = derive(_gain_gradient())
+    stream = [k for k in plan.kernels if k.stream is not None]
+    assert stream, [k.role for k in plan.kernels]
+    k = stream[0]
+    assert k.stream.axis == "m"
+    assert {t.axis: t.block for t in k.grid}.get("d") == COLUMN_ROWS
+    assert k.stream.split, "split over CTAs: 32 column tiles alone leave most of an H200's 132 SMs idle"
+
+
+@settings(max_examples=examples(25), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@given(g=column_reduction_graphs(rows=(1, 3000), cols=(1, 300)), seed=st.integers(0, 2 ** 16))
+def test_every_candidate_of_a_column_reduction_is_the_graph(g, seed):
+    inputs = reference.random_inputs(g, seed=seed)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    for c in candidates(g):
+        for tiles in (None, {"block_m": 3, "block_n": 5, "block_k": 2, "block_r": 4}):
+            out = interp.run(derive(g, c.name, tiles), inputs, dtype=torch.float64)
+            for o in g.outputs:
+                assert rel_err(out[o].double(), ref[o]) < 1e-9, (c.name, tiles, o)
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+@pytest.mark.parametrize("m, d, dtype", [(8192, 4096, "f16"), (3001, 129, "bf16"), (70000, 33, "f32")])
+def test_column_reduction_kernels_lower_for_sm_90(m, d, dtype):
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    plan = derive(_gain_gradient(m, d, dtype))
+    mod = load_module(emit_module(plan), f"column_{m}_{d}_{dtype}")
+    for name, f in mod.build_kernel().items():
+        cu = lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+        assert f"{name}_kernel" in cu
