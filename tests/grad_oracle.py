@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from leantile import ir, reference
-from leantile.autodiff import vjp
+from leantile.autodiff import forward_saving, vjp
 
 # float64 on both sides: only the order of the sums differs. A cast to a narrower dtype inside the
 # graph rounds torch's gradient there too (autograd casts the gradient back through .to), where
@@ -51,10 +51,13 @@ def oracle(g: ir.Graph, inputs: dict, cts: dict) -> dict:
 
 def leantile_grads(g: ir.Graph, inputs: dict, cts: dict, wrt=None) -> dict:
     """{input name: gradient} from the backward graph, each as a tensor of its input's shape."""
-    bw = vjp(g, wrt=wrt)
+    bw = vjp(g, wrt=wrt)  # the default save policy: the forward's saved values come from forward_saving
     if bw.graph is None:
         return {}
     feed = dict(inputs)
+    if bw.saved:
+        fwd = reference.evaluate(forward_saving(g, bw), inputs, compute_dtype=torch.float64, check=False)
+        feed.update({name: fwd[name] for name in bw.saved})
     for o, name in bw.cotangents.items():
         feed[name] = cts[o]
     got = reference.evaluate(bw.graph, {n.name: feed[n.name] for n in bw.graph.inputs()},

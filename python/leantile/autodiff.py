@@ -17,6 +17,7 @@ constant along them) and may list them in another order; `Gradient.axes` says wh
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from . import ir
@@ -71,11 +72,14 @@ class _Names:
 
 
 def default_saved(g: ir.Graph) -> frozenset[int]:
-    """What the forward saves for the backward by default: nothing, the backward recomputes what
-    it reads from the inputs, so the forward plan is exactly the inference plan (its fusion
-    unchanged) and nothing [tokens, ...]-sized stays alive between the passes. Row statistics
-    recomputed are one read of the rows; a derived backward kernel fuses them with its own."""
-    return frozenset()
+    """What the forward saves for the backward by default: its GEMM products no larger than the
+    graph's inputs together (an MLP's X W, which an activation's derivative reads: recomputed, each
+    would be one more GEMM in the backward, half again its FLOPs), never a product larger than that
+    (attention's scores Q K^T, [t, t] per head: recomputed from the saved nothing, as flash
+    attention does). vjp keeps those the backward reads. Everything else is recomputed from the
+    inputs: elementwise values and row statistics cost one read of what the backward reads anyway."""
+    budget = sum(math.prod(g.shape(n.id)) for n in g.inputs())
+    return frozenset(n.id for n in g.nodes if isinstance(n, ir.Matmul) and math.prod(g.shape(n.id)) <= budget)
 
 
 def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:

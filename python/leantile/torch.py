@@ -23,7 +23,7 @@ import math
 
 import torch
 
-from .autodiff import vjp
+from .autodiff import default_saved, forward_saving, vjp
 from .ir import GraphError
 from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
@@ -33,15 +33,52 @@ _BACKWARDS: dict[tuple[str, frozenset], tuple] = {}  # (forward op, inputs wanti
 
 
 def op(kernel: Kernel, *, differentiable: bool = True):
-    """The custom op that runs `kernel`: positional tensors in the graph's input order; returns
-    the output tensor, or a tuple in the graph's output order. differentiable: register its
-    backward with autograd (the backward ops themselves are not: no double backward)."""
+    """The op that runs `kernel`: positional tensors in the graph's input order; returns the output
+    tensor, or a tuple in the graph's output order. differentiable: it trains (its backward is the
+    graph's vjp; the backward ops themselves have none: no double backward). Where the backward
+    reads GEMM products of the forward (autodiff.default_saved), the op is a TrainingOp: under
+    autograd it runs a second forward that also stores them, compiled beside the first."""
     # the CPU's two paths (reference, interpreter) are two ops: the op calls the kernel it was made for
     path = "\0interpret" if kernel.interpret else ""
     digest = hashlib.sha256(f"{kernel.source}\0{kernel.device}{path}".encode()).hexdigest()[:12]
     name = f"leantile::{kernel.graph.name}_{digest}"
     if name in _OPS:
         return _OPS[name]
+    custom = _custom_op(kernel, name)
+    if differentiable:
+        save = default_saved(kernel.graph)
+        bw = vjp(kernel.graph, save=save) if save else None
+        if bw is not None and bw.saved:  # the GEMM products the backward reads: stored by a training forward
+            g = forward_saving(kernel.graph, bw)
+            train = _compile(g, device=kernel.device, check=kernel.check, interpret=kernel.interpret)
+            trained = _custom_op(train, f"{name}_train")
+            _register_backward(trained, name, kernel, save, {bw_name: i for bw_name, i in bw.saved.items()})
+            custom = TrainingOp(custom, trained, len(kernel.output_names))
+        else:
+            _register_backward(custom, name, kernel, frozenset(), {})
+    _OPS[name] = custom
+    return custom
+
+
+class TrainingOp:
+    """An op whose backward reads values of its forward (GEMM products): without autograd (no
+    input needs a gradient, or torch.no_grad) it runs the inference kernel; with it, the training
+    forward, which stores those values too and hands them to the backward. Returns what the
+    inference op returns; works under torch.compile(fullgraph=True) (grad mode and requires_grad
+    are guarded)."""
+
+    def __init__(self, inference, training, outputs: int):
+        self.inference, self.training, self.outputs = inference, training, outputs
+
+    def __call__(self, *args):
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            r = self.training(*args)
+            return r[0] if self.outputs == 1 else tuple(r[:self.outputs])
+        return self.inference(*args)
+
+
+def _custom_op(kernel: Kernel, name: str):
+    """kernel as a torch.library custom op `name`, with a fake implementation from its shapes."""
     names, outs = kernel.input_names, kernel.output_names
     single = len(outs) == 1
 
@@ -53,7 +90,7 @@ def op(kernel: Kernel, *, differentiable: bool = True):
     impl.__signature__ = inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=torch.Tensor) for n in names],
         return_annotation=ret)
-    impl.__name__ = f"{kernel.graph.name}_{digest}"
+    impl.__name__ = name.split("::", 1)[1]
     custom = torch.library.custom_op(name, mutates_args=())(impl)
 
     def fake(*args):
@@ -63,18 +100,15 @@ def op(kernel: Kernel, *, differentiable: bool = True):
 
     fake.__signature__ = impl.__signature__
     custom.register_fake(fake)
-    if differentiable:
-        _register_backward(custom, name, kernel)
-    _OPS[name] = custom
     return custom
 
 
-def _backward(name: str, kernel: Kernel, wanted: frozenset):
-    """(autodiff.Backward, its op) for the inputs in `wanted`: derived and compiled once, with
-    the forward kernel's device and paths."""
+def _backward(name: str, kernel: Kernel, wanted: frozenset, save: frozenset):
+    """(autodiff.Backward, its kernel, its op) for the inputs in `wanted`, reading the forward
+    values `save`: derived and compiled once, with the forward kernel's device and paths."""
     key = (name, wanted)
     if key not in _BACKWARDS:
-        bw = vjp(kernel.graph, wrt=wanted)
+        bw = vjp(kernel.graph, wrt=wanted, save=save)
         if bw.graph is None:  # nothing differentiable reaches an output: every gradient is zero
             _BACKWARDS[key] = (bw, None, None)
         else:
@@ -83,23 +117,30 @@ def _backward(name: str, kernel: Kernel, wanted: frozenset):
     return _BACKWARDS[key]
 
 
-def _register_backward(custom, name: str, kernel: Kernel) -> None:
+def _register_backward(custom, name: str, kernel: Kernel, save: frozenset, saved_outputs: dict) -> None:
+    """custom's autograd: its inputs (and, for a training forward, the saved values it outputs
+    after the graph's own: saved_outputs, {output name: forward node}) kept for the backward op."""
     g = kernel.graph
     names, outs = kernel.input_names, kernel.output_names
+    extra = list(saved_outputs)  # the training forward's outputs after the graph's own, in order
     axes = {n.name: n.axes for n in g.inputs()}
 
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*inputs)
+        output = output if isinstance(output, tuple) else (output,)
+        ctx.save_for_backward(*inputs, *output[len(outs):])
 
     def backward(ctx, *grads):
-        inputs = dict(zip(names, ctx.saved_tensors))
+        kept = ctx.saved_tensors
+        inputs = dict(zip(names, kept[:len(names)]))
+        by_node = dict(zip((saved_outputs[e] for e in extra), kept[len(names):]))
         wanted = frozenset(n for n, need in zip(names, ctx.needs_input_grad) if need)
         if not wanted:
             return tuple(None for _ in names)
-        bw, k, bop = _backward(name, kernel, wanted)
+        bw, k, bop = _backward(name, kernel, wanted, save)
         if k is None:
             return tuple(None for _ in names)
         feed = dict(inputs)
+        feed.update({bw_name: by_node[i] for bw_name, i in bw.saved.items()})
         for o, grad in zip(outs, grads):
             if o in bw.cotangents:
                 feed[bw.cotangents[o]] = grad.contiguous()

@@ -260,6 +260,53 @@ def test_a_row_form_whose_inner_value_is_read_elsewhere_takes_the_general_path()
     _assert_agrees(strategies.inputs_in(g, "f64"), seed=13)
 
 
+def test_the_forward_saves_its_gemm_products_never_attention_scores():
+    """default_saved: an MLP's products (an activation's derivative reads them) come from the
+    forward, so the backward of SwiGLU is the four GEMMs of dX and dW, none recomputed; attention's
+    scores at a training shape ([h, t, t], larger than its inputs) are recomputed."""
+    from leantile.autodiff import default_saved
+    sw = architectures.build("swiglu", m=256, d=128, n=384)
+    bw = vjp(sw)
+    assert sorted(bw.saved.values()) == sorted(n.id for n in sw.nodes if isinstance(n, ir.Matmul))
+    assert sum(isinstance(n, ir.Matmul) for n in bw.graph.nodes) == 4
+    att = architectures.build("causal_attention", h=2, t_q=512, t_kv=512, d_h=64)
+    scores = next(n.id for n in att.nodes if isinstance(n, ir.Matmul))
+    assert scores not in default_saved(att) and vjp(att).saved == {}
+    mm = architectures.build("matmul", m=64, d=32, n=48)
+    assert vjp(mm).saved == {}  # a plain product's gradient reads the operands only
+
+
+def test_a_training_op_runs_the_inference_kernel_without_autograd():
+    """lt.op of a graph whose backward reads saved products: under torch.no_grad (or with no input
+    needing a gradient) the inference kernel runs; under autograd the training forward (the same
+    outputs, and the saved products for the backward); the gradients equal torch's."""
+    import leantile
+    import leantile.torch as lt
+    g = strategies.inputs_in(architectures.build("swiglu", m=37, d=24, n=40), "f32")
+    f = lt.op(leantile.compile(g, device="cpu"))
+    assert isinstance(f, lt.TrainingOp)
+    gen = torch.Generator().manual_seed(14)
+    ts = [torch.randn(g.shape(n.id), generator=gen) * 0.3 for n in g.inputs()]
+    calls = []
+    for which in ("inference", "training"):
+        orig = getattr(f, which)
+        setattr(f, which, lambda *a, orig=orig, which=which: calls.append(which) or orig(*a))
+    with torch.no_grad():
+        plain = f(*[t.clone().requires_grad_() for t in ts])
+    leaves = [t.clone().requires_grad_() for t in ts]
+    out = f(*leaves)
+    assert calls == ["inference", "training"] and torch.allclose(out, plain)
+    out.square().sum().backward()
+    ref = [t.double().requires_grad_() for t in ts]
+    (torch.nn.functional.silu(ref[0] @ ref[1]) * (ref[0] @ ref[2])).square().sum().backward()
+    for a, b in zip(leaves, ref):
+        assert torch.allclose(a.grad.double(), b.grad, rtol=1e-4, atol=1e-5)
+    compiled = [t.clone().requires_grad_() for t in ts]
+    torch.compile(lambda *a: f(*a).square().sum(), fullgraph=True, backend="aot_eager")(*compiled).backward()
+    for a, b in zip(compiled, leaves):
+        assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-6)
+
+
 def test_backward_names_stay_apart_from_the_forwards():
     """An input already named like a cotangent (d_out) or a gradient (d_X) keeps its name."""
     g = DagM("clash", {"m": 3, "n": 2})
