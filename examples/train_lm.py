@@ -201,11 +201,9 @@ def batches(c: Config, steps: int, seed: int, torch):
 def train(c: Config, steps: int, device: str, seed: int = 0) -> dict:
     import torch
     if device.startswith("cuda"):  # the ops' forward and backward kernels compiled ahead, in parallel
-        from leantile.autodiff import vjp
-        from leantile.precompile import precompile_graphs
-        fwd = list(graphs(c).values())
-        wrt = {g.name: [n.name for n in g.inputs() if n.name != "label"] for g in fwd}
-        precompile_graphs(fwd + [vjp(g, wrt=wrt[g.name]).graph for g in fwd], torch.cuda.get_device_name())
+        from leantile.precompile import precompile_graphs, training_graphs
+        precompile_graphs([t for g in graphs(c).values() for t in training_graphs(
+            g, [n.name for n in g.inputs() if n.name != "label"])], torch.cuda.get_device_name())
     weights = init_weights(c, seed, torch)
     models = {"leantile": LeantileLM(c, weights, device, torch), "torch": TorchLM(c, weights, device, torch)}
     opts = {k: torch.optim.AdamW(m.params.values(), lr=c.lr, weight_decay=0.0) for k, m in models.items()}

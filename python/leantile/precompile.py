@@ -36,6 +36,20 @@ def precompile_pool(jobs: list, workers: int | None):
     return pool, {i: pool.submit(_precompile, *job) for i, job in enumerate(jobs)}
 
 
+def training_graphs(g: ir.Graph, wrt=None) -> list[ir.Graph]:
+    """The graphs leantile.torch.op compiles to train g: g itself, its training forward where the
+    backward reads saved values (autodiff.forward_saving), and the backward for `wrt` (default:
+    every input) -- what to compile ahead of a training run."""
+    from .autodiff import default_saved, forward_saving, vjp
+    out = [g]
+    save = default_saved(g)
+    full = vjp(g, save=save)
+    if full.graph is not None and full.saved:
+        out.append(forward_saving(g, full))
+    bw = vjp(g, wrt=wrt, save=save).graph
+    return out + ([bw] if bw is not None else [])
+
+
 def precompile_graphs(graphs: list, gpu: str, workers: int | None = None) -> dict[str, str | None]:
     """Each graph's chosen plan compiled ahead (precompile_pool), waited for: {graph name: None, or
     why it failed}. Serially in this process where none can be spawned."""

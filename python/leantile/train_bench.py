@@ -271,10 +271,9 @@ def run_train_suite(out: str = "benchmarks/results", limit: int | None = None, t
     rows = []
     chosen = select(cases(sizes_of), limit, tags)
     if str(device).startswith("cuda"):  # every forward and backward compiled ahead, in parallel
-        from .autodiff import vjp
-        from .precompile import precompile_graphs
-        backs = [vjp(c.graph, wrt=[n.name for n in c.graph.inputs() if n.name not in c.labels]).graph for c in chosen]
-        precompile_graphs([c.graph for c in chosen] + [b for b in backs if b is not None], name)
+        from .precompile import precompile_graphs, training_graphs
+        precompile_graphs([t for c in chosen for t in training_graphs(
+            c.graph, [n.name for n in c.graph.inputs() if n.name not in c.labels])], name)
     for case in chosen:
         try:
             row = run_case(case, device)

@@ -274,6 +274,10 @@ def test_the_forward_saves_its_gemm_products_never_attention_scores():
     assert scores not in default_saved(att) and vjp(att).saved == {}
     mm = architectures.build("matmul", m=64, d=32, n=48)
     assert vjp(mm).saved == {}  # a plain product's gradient reads the operands only
+    from leantile.precompile import training_graphs  # what a training run compiles ahead
+    fwd, train, back = training_graphs(sw)
+    assert fwd == sw and set(train.outputs) == set(sw.outputs) | set(bw.saved) and back == bw.graph
+    assert [g.name for g in training_graphs(att)] == ["causal_attention", "causal_attention_vjp"]
 
 
 def test_a_training_op_runs_the_inference_kernel_without_autograd():

@@ -79,12 +79,10 @@ def _check_gradients(g: ir.Graph, seed: int = 0, device: str = "cuda"):
 def _compiled_ahead():
     """Every forward and backward graph compiled in parallel processes first (TileLang's disk cache):
     compiled one after another they took the 170 s the first GPU run gave this file for 6 cases."""
-    from leantile.autodiff import vjp
-    from leantile.precompile import precompile_graphs
-    graphs = _graphs()
+    from leantile.precompile import precompile_graphs, training_graphs
     labels = ("label", "T", "target", "labels")
-    backs = [vjp(g, wrt=[n.name for n in g.inputs() if n.name not in labels]).graph for g in graphs]
-    precompile_graphs(graphs + [b for b in backs if b is not None], torch.cuda.get_device_name())
+    precompile_graphs([t for g in _graphs() for t in training_graphs(
+        g, [n.name for n in g.inputs() if n.name not in labels])], torch.cuda.get_device_name())
 
 
 @pytest.mark.parametrize("g", _graphs(), ids=lambda g: g.name)
