@@ -99,7 +99,28 @@ PATHS = [
     Case("gemm pooled pairs in registers", lambda: _pooled(b=70, k=96, n=45, p=2), lambda plan: _pairs_in_registers(plan)),
     # a streamed row kernel that streams its rows again for an epilogue over them (Kernel.second_pass)
     Case("row streamed twice", lambda: _log_softmax(m=300, d=9001), _any(lambda k: bool(k.second_pass))),
+    # a reduction over the outer axis (a norm's gain gradient): 128 contiguous columns a CTA, the
+    # rows streamed and split over CTAs (rules.regions.column_layout); 9001 rows, 300 columns
+    Case("column reduction streamed and split", lambda: _gain_gradient(m=9001, d=300),
+         _any(lambda k: k.stream is not None and k.stream.axis == "m" and bool(k.stream.split))),
+    # the pooled GEMM's weight copied by TMA through its merged view, warp specialised (n = 128)
+    Case("gemm pooled through its merged view with TMA", lambda: _pooled(b=256, k=512, n=128, p=2),
+         lambda plan: _pairs_in_registers(plan) and _merged_tma(plan)),
 ]
+
+
+def _gain_gradient(**sizes):
+    from leantile.dag import build_graph_with_output
+
+    def body(g):
+        x, dy = g.input("X", ["m", "d"], "f16"), g.input("dY", ["m", "d"], "f16")
+        return g.red("sum", g.mul(dy, g.mul(x, g.input("r", ["m"], "f32"))), "m")
+    return build_graph_with_output("gain_gradient", sizes, body)
+
+
+def _merged_tma(plan) -> bool:
+    from leantile.emit.common import _loaded_without_tma, pass_configs
+    return all(not _loaded_without_tma(plan, k) for k in plan.kernels) and not pass_configs(plan)
 
 
 def _log_softmax(**sizes):
