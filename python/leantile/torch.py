@@ -172,12 +172,30 @@ def _is_weight(name: str) -> bool:
     return name.startswith("W") or name == "b" or name.startswith("b_")
 
 
+def initial_value(g, n) -> str:
+    """How a parameter starts, from what the graph does with it: "ones" where every reader
+    multiplies a value over more axes by it (a gain: a norm's gamma), "zeros" where every reader
+    adds it to one, or subtracts it from one (a bias), else "normal" (N(0, 1/fan_in) over its first
+    axis: a projection). A gain drawn N(0, 1/d) would start the layer near zero."""
+    readers = [r for r in g.nodes if n.id in r.args()]
+
+    def broadcast(r, other) -> bool:
+        return set(n.axes) < set(g.nodes[other].axes)
+    if readers and all(r.op == "mul" and broadcast(r, r.b if r.a == n.id else r.a) for r in readers):
+        return "ones"
+    if readers and all((r.op == "add" and broadcast(r, r.b if r.a == n.id else r.a))
+                       or (r.op == "sub" and r.b == n.id and broadcast(r, r.a)) for r in readers):
+        return "zeros"
+    return "normal"
+
+
 class Module(torch.nn.Module):
-    """A graph as an nn.Module: the inputs named in `weights` are parameters, initialised
-    N(0, 1/fan_in) over their first axis; forward takes the others, in graph order, and returns
-    what the op returns. Without `weights` the built-ins' naming convention decides (W..., b,
-    b_...): any other parameter (a norm's `gamma`) must be listed, e.g.
-    Module(g, weights=["W_up", "gamma"]); the parameters are `module.weight_names`."""
+    """A graph as an nn.Module: the inputs named in `weights` are parameters, initialised from what
+    the graph does with them (initial_value: a gain at 1, a bias at 0, a projection N(0, 1/fan_in)
+    over its first axis); forward takes the others, in graph order, and returns what the op
+    returns. Without `weights` the built-ins' naming convention decides (W..., b, b_...): any other
+    parameter (a norm's `gamma`) must be listed, e.g. Module(g, weights=["W_up", "gamma"]); the
+    parameters are `module.weight_names`."""
 
     def __init__(self, source, *, weights=None, device=None, **compile_args):
         super().__init__()
@@ -197,8 +215,9 @@ class Module(torch.nn.Module):
         self.activation_names = [n for n in self.kernel.input_names if n not in wanted]
         for n in g.inputs():
             if n.name in wanted:
-                shape = g.shape(n.id)
-                w = torch.randn(shape, dtype=torch.float32) / math.sqrt(max(1, shape[0] if shape else 1))
+                shape, how = g.shape(n.id), initial_value(g, n)
+                w = torch.ones(shape) if how == "ones" else torch.zeros(shape) if how == "zeros" else \
+                    torch.randn(shape, dtype=torch.float32) / math.sqrt(max(1, shape[0] if shape else 1))
                 self.register_parameter(n.name, torch.nn.Parameter(
                     w.to(TORCH_DTYPES[n.dtype]).to(self.kernel.device)))
 

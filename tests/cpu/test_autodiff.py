@@ -311,6 +311,19 @@ def test_a_training_op_runs_the_inference_kernel_without_autograd():
         assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-6)
 
 
+def test_module_parameters_start_as_their_use_says():
+    """A norm's gain starts at 1, a bias at 0, a projection N(0, 1/fan_in): from what the graph does
+    with each (a gain drawn N(0, 1/d) would start the layer near zero)."""
+    import leantile.torch as lt
+    g = DagM("init", {"m": 5, "d": 64, "n": 32})
+    x, gamma, w, b = (g.input("X", ["m", "d"], "f32"), g.input("gamma", ["d"], "f32"),
+                      g.input("W", ["d", "n"], "f32"), g.input("b", ["n"], "f32"))
+    g.output("out", g.add(g.matmul(g.mul(g.rms_norm(x, "d"), gamma), w, "d", "d"), b))
+    m = lt.Module(g.graph(), weights=["gamma", "W", "b"], device="cpu")
+    assert torch.equal(m.gamma.data, torch.ones(64)) and torch.equal(m.b.data, torch.zeros(32))
+    assert 0.05 < m.W.data.std().item() < 0.25  # 1 / sqrt(64) = 0.125
+
+
 def test_backward_names_stay_apart_from_the_forwards():
     """An input already named like a cotangent (d_out) or a gradient (d_X) keeps its name."""
     g = DagM("clash", {"m": 3, "n": 2})
