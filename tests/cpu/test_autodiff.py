@@ -311,6 +311,41 @@ def test_a_training_op_runs_the_inference_kernel_without_autograd():
         assert torch.allclose(a.grad, b.grad, rtol=1e-6, atol=1e-6)
 
 
+@settings(max_examples=examples(8, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(g=strategies.differentiable_graphs(), seed=st.integers(0, 2 ** 16), some=st.booleans())
+def test_ops_of_generated_graphs_train_as_the_oracle_says(g, seed, some):
+    """The torch layer over generated graphs (several outputs, casts, masks, saved GEMM products,
+    a TrainingOp or not): lt.op's gradients, through autograd with every output's cotangent, equal
+    the oracle's in float64 (the CPU reference path), for all inputs or for some of them."""
+    import leantile
+    import leantile.torch as lt
+    g = strategies.inputs_in(g, "f64")
+    f = lt.op(leantile.compile(g, device="cpu"))
+    inputs, cts = grad_oracle.random_values(g, seed)
+    names = [n.name for n in g.inputs()]
+    wanted = set(names[::2]) if some else set(names)
+    leaves = {k: v.clone().requires_grad_(k in wanted) for k, v in inputs.items()}
+    outs = f(*[leaves[n] for n in names])
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    live = [(o, t) for o, t in zip(g.outputs, outs) if t.requires_grad]
+    if not live:
+        return
+    torch.autograd.backward([t for _, t in live], [cts[o] for o, _ in live])
+    want = grad_oracle.oracle(g, inputs, cts)
+    for n in wanted:
+        got = leaves[n].grad
+        if want[n] is None:
+            assert got is None or not got.abs().gt(0).any(), n
+            continue
+        finite = torch.isfinite(want[n])
+        assert got is not None, n
+        err = (got - want[n]).abs()[finite]
+        scale = 1 + want[n][finite].abs().max().item() if finite.any() else 1
+        assert not err.numel() or err.max().item() <= grad_oracle.tolerance(g) * scale, (g.name, n)
+    for n in set(names) - wanted:
+        assert leaves[n].grad is None
+
+
 def test_module_parameters_start_as_their_use_says():
     """A norm's gain starts at 1, a bias at 0, a projection N(0, 1/fan_in): from what the graph does
     with each (a gain drawn N(0, 1/d) would start the layer near zero)."""
