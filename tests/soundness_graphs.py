@@ -214,9 +214,27 @@ def region_reads_its_own_producer(dtype: str = "f32"):
     return g.graph()
 
 
+def three_regions_in_a_cycle(dtype: str = "f32"):
+    """21 (issue 50, the slow profile over backward graphs): region A sums over i (x - 1/2)^2 and,
+    merged into its pass, d p, where p is region B's softmax over k; region C sums A's first result
+    over k; region B's second reduction reads C's scalar. Each region alone waits on no member of
+    its own, but A waits on B, B on C and C on A: the cycle is between kernels."""
+    g = DagM("three_regions", {"i": 6, "k": 5})
+    x, d = g.input("X", ["i", "k"], dtype), g.input("D", ["i", "k"], dtype)
+    a = g.red("sum", g.square(g.sub(x, g.const("0.5"))), "i")    # A, over i
+    c = g.red("sum", a, "k")                                       # C
+    m = g.red("max", x, "k")                                       # B, over k
+    e = g.exp(g.sub(x, m))
+    p = g.div(e, g.red("sum", e, "k"))
+    a2 = g.red("sum", g.mul(d, p), "i")                            # merged into A: reads B's sum
+    b2 = g.red("sum", g.mul(g.mul(d, c), p), "k")                  # joins B: reads C
+    g.output("out", g.add(g.mul(b2, g.const("2.0")), g.red("sum", a2, "k")))
+    return g.graph()
+
+
 CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
            4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
            8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction,
            12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out, 14: split_gemm_two_waves_out,
            17: scaled_gemm_into_gemm, 18: norm_rows_two_weights, 19: gemm_two_stores,
-           20: region_reads_its_own_producer}
+           20: region_reads_its_own_producer, 21: three_regions_in_a_cycle}

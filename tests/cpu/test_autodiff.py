@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, reject, settings, strategies as st
 
 from leantile import architectures, interp, ir, reference
 from leantile.autodiff import vjp
 from leantile.dag import DagM, build_graph_with_output
 from leantile.derive import candidates, derive
+from leantile.runtime import choose_plan
 from leantile.ir import ops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +36,15 @@ def _example(which: str):
     m = module_from_spec(spec)
     spec.loader.exec_module(m)
     return m
+
+
+def _f64(g: ir.Graph) -> ir.Graph:
+    """g on float64 inputs, or the example rejected where a cast to f32 feeds a GEMM beside an f64
+    operand (no f64 twin of that graph)."""
+    try:
+        return strategies.inputs_in(g, "f64")
+    except ir.GraphError:
+        reject()
 
 
 def _assert_agrees(g: ir.Graph, seed: int = 0, wrt=None):
@@ -139,13 +149,13 @@ def test_random_graphs_differentiate(g, seed):
 def test_user_graphs_differentiate(gc, seed):
     """Attention (masks, biases, GQA, decode), softmax rows, norms into GEMMs, GEMM epilogues and
     chains as users write them (issue 13's classes), in float64."""
-    _assert_agrees(strategies.inputs_in(gc[0], "f64"), seed)
+    _assert_agrees(_f64(gc[0]), seed)
 
 
 @settings(max_examples=examples(12, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
 @given(g=strategies.structured_graphs(), seed=st.integers(0, 2 ** 16))
 def test_structured_graphs_differentiate(g, seed):
-    _assert_agrees(strategies.inputs_in(g, "f64"), seed)
+    _assert_agrees(_f64(g), seed)
 
 
 # -- the backward is an ordinary graph --------------------------------------------------------------
@@ -159,7 +169,7 @@ def test_backward_graphs_round_trip_derive_and_interpret(name):
     assert ir.Graph.model_validate_json(bw.to_json()) == bw
     inputs = reference.random_inputs(bw, seed=5)
     want = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
-    got = interp.run(derive(bw), inputs, dtype=torch.float64)
+    got = interp.run(choose_plan(bw)[0], inputs, dtype=torch.float64)  # the plan leantile.compile ships
     for o in bw.outputs:
         err = (got[o].double() - want[o]).abs().max().item() / (1 + want[o].abs().max().item())
         assert err < 1e-9, (name, o, err)
@@ -168,14 +178,15 @@ def test_backward_graphs_round_trip_derive_and_interpret(name):
 @settings(max_examples=examples(8, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
 @given(gc=strategies.user_graphs(), seed=st.integers(0, 2 ** 16))
 def test_generated_backwards_derive_and_interpret(gc, seed):
-    """The backward of a generated user graph derives (its default plan) and the plan, run by the
-    interpreter in float64, equals the backward graph's reference."""
-    bw = vjp(strategies.inputs_in(gc[0], "f64")).graph
+    """The backward of a generated user graph derives (the plan leantile.compile ships: the first
+    candidate that fits, a candidate over the shared memory refused cleanly) and the plan, run by
+    the interpreter in float64, equals the backward graph's reference."""
+    bw = vjp(_f64(gc[0])).graph
     if bw is None:
         return
     inputs = reference.random_inputs(bw, seed=seed)
     want = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
-    got = interp.run(derive(bw), inputs, dtype=torch.float64)
+    got = interp.run(choose_plan(bw)[0], inputs, dtype=torch.float64)  # the plan leantile.compile ships
     for o in bw.outputs:
         finite = torch.isfinite(want[o])
         err = (got[o].double() - want[o]).abs()[finite]
@@ -319,7 +330,7 @@ def test_ops_of_generated_graphs_train_as_the_oracle_says(g, seed, some):
     the oracle's in float64 (the CPU reference path), for all inputs or for some of them."""
     import leantile
     import leantile.torch as lt
-    g = strategies.inputs_in(g, "f64")
+    g = _f64(g)
     f = lt.op(leantile.compile(g, device="cpu"))
     inputs, cts = grad_oracle.random_values(g, seed)
     names = [n.name for n in g.inputs()]

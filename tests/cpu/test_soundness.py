@@ -153,6 +153,13 @@ def test_issue50_a_region_never_absorbs_what_its_own_reads_depend_on(dtype):
     check_all(g, FIXED_TILES, seed=20)
 
 
+def test_issue50_no_three_regions_wait_on_each_other_in_a_cycle():
+    """Class 21: region A's merged sum reads region B's, B's second sum reads C's scalar, C reads A:
+    every candidate derives (fused crashed: "the kernels of a plan depend on each other in a
+    cycle") and equals the evaluator."""
+    check_all(sg.three_regions_in_a_cycle(), FIXED_TILES, seed=21)
+
+
 def test_issue46_f64_graphs_fit_at_their_default_tiles():
     """An f64 graph's default tiles fit the target (rows and k steps half as long as
     DEFAULT_TILES'): every candidate derives at them and equals the evaluator, where at

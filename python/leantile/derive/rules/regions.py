@@ -207,6 +207,8 @@ class RegionAnalysis:
         self.materialised = {i for i in self.residual if isinstance(cx.node(i), REGION) and (
             i in outs or (i not in recomputed and any(u not in self.residual for u in cx.users[i])))}
         self.inline = {i for i in self.residual if isinstance(cx.node(i), REGION) and i not in self.materialised}
+        self.formed: list[tuple[frozenset, frozenset]] = []  # the sites formed so far: (members, axes)
+        self.site_of: dict[int, int] = {}  # member -> its formed site
         self._cut_large_cones()
 
     def _cut_large_cones(self) -> None:
@@ -286,15 +288,38 @@ class RegionAnalysis:
         return out
 
     def _joins(self, j: int, group: set[int], allowed: set[str]) -> bool:
-        """Add j to `group` unless a value the kernel would read depends on j (another kernel
-        computes it from j's, which this kernel would store): the two kernels would wait on each
-        other. A norm's centred rows joining the region that reads the norm's 1/rms, computed by
-        a map kernel from those rows, made such a cycle (a backward graph, issue 50). Returns
-        whether j joined."""
-        if any(self._reads_any(v, {j}) for v in self._external_reads(group | {j}, allowed)):
+        """Add j to `group` unless the kernel would then wait on itself: a value it reads depends
+        on one of its members, directly or through the kernels of the sites already formed (each
+        computes its members at once, so it depends on everything it reads). A norm's centred rows
+        joining the region that reads the norm's 1/rms, computed by a map kernel from those rows,
+        made such a cycle; so did a row region whose sum reads a second region that reads a third
+        that reads the first (backward graphs, issue 50). Returns whether j joined."""
+        new = group | {j}
+        if self._reaches(self._external_reads(new, allowed), new, allowed):
             return False
         group.add(j)
         return True
+
+    def _reaches(self, reads: set[int], group: set[int], allowed: set[str]) -> bool:
+        """Whether any of `reads` depends on a member of `group`: through the graph, a formed
+        site's member standing for everything that site's kernel reads."""
+        cx = self.cx
+        stack, seen, sites_seen = list(reads), set(), set()
+        while stack:
+            x = stack.pop()
+            if x in group:
+                return True
+            if x in seen or cx.literal(x):  # (no pruning by id: a formed site of low ids may read high ones)
+                continue
+            seen.add(x)
+            k = self.site_of.get(x)
+            if k is not None:
+                if k not in sites_seen:
+                    sites_seen.add(k)
+                    stack.extend(self._external_reads(self.formed[k][0], self.formed[k][1]))
+            else:
+                stack.extend(cx.node(x).args())
+        return False
 
     def _grow(self, group: set[int], mode: str, rows: set[str], allowed: set[str], taken: set[int],
               reduced: set[str], two_pass: bool = False):
@@ -446,6 +471,9 @@ class RegionAnalysis:
                 if len(group) == size:
                     break
             taken |= group
+            for m in group:  # formed: _reaches stands it for its reads from now on
+                self.site_of[m] = len(self.formed)
+            self.formed.append((frozenset(group), frozenset(allowed)))
             online = tuple(o for o in (self.online_sum(q, group) for q in sorted(group)) if o) \
                 if mode == "streamed" else ()
             extra = tuple(a for a in src_axes if a in reduced and a != n.axis)
