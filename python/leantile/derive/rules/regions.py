@@ -241,11 +241,11 @@ class RegionAnalysis:
     def _fits(self, i: int, axes: set[str]) -> bool:
         return set(self.cx.node(i).axes) <= axes
 
-    def _available(self, i: int, group: set[int], axes: set[str]) -> bool:
-        """Whether node i can be had in a kernel whose members are `group`: a literal, a
-        member, an inlined node whose own arguments are available (walked without recursion),
-        or a value some kernel computes before this one (it reads no member)."""
-        cx, stack, seen = self.cx, [i], set()
+    def _past_inline(self, starts, group: set[int], axes: set[str]):
+        """The nodes reached from `starts` through the inlined nodes a kernel over `axes` computes
+        on the way (walked without recursion): each neither a member of `group` nor a literal, the
+        values such a kernel reads from global memory."""
+        cx, stack, seen = self.cx, list(starts), set()
         while stack:
             j = stack.pop()
             if j in seen or j in group or cx.literal(j):
@@ -253,9 +253,14 @@ class RegionAnalysis:
             seen.add(j)
             if j in self.inline and self._fits(j, axes):
                 stack.extend(cx.node(j).args())
-            elif group and self._reads_any(j, group):
-                return False
-        return True
+            else:
+                yield j
+
+    def _available(self, i: int, group: set[int], axes: set[str]) -> bool:
+        """Whether node i can be had in a kernel whose members are `group`: a literal, a
+        member, an inlined node whose own arguments are available, or a value some kernel
+        computes before this one (it reads no member)."""
+        return not (group and any(self._reads_any(j, group) for j in self._past_inline([i], group, axes)))
 
     def _reads_any(self, i: int, group: set[int]) -> bool:
         """Whether node i reads a member of `group`, directly or not."""
@@ -274,18 +279,7 @@ class RegionAnalysis:
     def _external_reads(self, group: set[int], allowed: set[str]) -> set[int]:
         """The values a kernel of members `group` reads from global memory: its members' arguments,
         through the inlined nodes it computes on the way, that are neither members nor literals."""
-        cx, out, seen = self.cx, set(), set()
-        stack = [a for m in group for a in cx.node(m).args()]
-        while stack:
-            j = stack.pop()
-            if j in seen or j in group or cx.literal(j):
-                continue
-            seen.add(j)
-            if j in self.inline and self._fits(j, allowed):
-                stack.extend(cx.node(j).args())
-            else:
-                out.add(j)
-        return out
+        return set(self._past_inline([a for m in group for a in self.cx.node(m).args()], group, allowed))
 
     def _joins(self, j: int, group: set[int], allowed: set[str]) -> bool:
         """Add j to `group` unless the kernel would then wait on itself: a value it reads depends
