@@ -49,12 +49,6 @@ class Backward:
     cotangents: dict[str, str]   # forward output name -> the backward input of its cotangent
     saved: dict[str, int]        # backward input name -> the forward node whose value it receives
 
-    @property
-    def primals(self) -> tuple[str, ...]:
-        """The forward inputs the backward reads (by their own names)."""
-        taken = set(self.cotangents.values()) | set(self.saved)
-        return tuple(n.name for n in self.graph.inputs() if n.name not in taken) if self.graph else ()
-
 
 class _Names:
     """Fresh identifiers beside the graph's own names."""
@@ -90,6 +84,18 @@ def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
     return g.model_copy(update={"outputs": {**g.outputs, **bw.saved}, "derivation": ()})
 
 
+def training_forward(g: ir.Graph) -> tuple[ir.Graph | None, dict[str, int]]:
+    """(the forward that also stores what the backward reads of g under default_saved, those
+    values {backward input name: forward node}), or (None, {}) where the backward reads nothing of
+    the forward: the inference forward serves training too. leantile.torch.op compiles it beside
+    the inference forward; leantile.precompile compiles it ahead."""
+    save = default_saved(g)
+    bw = vjp(g, save=save) if save else None
+    if bw is None or not bw.saved:
+        return None, {}
+    return forward_saving(g, bw), dict(bw.saved)
+
+
 def needs_gradient(g: ir.Graph, wrt) -> set[int]:
     """Nodes whose value depends on an input in `wrt` (through an op with a gradient)."""
     need: set[int] = set()
@@ -109,8 +115,8 @@ def needs_gradient(g: ir.Graph, wrt) -> set[int]:
 
 def vjp(g: ir.Graph, wrt=None, save=None) -> Backward:
     """The backward of g with respect to the inputs named in `wrt` (all of them by default),
-    reading the forward nodes in `save` (default_saved) as inputs. Raises ir.GraphError naming
-    the node where a gradient cannot be written in the IR."""
+    reading those of the forward nodes in `save` (default: default_saved) it needs as inputs.
+    Raises ir.GraphError where `wrt` names no input."""
     wrt = {n.name for n in g.inputs()} if wrt is None else set(wrt)
     unknown = wrt - {n.name for n in g.inputs()}
     if unknown:
@@ -139,7 +145,7 @@ def _op(g: ir.Graph, i: int, cls, op: str | None = None, kind: str | None = None
 
 
 def row_forms(g: ir.Graph) -> dict[int, tuple]:
-    """{root: (form, z, axis, inner nodes)} for each softmax, log-softmax and log-sum-exp over an
+    """{root: (form, z, axis)} for each softmax, log-softmax and log-sum-exp over an
     axis of z written with its max shift (as dag's softmax and users write them):
         softmax      e / sum_u e,              e = exp(z - max_u z)
         log_softmax  (z - m) - log sum_u exp(z - m)
@@ -170,9 +176,8 @@ def row_forms(g: ir.Graph) -> dict[int, tuple]:
             se = sum_exp(n.b)
             if se and se[1] == n.a and (sh := shifted(se[0])) and sh[2] == se[2]:
                 z, m, u = sh
-                inner = {n.a, n.b, se[0], m}
                 if only(n.a, {n.b, n.id}) and only(n.b, {n.id}) and only(se[0], {n.a}) and only(m, {se[0]}):
-                    out[n.id] = ("softmax", z, u, inner)
+                    out[n.id] = ("softmax", z, u)
         elif isinstance(n, ir.Binary) and n.op in ("sub", "add"):
             for lg_id, other in ((n.b, n.a), (n.a, n.b)) if n.op == "add" else ((n.b, n.a),):
                 lg = _op(g, lg_id, ir.Unary, "log")
@@ -186,10 +191,10 @@ def row_forms(g: ir.Graph) -> dict[int, tuple]:
                 if n.op == "sub" and same and only(se[0], {se[1], n.id}) and only(other, {se[1], n.id}) \
                         and only(se[1], {lg.x}) and only(lg.x, {lg.id}) and only(lg.id, {n.id}) \
                         and only(m, {se[0], other}):
-                    out[n.id] = ("log_softmax", z, u, {se[0], other, se[1], lg.x, lg.id, m})
+                    out[n.id] = ("log_softmax", z, u)
                 elif n.op == "add" and other == m and only(se[0], {se[1]}) and only(se[1], {lg.x}) \
                         and only(lg.x, {lg.id}) and only(lg.id, {n.id}) and only(m, {se[0], n.id}):
-                    out[n.id] = ("logsumexp", z, u, {se[0], se[1], lg.x, lg.id, m})
+                    out[n.id] = ("logsumexp", z, u)
     return out
 
 
@@ -317,12 +322,16 @@ class _Reverse:
                 grads[n.name] = Gradient(name, self.axes(j))
         if not grads:  # every path from wrt to an output passes a comparison or a select's condition
             return Backward(None, {}, {}, {})
-        return Backward(_pruned(b.graph()), grads, cotangents, self.saved)
+        graph = _pruned(b.graph())
+        # only what the backward reads: a saved value an op's VJP was handed but did not use (add's
+        # result) is pruned with its input, and the forward need not store it
+        read = {n.name for n in graph.inputs()}
+        return Backward(graph, grads, cotangents, {k: v for k, v in self.saved.items() if k in read})
 
     def back(self, n, dy: int) -> None:
         b = self.b
         if n.id in self.rows:
-            self.back_row(n, dy, *self.rows[n.id][:3])
+            self.back_row(n, dy, *self.rows[n.id])
         elif isinstance(n, (ir.Unary, ir.Binary, ir.Select)):
             args = n.args()
             contributions = ops.BY_NAME[n.op].vjp(b, tuple(self.fwd(a) for a in args), self.fwd(n.id), dy)

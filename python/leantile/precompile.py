@@ -38,16 +38,12 @@ def precompile_pool(jobs: list, workers: int | None):
 
 def training_graphs(g: ir.Graph, wrt=None) -> list[ir.Graph]:
     """The graphs leantile.torch.op compiles to train g: g itself, its training forward where the
-    backward reads saved values (autodiff.forward_saving), and the backward for `wrt` (default:
+    backward reads saved values (autodiff.training_forward), and the backward for `wrt` (default:
     every input) -- what to compile ahead of a training run."""
-    from .autodiff import default_saved, forward_saving, vjp
-    out = [g]
-    save = default_saved(g)
-    full = vjp(g, save=save)
-    if full.graph is not None and full.saved:
-        out.append(forward_saving(g, full))
-    bw = vjp(g, wrt=wrt, save=save).graph
-    return out + ([bw] if bw is not None else [])
+    from .autodiff import default_saved, training_forward, vjp
+    train, _ = training_forward(g)
+    bw = vjp(g, wrt=wrt, save=default_saved(g)).graph
+    return [g] + ([train] if train is not None else []) + ([bw] if bw is not None else [])
 
 
 def precompile_graphs(graphs: list, gpu: str, workers: int | None = None) -> dict[str, str | None]:

@@ -12,8 +12,9 @@ graphs capture it (outputs are allocated with torch.empty inside the op, on the 
 
 Each op trains: its autograd formula is the graph's backward (leantile.autodiff.vjp), derived,
 compiled and run as another leantile op, made on the first backward for the set of inputs that
-need a gradient (forward-only users never pay for it). The backward recomputes what it reads from
-the forward's inputs (autodiff.default_saved); `Module` parameters train with any optimizer.
+need a gradient (forward-only users never pay for it). The backward recomputes what it reads of
+the forward from its inputs, except the GEMM products autodiff.default_saved keeps: those a
+training forward stores (TrainingOp). `Module` parameters train with any optimizer.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import math
 
 import torch
 
-from .autodiff import default_saved, forward_saving, vjp
+from .autodiff import default_saved, training_forward, vjp
 from .ir import GraphError
 from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
@@ -46,13 +47,11 @@ def op(kernel: Kernel, *, differentiable: bool = True):
         return _OPS[name]
     custom = _custom_op(kernel, name)
     if differentiable:
-        save = default_saved(kernel.graph)
-        bw = vjp(kernel.graph, save=save) if save else None
-        if bw is not None and bw.saved:  # the GEMM products the backward reads: stored by a training forward
-            g = forward_saving(kernel.graph, bw)
+        g, saved = training_forward(kernel.graph)
+        if g is not None:  # the GEMM products the backward reads: stored by a training forward
             train = _compile(g, device=kernel.device, check=kernel.check, interpret=kernel.interpret)
             trained = _custom_op(train, f"{name}_train")
-            _register_backward(trained, name, kernel, save, {bw_name: i for bw_name, i in bw.saved.items()})
+            _register_backward(trained, name, kernel, default_saved(kernel.graph), saved)
             custom = TrainingOp(custom, trained, len(kernel.output_names))
         else:
             _register_backward(custom, name, kernel, frozenset(), {})
@@ -122,7 +121,6 @@ def _register_backward(custom, name: str, kernel: Kernel, save: frozenset, saved
     after the graph's own: saved_outputs, {output name: forward node}) kept for the backward op."""
     g = kernel.graph
     names, outs = kernel.input_names, kernel.output_names
-    extra = list(saved_outputs)  # the training forward's outputs after the graph's own, in order
     axes = {n.name: n.axes for n in g.inputs()}
 
     def setup_context(ctx, inputs, output):
@@ -132,7 +130,7 @@ def _register_backward(custom, name: str, kernel: Kernel, save: frozenset, saved
     def backward(ctx, *grads):
         kept = ctx.saved_tensors
         inputs = dict(zip(names, kept[:len(names)]))
-        by_node = dict(zip((saved_outputs[e] for e in extra), kept[len(names):]))
+        by_node = dict(zip(saved_outputs.values(), kept[len(names):]))  # in the training forward's output order
         wanted = frozenset(n for n, need in zip(names, ctx.needs_input_grad) if need)
         if not wanted:
             return tuple(None for _ in names)

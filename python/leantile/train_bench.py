@@ -31,8 +31,9 @@ class TrainCase:
     tags: tuple[str, ...] = field(default=())
 
 
-def _row_graphs() -> dict:
-    """Graphs of the row forms users train, with their PyTorch versions (functions of t)."""
+def _row_graphs():
+    """({name: sizes -> graph} of the row forms users train, a function giving {name: t -> their
+    PyTorch version})."""
     from .dag import build_graph_with_output
 
     def ln_affine(g):
@@ -180,7 +181,7 @@ def run_case(case: TrainCase, device=None, seed: int = 0, timer=None) -> dict:
     forward = {"leantile": lambda: op(*[t[n] for n in k.input_names])}
     eager, vendor = case.eager(t)
     forward["eager"] = eager
-    if device != "cpu" or torch.cuda.is_available():
+    if str(device).startswith("cuda"):  # (torch.compile's CPU backend is not a contender)
         torch._dynamo.reset()
         forward["compile"] = torch.compile(eager)
     forward.update(vendor)
@@ -194,14 +195,21 @@ def run_case(case: TrainCase, device=None, seed: int = 0, timer=None) -> dict:
     row["grad_rel_err"] = {n: float(e) for n, e in errs.items()}
     row["ok"] = all(errs[n] <= TOLERANCE[t[n].dtype] for n in errs)
     timer = timer or _timer(device)
-    row["ms"], row["errors"] = {}, {}
+    row["ms"], row["gpu_ms"], row["errors"] = {}, {}, {}
     for name, step in steps.items():
         try:
             step()
             row["ms"][name] = timer(step)
         except Exception as e:  # a vendor path that cannot train this way: its row says why
             row["errors"][name] = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
-    if device != "cpu":
+            continue
+        if str(device).startswith("cuda"):  # GPU time alone, where the step can be captured
+            import triton.testing as tt
+            try:
+                row["gpu_ms"][name] = tt.do_bench_cudagraph(step, rep=50, return_mode="median")
+            except Exception:  # a step that cannot be captured in a CUDA graph: its do_bench time stands
+                row["gpu_ms"][name] = math.nan
+    if str(device).startswith("cuda"):
         from .bench import peak_memory_mb
         row["peak_mb"] = {name: peak_memory_mb(steps[name]) for name in ("leantile", "eager", "compile")
                           if name in row["ms"]}

@@ -285,6 +285,10 @@ def test_the_forward_saves_its_gemm_products_never_attention_scores():
     assert scores not in default_saved(att) and vjp(att).saved == {}
     mm = architectures.build("matmul", m=64, d=32, n=48)
     assert vjp(mm).saved == {}  # a plain product's gradient reads the operands only
+    lin = DagM("linear_bias", {"m": 8, "d": 4, "n": 6})
+    lin.output("out", lin.add(lin.matmul(lin.input("X", ["m", "d"], "f32"), lin.input("W", ["d", "n"], "f32"),
+                                         "d", "d"), lin.input("b", ["n"], "f32")))
+    assert vjp(lin.graph()).saved == {}  # add's VJP is handed the product but reads nothing of it
     from leantile.precompile import training_graphs  # what a training run compiles ahead
     fwd, train, back = training_graphs(sw)
     assert fwd == sw and set(train.outputs) == set(sw.outputs) | set(bw.saved) and back == bw.graph

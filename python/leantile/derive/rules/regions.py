@@ -289,12 +289,12 @@ class RegionAnalysis:
         made such a cycle; so did a row region whose sum reads a second region that reads a third
         that reads the first (backward graphs, issue 50). Returns whether j joined."""
         new = group | {j}
-        if self._reaches(self._external_reads(new, allowed), new, allowed):
+        if self._reaches(self._external_reads(new, allowed), new):
             return False
         group.add(j)
         return True
 
-    def _reaches(self, reads: set[int], group: set[int], allowed: set[str]) -> bool:
+    def _reaches(self, reads: set[int], group: set[int]) -> bool:
         """Whether any of `reads` depends on a member of `group`: through the graph, a formed
         site's member standing for everything that site's kernel reads."""
         cx = self.cx
