@@ -167,6 +167,7 @@ theorem vjp_geluTanh (x : ℝ) :
   have harg : x * (x * x * (44715 / 1000000) + 1) * Real.sqrt (2 / Real.pi) =
       Real.sqrt (2 / Real.pi) * (x + 44715 / 1000000 * (x * x * x)) := by ring
   refine h.congr_deriv ?_
+  try beta_reduce
   rw [harg]
   ring
 
@@ -458,10 +459,11 @@ theorem vjp_softmax_row {n : ℕ} (p dp : Fin n → ℝ) (v : Fin n) :
     intro u
     split_ifs <;> ring
   rw [Finset.sum_congr rfl (fun u _ => h u), Finset.sum_sub_distrib, ← Finset.sum_mul]
+  -- (`simp` may close the goal itself: `first | done | ring` after it, never `ring` on no goal)
   first
-    | (rw [Finset.sum_ite_eq']; simp; ring)
-    | (rw [Finset.sum_ite_eq]; simp; ring)
-    | (simp; ring)
+    | (rw [Finset.sum_ite_eq']; simp only [Finset.mem_univ, ↓reduceIte]; ring)
+    | (rw [Finset.sum_ite_eq]; simp only [Finset.mem_univ, ↓reduceIte]; ring)
+    | (simp; first | done | ring)
 
 /-- The log-softmax row (`back_row`, log_softmax): `∂y_u/∂z_v = δ_uv - p_v`, so
 `Σ_u dy_u ∂y_u/∂z_v = dy_v - p_v Σ_u dy_u` (`p_v = exp y_v`). -/
@@ -471,9 +473,10 @@ theorem vjp_log_softmax_row {n : ℕ} (p dy : Fin n → ℝ) (v : Fin n) :
     intro u
     split_ifs <;> ring
   rw [Finset.sum_congr rfl (fun u _ => h u), Finset.sum_sub_distrib, ← Finset.sum_mul]
+  -- (`simp` may close the goal itself: `first | done | ring` after it, never `ring` on no goal)
   first
-    | (rw [Finset.sum_ite_eq']; simp; ring)
-    | (rw [Finset.sum_ite_eq]; simp; ring)
-    | (simp; ring)
+    | (rw [Finset.sum_ite_eq']; simp only [Finset.mem_univ, ↓reduceIte]; ring)
+    | (rw [Finset.sum_ite_eq]; simp only [Finset.mem_univ, ↓reduceIte]; ring)
+    | (simp; first | done | ring)
 
 end LeanTile
