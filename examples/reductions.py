@@ -116,6 +116,20 @@ def triu_gemm(g):
     return g.select(g.ge(g.iota("n"), g.iota("m")), g.matmul(x, w, "k", "k"), g.const("0"))
 
 
+def bias_grad(g):
+    """A bias's gradient in training: the output gradient summed over the tokens, dY[m, n].sum(0)
+    (a column reduction: the reduced axis is the outer one, the kept one contiguous)."""
+    return g.red("sum", g.input("dY", ["m", "n"]), "m")
+
+
+def rmsnorm_gain_grad(g):
+    """An RMSNorm gain's gradient: sum over the tokens of dY * X * rsqrt(mean(X^2) + eps), the row
+    statistic per token, then a column sum."""
+    x, dy = g.input("X", ["m", "d"]), g.input("dY", ["m", "d"])
+    r = g.rsqrt(g.add(g.div(g.red("sum", g.square(x), "d"), g.size_const("d")), g.const("1e-05")))
+    return g.red("sum", g.mul(g.mul(dy, x), r), "m")
+
+
 def _fusion_examples():
     """examples/fusion.py, whose row forms (log-softmax, LayerNorm with gain and bias, RMSNorm with
     a gain into a GEMM) this suite runs at other sizes."""
@@ -178,6 +192,9 @@ def _torch():
         "mish_mish_gemm": mish2,
         "triu_gemm": lambda t: torch.triu(t["X"] @ t["W"]),
         "rmsnorm_gain_gemm": lambda t: F.rms_norm(t["X"], last(t, "X"), t["gamma"], eps=1e-5) @ t["W"],
+        "bias_grad": lambda t: t["dY"].sum(0),
+        "rmsnorm_gain_grad": lambda t: (t["dY"] * t["X"] * torch.rsqrt(
+            t["X"].pow(2).mean(-1, keepdim=True) + 1e-5)).sum(0),
     }
 
 
@@ -201,6 +218,10 @@ _BODIES = {
     "mish_mish_gemm": (mish_mish_gemm, {"m": 4096, "k": 4096, "n": 4096}, 1),
     "triu_gemm": (triu_gemm, {"m": 4096, "k": 4096, "n": 4096}, 1),
     "rmsnorm_gain_gemm": (rmsnorm_gain_gemm, {"m": 4096, "d": 4096, "n": 4096}, 1),
+    # training's column reductions at a batch of 16384 tokens / 8192 tokens of a 4096-wide model
+    # (a split over the tokens and a short combine: 2 kernels; the gain's row statistic first: 3)
+    "bias_grad": (bias_grad, {"m": 16384, "n": 4096}, 2),
+    "rmsnorm_gain_grad": (rmsnorm_gain_grad, {"m": 8192, "d": 4096}, 3),
 }
 
 

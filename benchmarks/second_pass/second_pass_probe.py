@@ -3,8 +3,9 @@ row's own epilogue) beat the two kernels it replaces (a row-statistics kernel, t
 reading the rows again from DRAM), and how many rows should a CTA hold so that the second read
 hits L2, with how wide a block of the row per step and how many threads? Log-softmax over long
 rows: the default plan without the second pass (two kernels, variant "two") and with it at
-variants rR[bB][tT] (R rows a CTA, B columns a stream step, T threads; unset: the shipped
-choice), each timed by leantile.bench.run_one (do_bench_cudagraph) against torch.compile of
+variants rR[bB][tT][f] (R rows a CTA, B columns a stream step, T threads; unset: the shipped
+choice; f: the second pass first block first, where the shipped order is last block first,
+plan.SECOND_PASS_REVERSED), each timed by leantile.bench.run_one (do_bench_cudagraph) against torch.compile of
 torch.log_softmax in one process. Prints a table, writes JSON (after every row).
 
     python benchmarks/second_pass/second_pass_probe.py [--out DIR] [--quick] [--variants two,r2,r4b2048t512]
@@ -26,9 +27,10 @@ VARIANTS = "two,r2,r4,r8"  # measured 2026-11-29 (results/); next: widths and th
 
 
 def _variant(v: str) -> dict:
-    """'r4b2048t512' -> {'r': 4, 'b': 2048, 't': 512}; 'two' -> {}."""
+    """'r4b2048t512' -> {'r': 4, 'b': 2048, 't': 512}; 'r4f' -> {'r': 4, 'f': 1}; 'two' -> {}."""
     import re
-    return {} if v == "two" else {k: int(n) for k, n in re.findall(r"([rbt])(\d+)", v)}
+    return {} if v == "two" else {**{k: int(n) for k, n in re.findall(r"([rbt])(\d+)", v)},
+                                  **({"f": 1} if v.endswith("f") else {})}
 
 
 def _graph(m: int, d: int, dtype: str):
@@ -64,6 +66,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import torch
 
+    from leantile import plan as plan_module
     from leantile.bench import run_one
     from leantile.derive import region_kernels
     from leantile.derive.rules import regions
@@ -81,6 +84,7 @@ def main(argv=None) -> int:
                 regions.RegionAnalysis._fills_gpu = lambda self, src, axis: False
             if "r" in v:  # the rows a CTA of a two-pass kernel and of a one-pass stream
                 region_kernels.two_pass_rows = lambda cx, rws, axis, r=v["r"]: r
+            plan_module.SECOND_PASS_REVERSED = "f" not in v
             if "r" in v or "b" in v:  # the stream's (rows, block) for this kernel (streamed_rows)
                 region_kernels.streamed_rows = lambda cx, rws, axis, tile=8192, r=v.get("r"), b=v.get("b"): (
                     r or saved[1](cx, rws, axis, tile)[0], b or saved[1](cx, rws, axis, tile)[1])
@@ -91,6 +95,7 @@ def main(argv=None) -> int:
                 row = {"arch": g.name, "error": f"{type(e).__name__}: {e}"[:300]}
             finally:
                 region_kernels.two_pass_rows, region_kernels.streamed_rows, regions.RegionAnalysis._fills_gpu = saved
+                plan_module.SECOND_PASS_REVERSED = True
             row.update(variant=variant, dtype=dt)
             rows.append(row)
             if "error" in row:

@@ -11,6 +11,7 @@ import math
 import torch
 
 from . import ir, reference
+from . import plan as plan_module
 from .ir import ops
 from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
                    key_block_interior, key_block_range, running_maxes, stream_steps)
@@ -107,7 +108,8 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
         for s in k.epilogue:
             env.exec(s)
         if k.second_pass:  # every block of the stream again, the row's statistics final
-            for j in _stream_blocks(plan, k, tile, {}):
+            blocks = _stream_blocks(plan, k, tile, {})
+            for j in (reversed(blocks) if plan_module.SECOND_PASS_REVERSED else blocks):
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
                 for s in k.second_pass:

@@ -43,6 +43,39 @@ def test_few_long_rows_are_split_over_ctas_not_streamed_twice():
     assert not any(k.second_pass for c in candidates(g) for k in derive(g, c.name).kernels)
 
 
+def test_the_second_pass_visits_the_last_block_first_in_the_interpreter_and_the_kernel(monkeypatch):
+    """plan.SECOND_PASS_REVERSED: the blocks the first pass read last are still in L2. The
+    interpreter runs the order the emitter prints, and the order changes no value."""
+    from leantile import plan as plan_module
+    from leantile.emit import emit_module
+    monkeypatch.setattr(regions, "ON_CHIP", 1024)  # rows of 2500 stream in 3 blocks (as below)
+    g = _log_softmax(200, 2500, "f32")
+    plan = derive(g)
+    k, = [k for k in plan.kernels if k.second_pass]
+    second_loads = {s.dst for s in k.second_pass if s.op == "load"}
+    inputs = reference.random_inputs(g, seed=3)
+    outs, sources, orders = {}, {}, {}
+    real_exec = interp._Env.exec
+    for reversed_ in (True, False):
+        monkeypatch.setattr(plan_module, "SECOND_PASS_REVERSED", reversed_)
+        seen = []
+
+        def exec_(env, s, seen=seen):  # the stream block of every load of X
+            if s.op == "load" and s.dst in second_loads:
+                seen.append(env.tile.start[k.stream.axis])
+            real_exec(env, s)
+        monkeypatch.setattr(interp._Env, "exec", exec_)
+        outs[reversed_] = interp.run(plan, inputs, dtype=torch.float64)["out"]
+        sources[reversed_], orders[reversed_] = emit_module(plan), seen
+    blocks = sorted(set(orders[False]))  # a tile's loads: the first pass's blocks, then the second's
+    n = len(blocks)
+    assert n > 1 and orders[False][:2 * n] == blocks + blocks
+    assert orders[True][:2 * n] == blocks + blocks[::-1]
+    assert "- 1 - k2)" in sources[True] and "- 1 - k2)" not in sources[False]
+    assert torch.equal(outs[True], outs[False])
+    assert rel_err(outs[True], reference.evaluate(g, inputs, compute_dtype=torch.float64)["out"]) < 1e-9
+
+
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
 @pytest.mark.parametrize("d", [32000, 50257, 9000])
 def test_second_pass_kernels_lower_for_sm_90(d):

@@ -4,6 +4,7 @@ the stream's blocks (T.Pipelined: TileLang's own producer), the key blocks a mas
 statements, and the masks of a partial last block (partial_guard)."""
 from __future__ import annotations
 
+from .. import plan as plan_module
 from ..plan import Iota, Load, Map, Plan, row_bytes, running_maxes
 from ..plan.verify import DTYPE_BYTES, extent
 from .common import EmitError, _size, pass_configs
@@ -187,9 +188,11 @@ class StreamWriter:
         if k.second_pass:  # plan.Kernel.second_pass: the stream again, the row's statistics final
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
-            self.emit(f"# second pass: once per {self.extent(st.axis)}-block of {st.axis} again", d)
-            self.emit(f"for k2 in T.Pipelined(T.ceildiv({_size(st.axis)}, {self.extent(st.axis)}), num_stages={stages}):", d)
-            self.kvar = "k2"
+            nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
+            self.emit(f"# second pass: once per {self.extent(st.axis)}-block of {st.axis} again"
+                      + (", last block first (plan.SECOND_PASS_REVERSED)" if plan_module.SECOND_PASS_REVERSED else ""), d)
+            self.emit(f"for k2 in T.Pipelined({nblk}, num_stages={stages}):", d)
+            self.kvar = f"({nblk} - 1 - k2)" if plan_module.SECOND_PASS_REVERSED else "k2"
             self.stmts(k.second_pass, d + 1)
             self.kvar = "k"
 
