@@ -179,3 +179,58 @@ def column_reduction_graphs(draw, rows=(1, 9000), cols=(1, 700)):
         out = g.mul(out, g.input("gamma", ["d"], dt))
     g.output("y", out)
     return g.graph()
+
+
+@st.composite
+def nested_reduction_graphs(draw):
+    """Nested reductions over several axes, as users write them (flatten_reduction, issue 49):
+    x over 3 or 4 axes in a drawn layout; a run of sums or maxima over a drawn subset of them in a
+    drawn order (adjacent in the layout or not: BatchNorm's (n, h, w) keeps c between), a mean, a
+    LayerNorm-like second run over x minus the first's result, or a max-shifted log-sum-exp; and
+    what keeps axes apart: an inner result read elsewhere or an output, an iota along a part, a
+    second input over the same axes in another order, a GEMM over one of them. Sizes 1 to 9."""
+    names = ["n", "c", "h", "w"][:draw(st.integers(3, 4))]
+    layout = draw(st.permutations(names))
+    sizes = {a: draw(st.integers(1, 9)) for a in names}
+    reduced = draw(st.lists(st.sampled_from(names), min_size=2, max_size=len(names) - 1, unique=True))
+    blocker = draw(st.sampled_from(["none", "none", "none", "inner_read", "inner_output", "iota", "other_order",
+                                    "gemm"]))
+    g = DagM("nested_reduction", {**sizes, **({"o": 3} if blocker == "gemm" else {})})
+    dt = draw(st.sampled_from(["f32", "f16"]))
+    x = g.input("X", list(layout), dt)
+
+    def run(t, kind):
+        inner = []
+        for a in reduced:
+            t = g.red(kind, t, a)
+            inner.append(t)
+        return t, inner
+    form = draw(st.sampled_from(["sum", "max", "mean", "norm", "shifted_sum"]))
+    if form in ("norm", "mean"):
+        count = g.size_const(reduced[0])
+        for a in reduced[1:]:
+            count = g.mul(count, g.size_const(a))
+        total, inner = run(x, "sum")
+        out = g.div(total, count)
+        if form == "norm":
+            xc = g.sub(x, out)
+            var = g.div(run(g.square(xc), "sum")[0], count)
+            out = g.mul(xc, g.rsqrt(g.add(var, g.const("1e-05"))))
+    elif form == "shifted_sum":
+        m, inner = run(x, "max")
+        out = g.add(m, g.log(run(g.exp(g.sub(x, m)), "sum")[0]))
+    else:
+        out, inner = run(x, form)
+    if blocker == "inner_read":  # the first inner result reduced on its own too
+        out = g.add(out, g.red("sum", inner[0], draw(st.sampled_from([a for a in layout if a != reduced[0]]))))
+    elif blocker == "inner_output":
+        g.output("inner", inner[0])
+    elif blocker == "iota":
+        out = g.add(out, g.red("sum", g.mul(g.iota(reduced[-1]), g.const("0.01")), reduced[-1]))
+    elif blocker == "other_order":
+        out = g.add(out, run(g.input("Y", list(reversed(layout)), "f32"), "sum")[0])
+    elif blocker == "gemm":
+        k = reduced[0]
+        out = g.add(out, g.red("sum", g.matmul(x, g.input("W", [k, "o"], dt), k, k), "o"))
+    g.output("y", out)
+    return g.graph()

@@ -87,6 +87,8 @@ def families() -> dict:
         "long_reductions": lambda: hyp(R.long_reduction_graphs(), lambda g: (g, {"prefix": g.name == "long_reduction_lse"})),
         # norms over several axes (c, h, w), a GroupNorm's group: one kernel on chip where it fits
         "axis_norms": lambda: hyp(R.axis_norm_graphs()),
+        # nested reductions over adjacent axes merged into one (flatten_reduction), or kept apart
+        "nested_reductions": lambda: hyp(R.nested_reduction_graphs()),
         # an epilogue over long rows themselves (log-softmax): one kernel streaming the rows twice
         "row_epilogues": lambda: hyp(R.row_epilogue_graphs()),
         # reductions over the outer axis, the contiguous one kept (a norm's gain gradient): streamed

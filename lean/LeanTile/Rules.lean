@@ -18,6 +18,7 @@ import LeanTile.Rules.Masked
 import LeanTile.Rules.MaskSkip
 import LeanTile.Rules.PackRows
 import LeanTile.Rules.PoolEpilogue
+import LeanTile.Rules.FlattenReduction
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
@@ -42,6 +43,7 @@ import LeanTile.Rules.PoolEpilogue
 | (masked semantics) | `LeanTile.evalM_eq_eval` (no `"-inf"`: the masked semantics is the real one), `LeanTile.masked_score_node` (`select(keep, s, -inf) / scale` is −∞ where keep = 0) | Rules/Masked.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
 | fuse_pool_epilogue | `LeanTile.pool_epilogue_eval` (from `LeanTile.sumAlong_local`, `LeanTile.maxAlong_local`; the view's index: `LeanTile.merged_index`) | Rules/PoolEpilogue.lean |
+| flatten_reduction | `LeanTile.sum_fin_prod` (and `LeanTile.sum_fin_prod_comm`, `LeanTile.max_fin_prod`; the view's index: `LeanTile.flat_index`) | Rules/FlattenReduction.lean |
 | gain_fold | `LeanTile.gain_fold` (not cited yet: `LeanTile.bias_fold`, `LeanTile.affine_fold`) | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

@@ -14,7 +14,7 @@ from . import ir, reference
 from . import plan as plan_module
 from .ir import ops
 from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
-                   key_block_interior, key_block_range, running_maxes, stream_steps)
+                   key_block_interior, key_block_range, running_maxes, stream_steps, user_shape)
 
 TORCH = reference.TORCH_DTYPES
 
@@ -67,13 +67,13 @@ def run(plan: Plan, inputs: dict[str, torch.Tensor], dtype: torch.dtype | None =
     for b in plan.globals:
         shape = tuple(plan.axes[a] for a in b.axes)
         if b.name in inputs:
-            t = inputs[b.name]
+            t = inputs[b.name].reshape(shape)  # a view over a merged axis (Plan.merged), else itself
             mem[b.name] = t.to(dtype) if dtype else t
         else:  # poisoned: an element no kernel writes shows up as NaN
             mem[b.name] = torch.full(shape, math.nan, dtype=dtype or _dt(b.dtype))
     for k in plan.kernels:
         _run_kernel(plan, k, mem, gaxes, dtype)
-    return {name: mem[buf] for name, buf in plan.outputs.items()}
+    return {name: mem[buf].reshape(user_shape(plan, plan.global_buffer(buf))) for name, buf in plan.outputs.items()}
 
 
 def _dt(name: str) -> torch.dtype:

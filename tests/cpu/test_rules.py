@@ -101,7 +101,9 @@ def test_decide_follows_the_steps(tiny_graphs):
                     assert c.pool == (pool.at[0] if pool else None)
                     assert c.epilogue == sorted({*(rules["fuse_elementwise"].at if "fuse_elementwise" in rules else []),
                                                  *(pool.at if pool else [])})
-    assert seen == RULE_NAMES
+    # flatten_reduction rewrites the graph before any site is found (candidates begin with its
+    # steps): no site option carries it (tests/cpu/test_flatten_reduction.py)
+    assert seen == RULE_NAMES - {"flatten_reduction"}
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
 from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block, shifted_exps
+from .rules.flatten import FLATTEN, flatten
 from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
@@ -300,8 +301,27 @@ def _candidates(families: list[list[list[Option]]], computed: int = 0) -> list[C
 
 
 def candidates(g: ir.Graph, target: Target = DEFAULT) -> list[Candidate]:
+    """g's candidate derivations, the default first. Where flatten_reduction merges axes, the
+    fused candidates are derived on the merged graph and begin with its steps; the unfused one
+    (no steps) stays on g itself."""
     with gc_paused():
-        return _candidates(_families(Ctx(g, target)), computed(g))
+        h, flat, _ = flatten(g)
+        out = _candidates(_families(Ctx(h, target)), computed(h))
+        return [replace(c, steps=flat + c.steps) if c.steps else c for c in out] if flat else out
+
+
+def _flattened(g: ir.Graph, steps, target: Target) -> tuple[Ctx, tuple, dict]:
+    """(the context to replay in, the steps left, Plan.merged): the merged graph where the
+    steps begin with flatten_reduction's steps for g, else g."""
+    steps = tuple(steps)
+    if any(st.rule == FLATTEN.name for st in steps):
+        h, flat, merged = flatten(g)
+        if not flat or steps[:len(flat)] != flat:
+            raise DerivationError(f"graph {g.name!r}: the derivation's {FLATTEN.name} steps are not the "
+                                  f"ones the graph allows ({len(flat)} merges: "
+                                  f"{', '.join(st.params['axes'] for st in flat) or 'none'})")
+        return Ctx(h, target), steps[len(flat):], merged
+    return Ctx(g, target), steps, {}
 
 
 def refusals(g: ir.Graph, target: Target = DEFAULT) -> list[str]:
@@ -309,7 +329,7 @@ def refusals(g: ir.Graph, target: Target = DEFAULT) -> list[str]:
     condition of its lemma, or a kernel too big for the target at the default tiles): one
     line each, in graph order. The candidates derive offers are built without them."""
     with gc_paused():
-        cx = Ctx(g, target)
+        cx = Ctx(flatten(g)[0], target)
         _families(cx)
         return refusal_lines(cx)
 
@@ -346,7 +366,11 @@ def check_derivation(g: ir.Graph, target: Target = DEFAULT) -> list[str]:
     """One line per problem with g's derivation (empty when it replays; the empty derivation
     does). g must be a valid graph (ir.parse)."""
     with gc_paused():
-        return _check(_families(Ctx(g, target)), g.derivation)
+        try:
+            cx, steps, _ = _flattened(g, g.derivation, target)
+        except DerivationError as e:
+            return [str(e)]
+        return _check(_families(cx), steps)
 
 
 def _check(families: list[list[list[Option]]], steps) -> list[str]:
@@ -357,7 +381,8 @@ def _check(families: list[list[list[Option]]], steps) -> list[str]:
     return []
 
 
-def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | None, name: str) -> Plan:
+def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | None, name: str,
+            merged: dict | None = None) -> Plan:
     options, chosen = _match(families, steps)
     picked = [decide(opts[j]) for opts, j in zip(options, chosen)]
     given = check_tiles(tiles, user=False)  # the interpreter's checks derive at any block; users are held to UserTiles
@@ -370,7 +395,7 @@ def _replay(cx: Ctx, families: list[list[list[Option]]], steps, tiles: dict | No
         raise RuntimeError(f"leantile bug: plan {cx.g.name}/{name} fails verification: {bugs[0]}{more}")
     if problems:  # too big for the target at these tiles: smaller tiles may fit
         raise ir.GraphError([f"graph {cx.g.name!r}, candidate {name!r}: {problems[0]}"])
-    return plan
+    return plan.model_copy(update={"merged": merged}) if merged else plan
 
 
 def _shaped_plan(cx: Ctx, picked: list, given: dict, name: str) -> Plan | None:
@@ -403,8 +428,8 @@ def replay(g: ir.Graph, steps, tiles: dict | None = None, name: str = "custom", 
     """Check the steps against the graph (they must be a derivation derive would produce)
     and build the plan they describe."""
     with gc_paused():
-        cx = Ctx(g, target)
-        return _replay(cx, _families(cx), steps, tiles, name)
+        cx, steps, merged = _flattened(g, steps, target)
+        return _replay(cx, _families(cx), steps, tiles, name, merged)
 
 
 def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = None,
@@ -412,7 +437,6 @@ def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = 
     """The pipeline: pick a candidate derivation, replay it, return the plan (for `target`: the
     GPU whose SMs and shared memory the tiles and splits are chosen for)."""
     with gc_paused():
-        cx = Ctx(g, target)
-        families = _families(cx)
-        c = _pick(g, _candidates(families, computed(g)), candidate_name)
-        return _replay(cx, families, c.steps, tiles, c.name)
+        c = _pick(g, candidates(g, target), candidate_name)
+        cx, steps, merged = _flattened(g, c.steps, target)
+        return _replay(cx, _families(cx), steps, tiles, c.name, merged)

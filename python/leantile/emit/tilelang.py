@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..files import under, write_atomic
 from ..target import DEFAULT
-from ..plan import Plan
+from ..plan import Plan, user_shape
 from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags, pass_configs,  # noqa: F401
                      _graph_dtype, _size, tile_param_of)
 from .kernel import _KernelWriter
@@ -156,6 +156,9 @@ def emit_module(plan: Plan) -> str:
                  f"'kind': {kinds[b.name]!r}}},")
     L.append("]")
     L.append(f"OUTPUTS = {dict(plan.outputs)!r}")
+    # flatten_reduction (Plan.merged): the graph's shapes of the globals the kernels see merged
+    views = {b.name: user_shape(plan, b) for b in plan.globals if plan.merged and set(b.axes) & set(plan.merged)}
+    L.append(f"USER_SHAPES = {views!r}  # a global's shape in the graph where its kernels view it merged")
     L.append("")
     L.append("# launch order; 'params' are the prim_func's arguments (global buffer names), in order")
     L.append("KERNELS = [")
@@ -246,7 +249,8 @@ def emit_module(plan: Plan) -> str:
     L.append('    """Every global buffer as a torch tensor: the given inputs, new intermediates and outputs filled with')
     L.append('    `fill` (NaN by default: an element no kernel writes shows), or torch.empty for fill=None."""')
     L.append("    import torch")
-    L.append("    tensors = dict(inputs)")
+    L.append("    shapes = {g['name']: g['shape'] for g in GLOBALS}")
+    L.append("    tensors = {n: t.reshape(shapes[n]) if n in USER_SHAPES else t for n, t in inputs.items()}")
     L.append("    for g in GLOBALS:")
     L.append("        if g['name'] not in tensors:")
     L.append("            dt = getattr(torch, g['dtype'])")
@@ -260,7 +264,8 @@ def emit_module(plan: Plan) -> str:
     L.append('    (see allocate()); a 0-D tensor is passed as shape (1,). Returns {output name: tensor}."""')
     L.append("    for k in KERNELS:")
     L.append("        kernels[k['name']](*[tensors[n] if tensors[n].dim() else tensors[n].reshape(1) for n in k['params']])")
-    L.append("    return {out: tensors[buf] for out, buf in OUTPUTS.items()}")
+    L.append("    return {out: tensors[buf].reshape(USER_SHAPES[buf]) if buf in USER_SHAPES else tensors[buf]")
+    L.append("            for out, buf in OUTPUTS.items()}")
     return "\n".join(L) + "\n"
 
 

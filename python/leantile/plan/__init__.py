@@ -255,12 +255,9 @@ class Mask(_M):
 Stmt = Annotated[Union[Load, Store, Fill, Gemm, Map, Reduce, Mask, Pivot, Iota], Field(discriminator="op")]
 
 
-# Kernel.second_pass visits the stream's blocks last first: the blocks the first pass read last
-# are the ones L2 still holds when the second pass starts (read first-to-last, each block of the
-# second pass was read longest ago, and at ~200 MB of rows in flight against a 50 MB L2 most of it
-# came from DRAM again: benchmarks/second_pass/VERDICT.md). The order changes no value (a second
-# pass is elementwise over the row: plan.verify refuses reductions there); the interpreter runs it
-# in the same order as the emitter prints it.
+# Kernel.second_pass visits the stream's blocks last first: those the first pass read last are
+# the ones L2 still holds (benchmarks/second_pass/VERDICT.md). No value changes (verify refuses
+# reductions there); the interpreter runs the order the emitter prints.
 SECOND_PASS_REVERSED = True
 
 
@@ -481,12 +478,20 @@ class Plan(_M):
     outputs: dict[str, str]  # graph output name -> global buffer
     kernels: tuple[Kernel, ...]
     tiles: dict[str, int] = {}  # the tile parameters this plan was built with
+    # flatten_reduction: merged axis -> its graph axes; a global over it views the user's tensor
+    merged: dict[str, tuple[str, ...]] = {}
 
     def global_buffer(self, name: str) -> Buffer:
         for b in self.globals:
             if b.name == name:
                 return b
         raise KeyError(f"plan: no global buffer {name!r}")
+
+
+def user_shape(plan: Plan, b) -> tuple[int, ...]:
+    """The shape the graph gives global b (its merged axes written out in their parts: a view of
+    the same memory as the plan's shape)."""
+    return tuple(plan.axes[p] for a in b.axes for p in plan.merged.get(a, (a,)))
 
 
 def row_bytes(plan: Plan, b) -> int:

@@ -10,6 +10,7 @@ from ..derive.rules import run_sympy_checks
 from ..files import UnsafePath, under
 from ..derive import candidates, replay, rule
 from ..derive.rules import END_TO_END
+from ..derive.rules.flatten import FLATTEN, flatten
 from ..show import graph_text
 from . import bench, evidence, formulas, picture
 
@@ -136,13 +137,17 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
         plan = replay(g, chosen.steps, tiles, chosen.name)
     except ir.GraphError as e:  # no tiles fit the target at this shape (a launch past CUDA's grid limits,
         plan, plan_error = None, "; ".join(e.problems)  # shared memory): derivation and proofs still reported
+    # after flatten_reduction's steps the others name nodes of the merged graph (the graph the plan
+    # is for): their formulas, and the picture, are of that graph
+    merged = any(s.rule == FLATTEN.name for s in chosen.steps)
+    shown = flatten(g)[0] if merged else g
     steps = []
     for k, s in enumerate(chosen.steps, 1):
         r = rule(s.rule)
-        before, after = formulas.step_formulas(g, s)
+        before, after = formulas.step_formulas(g if s.rule == FLATTEN.name else shown, s)
         steps.append(Step(k, s.rule, s.theorem, r.statement, r.rewrite, tuple(s.at), dict(s.params), before, after))
-    fused = {i for s in chosen.steps for i in s.at}
-    svg, how = picture.graph_svg(g, fused)
+    fused = {i for s in chosen.steps if s.rule != FLATTEN.name for i in s.at}
+    svg, how = picture.graph_svg(shown, fused)
     known = bench.is_reference(g, root, any_sizes=True)  # g IS the architecture of its name
     lang, label, text, note = arch_source(spec, g, root, known)
     kernel, kernel_error = "", plan_error

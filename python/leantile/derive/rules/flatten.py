@@ -1,0 +1,204 @@
+"""The rule flatten_reduction: nested reductions of one kind over axes that lie next to each
+other in every tensor that has any of them are ONE reduction over their product.
+
+LayerNorm over (c, h, w) of x[n, c, h, w], written as a user writes it, is sum_c sum_h sum_w
+twice (the mean, then the variance): six reductions, each a kernel, where the data allows one
+statistics pass per reduced row of c h w elements. Where c, h, w are adjacent, in that order, in
+every tensor that has any of them, the graph is the same computation over x[n, c_h_w] (a view of
+the same memory: row-major, the three axes are one), and the chains are single reductions over
+c_h_w: a long row the region rules stream and split over CTAs like any other (issue 49).
+
+`flattenings(g)` finds the merges, `flatten(g)` returns the merged graph and the steps that
+record them; the plan derived from it carries `Plan.merged` (merged axis -> its parts), by which
+the interpreter and the emitted module view the user's tensors (plan.unmerged_shape). Nothing
+is merged across a matmul, an iota or a partial reduction of the group (a tensor with some of
+the axes and not others): those index the parts one by one.
+
+Lemma: LeanTile.sum_fin_prod (lean/LeanTile/Rules/FlattenReduction.lean): a sum over Fin (a b)
+is the nested sum over Fin a and Fin b through finProdFinEquiv (row-major), and max alike.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ... import ir
+from .base import Rule, sym
+
+KINDS = ("sum", "max", "min")  # associative and commutative: a nested reduction is one over the pairs
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Axes `parts` (adjacent, in this order, wherever they occur) merged into `axis`; `chains`
+    are the reductions over them, each innermost first (node ids of the graph it was found in)."""
+    parts: tuple[str, ...]
+    axis: str
+    chains: tuple[tuple[int, ...], ...]
+
+
+def _chains(g: ir.Graph, users: dict[int, list[int]]) -> list[tuple[int, ...]]:
+    """Maximal runs r1, ..., rk (k >= 2) of reductions of one kind, each r(i+1) reducing r(i), which
+    nothing else reads (no other node, and it is no graph output)."""
+    outputs = set(g.outputs.values())
+    out = []
+    for n in g.nodes:
+        if not (isinstance(n, ir.Reduce) and n.kind in KINDS):
+            continue
+        below = g.node(n.x)
+        if isinstance(below, ir.Reduce) and below.kind == n.kind and users[below.id] == [n.id] \
+                and below.id not in outputs:
+            continue  # not the innermost of its run
+        run = [n.id]
+        while True:
+            u = users[run[-1]]
+            nxt = g.node(u[0]) if len(u) == 1 and run[-1] not in outputs else None
+            if not (isinstance(nxt, ir.Reduce) and nxt.kind == n.kind and nxt.x == run[-1]):
+                break
+            run.append(nxt.id)
+        if len(run) > 1:
+            out.append(tuple(run))
+    return out
+
+
+def _adjacent(axes: tuple[str, ...], parts: set[str]) -> tuple[str, ...] | None:
+    """The axes of `parts` in `axes`, where they are all there and next to each other; None else."""
+    at = [i for i, a in enumerate(axes) if a in parts]
+    if len(at) != len(parts) or at[-1] - at[0] != len(at) - 1:
+        return None
+    return tuple(axes[at[0]:at[-1] + 1])
+
+
+def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...], p: int) -> Merge | None:
+    """The merge of the axes the first p reductions of `run` reduce, where every node of g allows it."""
+    parts_set = {g.node(i).axis for i in run[:p]}
+    if len(parts_set) != p:
+        return None
+    parts = _adjacent(g.node(g.node(run[0]).x).axes, parts_set)
+    if parts is None:
+        return None
+    size = 1
+    for a in parts:
+        size *= g.axes[a]
+    if size > ir.MAX_AXIS_SIZE:
+        return None
+    # every run whose first reductions reduce exactly these axes is merged too; their inner
+    # results (which have some of the axes, not all) disappear
+    covered, inner = [], set()
+    for c in chains:
+        if len(c) >= p and {g.node(i).axis for i in c[:p]} == parts_set:
+            covered.append(c[:p])
+            inner |= set(c[:p - 1])
+    for n in g.nodes:
+        if n.id in inner:
+            continue
+        if isinstance(n, ir.Iota) and n.axis in parts_set:  # a position along one part
+            return None
+        if isinstance(n, ir.Matmul) and (parts_set & ({n.axis_a, n.axis_b} | set(g.node(n.a).axes)
+                                                       | set(g.node(n.b).axes))):
+            return None
+        if isinstance(n, ir.Reduce) and n.axis in parts_set and not any(n.id == c[-1] for c in covered):
+            return None
+        has = parts_set & set(n.axes)
+        if has and _adjacent(n.axes, parts_set) != parts:
+            return None
+    name, j = "_".join(parts)[:ir.MAX_NAME], 1
+    while name in g.axes:
+        name, j = f"{'_'.join(parts)[:ir.MAX_NAME - 4]}_{j}", j + 1
+    return Merge(parts, name, tuple(covered))
+
+
+def find_merge(g: ir.Graph) -> Merge | None:
+    """One merge g allows (the longest run's longest prefix first), or None."""
+    users = g.users()
+    chains = _chains(g, users)
+    for run in sorted(chains, key=len, reverse=True):
+        for p in range(len(run), 1, -1):
+            m = _merge_for(g, chains, run, p)
+            if m is not None:
+                return m
+    return None
+
+
+def _merged_axes(axes: tuple[str, ...], m: Merge) -> tuple[str, ...]:
+    if not set(m.parts) & set(axes):
+        return tuple(axes)
+    i = axes.index(m.parts[0])
+    return (*axes[:i], m.axis, *axes[i + len(m.parts):])
+
+
+def apply_merge(g: ir.Graph, m: Merge) -> ir.Graph:
+    """g over the merged axis: each covered run's last reduction reduces the merged axis of the run's
+    source, its inner reductions are gone, every other node's axes are merged; ids renumbered."""
+    inner = {i for c in m.chains for i in c[:-1]}
+    last = {c[-1]: c[0] for c in m.chains}  # the run's last reduction -> its first (whose x is the source)
+    new_id: dict[int, int] = {}
+    nodes = []
+    for n in g.nodes:
+        if n.id in inner:
+            continue
+        new_id[n.id] = len(nodes)
+        upd = {"id": len(nodes)}
+        if n.axes is not None:
+            upd["axes"] = _merged_axes(tuple(n.axes), m)
+        if n.id in last:
+            upd.update(x=new_id[g.node(last[n.id]).x], axis=m.axis)
+        else:
+            for f in ("x", "a", "b", "cond"):
+                if getattr(n, f, None) is not None and f in type(n).model_fields:
+                    upd[f] = new_id[getattr(n, f)]
+        nodes.append(n.model_copy(update=upd))
+    axes = {**g.axes, m.axis: _product(g, m.parts)}
+    return ir.Graph(name=g.name, axes=axes, nodes=tuple(nodes),
+                    outputs={o: new_id[i] for o, i in g.outputs.items()})
+
+
+def _product(g: ir.Graph, parts) -> int:
+    out = 1
+    for a in parts:
+        out *= g.axes[a]
+    return out
+
+
+class FlattenReduction(Rule):
+    name = "flatten_reduction"
+    theorem = "LeanTile.sum_fin_prod"
+    lean_file = "FlattenReduction.lean"
+    pattern = "reduce(reduce(x, a2), a1) of one kind (sum, max, min), a1 a2 adjacent wherever they occur"
+    rewrite = "one reduction over the merged axis a1_a2 of a row-major view of x (a1 a2 elements a row)"
+    statement = ("sum over Fin (m n) of f equals the sum over Fin m of the sum over Fin n of f at "
+                 "the row-major index (finProdFinEquiv); max alike")
+    params = {"axes": "the merged axes, comma separated, outermost first", "axis": "the merged axis's name"}
+
+    def steps(self, merges: list[Merge]) -> tuple[ir.Step, ...]:
+        """One step per merge, at the runs' reductions (ids of the graph the merge was found in)."""
+        return tuple(self.step(sorted(i for c in m.chains for i in c), axes=",".join(m.parts), axis=m.axis)
+                     for m in merges)
+
+    def formula(self, g, at, params):
+        parts = params["axes"].split(",")
+        inner = "".join(rf"\sum_{{{a}}}" for a in parts)
+        return inner + " x", rf"\sum_{{{params['axis']}}} x|_{{{','.join(parts)} \to {params['axis']}}}"
+
+    def check(self) -> bool:
+        """sum over 2 x 3 symbols nested equals the sum over their 6 row-major positions."""
+        S = sym()
+        sp = S.sp
+        xs = sp.symbols("x0:6", real=True)
+        nested = sum(sum(xs[i * 3 + j] for j in range(3)) for i in range(2))
+        return S.zero(nested - sum(xs))
+
+
+FLATTEN = FlattenReduction()
+
+
+def flatten(g: ir.Graph) -> tuple[ir.Graph, tuple[ir.Step, ...], dict[str, tuple[str, ...]]]:
+    """(g with every merge it allows applied, the steps recording them, merged axis -> its
+    parts); (g, (), {}) where none applies. A merged axis's parts are original axes of g (a merge
+    of a merged axis is written out in its parts)."""
+    merges, merged, h = [], {}, g
+    while (m := find_merge(h)) is not None:
+        parts = tuple(p for a in m.parts for p in merged.pop(a, (a,)))
+        merges.append(m)
+        merged[m.axis] = parts
+        h = apply_merge(h, m)
+    return h, FLATTEN.steps(merges), merged
