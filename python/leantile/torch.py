@@ -83,7 +83,8 @@ def _custom_op(kernel: Kernel, name: str):
 
     def impl(*args):
         r = kernel.run(kernel.bind(args, {}))
-        return r[outs[0]] if single else tuple(r[o] for o in outs)
+        got = _unaliased([r[o] for o in outs], args)
+        return got[0] if single else tuple(got)
 
     ret = torch.Tensor if single else tuple[tuple(torch.Tensor for _ in outs)]
     impl.__signature__ = inspect.Signature(
@@ -100,6 +101,24 @@ def _custom_op(kernel: Kernel, name: str):
     fake.__signature__ = impl.__signature__
     custom.register_fake(fake)
     return custom
+
+
+def _unaliased(outputs: list, inputs) -> list:
+    """outputs, each sharing memory with an input or an earlier output copied: a custom op may
+    return neither (torch.library checks it). A plan's output can be an input's buffer (a
+    backward whose gradient is the cotangent itself: d_X = d_out of X + R, twice for X and R), and
+    the interpreter hands an input back as it came."""
+    seen = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor) and t.numel()}
+    out = []
+    for t in outputs:
+        ptr = t.untyped_storage().data_ptr() if t.numel() else None
+        if ptr is not None and ptr in seen:
+            t = t.clone()
+            ptr = t.untyped_storage().data_ptr()
+        if ptr is not None:
+            seen.add(ptr)
+        out.append(t)
+    return out
 
 
 def _backward(name: str, kernel: Kernel, wanted: frozenset, save: frozenset):

@@ -295,6 +295,28 @@ def test_the_forward_saves_its_gemm_products_never_attention_scores():
     assert [g.name for g in training_graphs(att)] == ["causal_attention", "causal_attention_vjp"]
 
 
+@pytest.mark.parametrize("interpret", [True, False])
+def test_an_op_never_returns_an_input_or_one_tensor_twice(interpret):
+    """h = x + r: each input's gradient IS the cotangent (the backward's outputs are its input's
+    buffer, twice). A custom op may return neither an input nor one tensor twice (torch.library
+    refused it on the GPU: examples/train_lm.py, 2026-11-29); the op copies such outputs."""
+    import leantile
+    import leantile.torch as lt
+
+    def body(g):
+        x, r = g.input("X", ["m", "d"], "f32"), g.input("R", ["m", "d"], "f32")
+        g.output("h", g.add(x, r))
+        g.output("same", x)  # an output that is an input
+    g = DagM("residual", {"m": 5, "d": 7})
+    body(g)
+    f = lt.op(leantile.compile(g.graph(), device="cpu", interpret=interpret))
+    x, r = torch.randn(5, 7, requires_grad=True), torch.randn(5, 7, requires_grad=True)
+    h, same = f(x, r)
+    assert torch.equal(same, x) and same.untyped_storage().data_ptr() != x.untyped_storage().data_ptr()
+    (h.sum() + 2 * same.sum()).backward()
+    assert torch.equal(x.grad, torch.full((5, 7), 3.0)) and torch.equal(r.grad, torch.ones(5, 7))
+
+
 def test_a_training_op_runs_the_inference_kernel_without_autograd():
     """lt.op of a graph whose backward reads saved products: under torch.no_grad (or with no input
     needing a gradient) the inference kernel runs; under autograd the training forward (the same
