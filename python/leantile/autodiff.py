@@ -271,7 +271,10 @@ class _Reverse:
         self.ct.setdefault(i, []).append(contribution)
 
     def total(self, i: int) -> int:
-        parts = self.ct[i]
+        """i's cotangent: its contributions summed, one over i's axes in i's order first (a sum
+        takes its first operand's order)."""
+        target = self.g.nodes[i].axes
+        parts = sorted(self.ct[i], key=lambda p: self.axes(p) != target)
         out = parts[0]
         for p in parts[1:]:
             out = self.b.add(out, p)
@@ -283,6 +286,22 @@ class _Reverse:
             if a not in self.axes(j):
                 j = self.b.add(j, self.b.mul(self.b.iota(a), self.b.const("0.0")))
         return j
+
+    def in_order(self, j: int, axes: tuple[str, ...]) -> int:
+        """j with its axes in the order they have in `axes` (an input's): a gradient is stored in
+        its input's layout. Permuted it is a strided store (the cross-entropy backward's gradient of
+        X [m, d] came out [d, m], the one-hot's order: 6.6 ms where torch.compile takes 0.68 on an
+        H200) and a permuted view for the caller. The IR has no transpose: a zero over the axes
+        in order, plus j, has that order (a sum takes its first operand's); 0 + x is x."""
+        have = self.axes(j)
+        if have == tuple(a for a in axes if a in have):
+            return j
+        b, zero = self.b, None
+        for a in axes:
+            if a in have:
+                z = b.mul(b.iota(a), b.const("0.0"))
+                zero = z if zero is None else b.add(zero, z)
+        return b.add(zero, j)
 
     def rename(self, j: int, old: str, new: str) -> int:
         """j's axis `old` called `new` (same size): j contracted with the identity [old, new]. The
@@ -314,7 +333,7 @@ class _Reverse:
         grads: dict[str, Gradient] = {}
         for n in g.inputs():
             if n.id in self.ct and n.name in self.wrt:
-                j = self.total(n.id)
+                j = self.in_order(self.total(n.id), n.axes)
                 if self.b_dtype(j) != n.dtype:
                     j = b.cast(j, n.dtype)
                 name = self.names.fresh(f"d_{n.name}")
