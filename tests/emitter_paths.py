@@ -103,6 +103,11 @@ PATHS = [
     # rows streamed and split over CTAs (rules.regions.column_layout); 9001 rows, 300 columns
     Case("column reduction streamed and split", lambda: _gain_gradient(m=9001, d=300),
          _any(lambda k: k.stream is not None and k.stream.axis == "m" and bool(k.stream.split))),
+    # a LayerNorm over (c, h, w) merged into one axis (flatten_reduction), its variance from sums
+    # pivoted on each slice's first element (variance_expand in a split streamed region); 3 rows of
+    # 5 x 33 x 129 (no multiple of the 1024 block)
+    Case("norm over merged axes, pivoted variance, split", lambda: _chw_norm(n=3, c=5, h=33, w=129),
+         _any(lambda k: k.stream is not None and bool(k.stream.split) and any(s.op == "pivot" for s in k.body))),
     # the pooled GEMM's weight copied by TMA through its merged view, warp specialised (n = 128)
     Case("gemm pooled through its merged view with TMA", lambda: _pooled(b=256, k=512, n=128, p=2),
          lambda plan: _pairs_in_registers(plan) and _merged_tma(plan)),
@@ -116,6 +121,20 @@ def _gain_gradient(**sizes):
         x, dy = g.input("X", ["m", "d"], "f16"), g.input("dY", ["m", "d"], "f16")
         return g.red("sum", g.mul(dy, g.mul(x, g.input("r", ["m"], "f32"))), "m")
     return build_graph_with_output("gain_gradient", sizes, body)
+
+
+def _chw_norm(**sizes):
+    from leantile.dag import build_graph_with_output
+
+    def body(g):
+        x = g.input("X", ["n", "c", "h", "w"], "f16")
+
+        def total(t):
+            return g.red("sum", g.red("sum", g.red("sum", t, "w"), "h"), "c")
+        count = g.mul(g.mul(g.size_const("c"), g.size_const("h")), g.size_const("w"))
+        xc = g.sub(x, g.div(total(x), count))
+        return g.mul(xc, g.rsqrt(g.add(g.div(total(g.square(xc)), count), g.const("1e-05"))))
+    return build_graph_with_output("chw_norm", sizes, body)
 
 
 def _merged_tma(plan) -> bool:

@@ -234,3 +234,29 @@ def nested_reduction_graphs(draw):
         out = g.add(out, g.red("sum", g.matmul(x, g.input("W", [k, "o"], dt), k, k), "o"))
     g.output("y", out)
     return g.graph()
+
+
+@st.composite
+def long_norm_graphs(draw):
+    """Norms over a row too long for the chip (variance_expand in a streamed row region, issue 49):
+    a LayerNorm, an RMSNorm-with-mean or a GroupNorm-like norm over a long axis (past 7 blocks of
+    1024, mostly no multiple of the block) or over (c, w) merged into one (flatten_reduction), with
+    1 to 3 rows (split over CTAs) or none; maybe a gain and a bias; f32, f16 or bf16. The GPU campaign
+    draws large-magnitude inputs (|mean| >> deviation), where an unshifted variance cancels."""
+    merged = draw(st.booleans())
+    rows = draw(st.sampled_from([(), ("r",), ("q", "r")]))
+    if merged:
+        sizes = {"c": draw(st.integers(2, 9)), "w": draw(st.integers(1025, 5000)), **{a: draw(st.integers(1, 3)) for a in rows}}
+        shape, axes = (*rows, "c", "w"), ("c", "w")
+    else:
+        sizes = {"n": draw(st.integers(7 * 1024 + 1, 40000)), **{a: draw(st.integers(1, 3)) for a in rows}}
+        shape, axes = (*rows, "n"), ("n",)
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    g = DagM("long_norm", sizes)
+    body = norm_over(axes, shape, dt)
+    out = body(g)
+    if draw(st.booleans()):  # a gain and a bias over the last axis
+        last = shape[-1]
+        out = g.add(g.mul(out, g.input("gamma", [last], dt)), g.input("beta", [last], dt))
+    g.output("y", out)
+    return g.graph()

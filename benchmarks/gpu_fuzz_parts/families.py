@@ -89,6 +89,8 @@ def families() -> dict:
         "axis_norms": lambda: hyp(R.axis_norm_graphs()),
         # nested reductions over adjacent axes merged into one (flatten_reduction), or kept apart
         "nested_reductions": lambda: hyp(R.nested_reduction_graphs()),
+        # norms over rows too long for the chip: the variance from pivoted sums in the mean's pass
+        "long_norms": lambda: hyp(R.long_norm_graphs()),
         # an epilogue over long rows themselves (log-softmax): one kernel streaming the rows twice
         "row_epilogues": lambda: hyp(R.row_epilogue_graphs()),
         # reductions over the outer axis, the contiguous one kept (a norm's gain gradient): streamed

@@ -94,6 +94,7 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
             inside = _interior_blocks(k, tile)
             blocks = list(_stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes)))
             for j, s in stream_steps(k, blocks):  # block by block, or FA3's rotated loop (k.overlap)
+                env.first_block = j == blocks[0]  # plan.Pivot: the first block this CTA streams
                 for a in (k.stream.axis, *k.stream.aliases):
                     tile.start[a] = j * k.stream.block
                 if getattr(s, "boundary_only", False) and inside[0] <= j < inside[1]:
@@ -149,6 +150,7 @@ def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile, leaves: dict[str, float])
 
 class _Env:
     running_max: frozenset = frozenset()
+    first_block = True
 
     def __init__(self, plan, k, tile, mem, local, axes, gaxes):
         self.plan, self.k, self.tile, self.mem, self.local = plan, k, tile, mem, local
@@ -204,7 +206,7 @@ class _Env:
         t.narrow(d, n, t.shape[d] - n).fill_(_literal(s.value))
 
     def do_pivot(self, s: Pivot):
-        if self.tile.start[s.axis] != 0:  # only the stream's first block sets it
+        if not self.first_block:  # only the first block this CTA streams sets it
             return
         axes = self.axes[s.src]
         first = self.local[s.src].select(axes.index(s.axis), 0)

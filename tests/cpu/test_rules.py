@@ -79,7 +79,9 @@ def test_decide_follows_the_steps(tiny_graphs):
                 seen |= set(rules)
                 if isinstance(c, RegionChoice):  # a region's steps justify its kernel, split or not
                     assert set(rules) <= {"fuse_elementwise", "fuse_reduction", "online_sum", "split_reduction",
-                                          "exp_to_exp2"}
+                                          "exp_to_exp2", "variance_expand"}
+                    assert tuple(st.at[0] for st in o.steps if st.rule == "variance_expand") == \
+                        tuple(e[0] for e in c.site.expanded)  # the variances it expands are those its steps name
                     split = rules.get("split_reduction")
                     assert c.split == (split.params["splits"] if split else 0)
                     # the exps it computes as exp2 are those its step names, none without one
@@ -120,6 +122,7 @@ def tiny_graphs():
     return [architectures.build(n) for n in architectures.NAMES] + [
         build_graph_with_output("ln", {"m": 3, "d": 5}, norm),
         build_graph_with_output("lsm", {"m": 2, "d": 20000}, log_softmax),
+        build_graph_with_output("long_ln", {"m": 2, "d": 20000}, norm),  # streamed: variance_expand in a region
         architectures.build("matmul", m=16, d=4096, n=4096),  # few output tiles, a long k: split_k
         architectures.build("attention", h=8, t_q=1, t_kv=4096),  # decode: split_kv
         architectures.build("gqa_attention", t_q=1),  # grouped-query decode: pack_query_group

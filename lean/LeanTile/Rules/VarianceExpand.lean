@@ -52,4 +52,17 @@ theorem sum_sq_sub_pivot {ι : Type} (s : Finset ι) (μ p : ℝ) (x : ι → �
        exact e)
     | simpa using sum_sq_sub_const s (μ - p) (fun k => x k - p)
 
+/-- **Split slices, each with its own pivot** (a streamed row split over CTAs: each slice pivots
+on its first element `p j` and streams the elements of `S j`; the combine shifts each slice's sums
+by the mean over the slice's own elements, `(S j).card`, and adds them). For disjoint slices
+covering the row, the slices' pivoted expressions add up to the whole row's sum of squared
+deviations. (`Finset.sum_biUnion` splits the sum over the union; `sum_sq_sub_pivot` is each term.) -/
+theorem sum_sq_sub_pivot_slices {ι κ : Type} [DecidableEq ι] (J : Finset κ) (S : κ → Finset ι)
+    (hdisj : (↑J : Set κ).PairwiseDisjoint S) (μ : ℝ) (p : κ → ℝ) (x : ι → ℝ) :
+    ∑ k ∈ J.biUnion S, (x k - μ) ^ 2
+      = ∑ j ∈ J, (∑ k ∈ S j, (x k - p j) ^ 2 - 2 * (μ - p j) * ∑ k ∈ S j, (x k - p j)
+          + ((S j).card : ℝ) * (μ - p j) ^ 2) := by
+  rw [Finset.sum_biUnion hdisj]
+  exact Finset.sum_congr rfl fun j _ => sum_sq_sub_pivot (S j) μ (p j) x
+
 end LeanTile

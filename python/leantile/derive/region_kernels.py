@@ -10,11 +10,20 @@ elementwise ops over a row keeps one or two row tiles live, not one per op.
 from __future__ import annotations
 
 from .. import ir
-from ..plan import FIXED, Fill, Iota, Load, Map, Reduce, State, Store
+from ..plan import FIXED, Fill, Iota, Load, Map, Pivot, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
 from .rules.regions import RegionSite, column_layout, padded, row_block, row_threads, streamed_rows, two_pass_rows
+
+
+def _args(cx: Ctx, site: RegionSite, i: int) -> tuple[int, ...]:
+    """What computing node i reads in the site's kernel: its arguments, or for an expanded
+    variance (RegionSite.expanded) the row it streams and the mean it is shifted by."""
+    for q, mu, base in site.expanded:
+        if q == i:
+            return (base, mu)
+    return cx.node(i).args()
 
 
 def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
@@ -23,7 +32,7 @@ def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
     need, stack = set(site.members), list(site.members)
     while stack:
         j = stack.pop()
-        for a in cx.node(j).args():
+        for a in _args(cx, site, j):
             if a not in need and a in inline and not cx.literal(a):
                 need.add(a)
                 stack.append(a)
@@ -103,16 +112,17 @@ def region_loads(cx: Ctx, site: RegionSite) -> set[int]:
     that it does not compute itself (constants are literals)."""
     order = _plan_order(cx, site)
     computed = set(order)
-    return {a for i in order for a in cx.node(i).args() if a not in computed and not cx.literal(a)}
+    return {a for i in order for a in _args(cx, site, i) if a not in computed and not cx.literal(a)}
 
 
-def partial_name(cx: Ctx, i: int) -> str:
-    """The global buffer of reduction i's per-slice partials (split_reduction)."""
-    return cx.names.extra(("partial", i), f"{cx.value(i)}_partial")
+def partial_name(cx: Ctx, i: int, part: str = "") -> str:
+    """The global buffer of reduction i's per-slice partials (split_reduction); of an expanded
+    variance, one per `part`: its pivot p and its sums of x - p and (x - p)^2."""
+    return cx.names.extra(("partial", i, part), f"{cx.value(i)}_partial{'_' + part if part else ''}")
 
 
 def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], split: str | None = None,
-                  part: str = "whole"):
+                  part: str = "whole", splits: int = 0):
     """The site's kernel, storing the nodes in `stores`. A streamed site split over `split` (a
     batch axis of slices, split_reduction) has two parts: "slice", one slice of the stream per
     CTA storing each reduction's state to its partial buffer (partial_name: the rows and the
@@ -154,6 +164,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
     streamed = site.mode == "streamed" and not combine
     sliced = part == "slice"
     post = set()  # streamed: what needs a finished reduction runs after the stream (epilogue)
+    variances = {q: (mu, base) for q, mu, base in site.expanded}  # variance_expand: pivoted sums
     chain = {i for o in site.online for i in o[1:3]}  # exp(s - m) of an online sum: per block, running m
     online_max = {o[0] for o in site.online}
     rescaled = {o[3]: o[0] for o in site.online}
@@ -173,22 +184,23 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             j = stack.pop()
             if j in computed and j not in keep:
                 keep.add(j)
-                stack += cx.node(j).args()
+                stack += _args(cx, site, j)
         kb.role += f", then the row again for {len(second)} epilogue values over it"
     if sliced or combine:
         reds = {i for i in order if isinstance(cx.node(i), ir.Reduce)}
         keep = reds | (set() if sliced else post)
-        stack = [a for r in (reds if sliced else post - reds) for a in cx.node(r).args()]
+        stack = [a for r in (reds if sliced else post - reds) for a in _args(cx, site, r)
+                 if not (sliced and r in variances and a == variances[r][0])]  # a slice's variance needs no mean
         while stack:
             j = stack.pop()
             if j in computed and j not in keep:
                 keep.add(j)
-                stack += cx.node(j).args()
+                stack += _args(cx, site, j)
 
     # remaining readers of each value inside the kernel: a fragment is free after its last one
     readers: dict[int, int] = {}
     for i in sorted(keep):
-        for a in set(cx.node(i).args()):
+        for a in set(_args(cx, site, i)):
             readers[a] = readers.get(a, 0) + 1
     have: dict[int, str] = {}
     home: dict[int, list] = {}  # the statement list that wrote each value
@@ -227,12 +239,32 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             free.setdefault((cx.node(a).axes, id(where)), []).append(have[a])
 
     recips: dict[int, str] = {}
+    pivots: dict[int, tuple[str, str, str]] = {}  # expanded variance -> its (p, sum (x - p), sum (x - p)^2)
     slice_max: dict[int, str] = {}  # combine: an online max's partials, which its sums are rescaled by
     for i in order:
         n = cx.node(i)
         if i not in keep:
             continue  # the slice stops at the reductions' states; the combine has no stream axis
         where = phase(i)
+        if combine and i in variances:
+            have[i] = _combine_variance(cx, kb, site, i, split, splits, operand(variances[i][0], body), body)
+            home[i] = body
+            if i in stores:
+                body.append(Store(src=have[i], dst=cx.value(i)))
+            continue
+        if i in variances:  # pivoted sums per block; the variance after the stream (or in the combine)
+            mu, base = variances[i]
+            x = operand(base, body)
+            pivoted = _pivoted_sums(cx, kb, site, i, x, pivots)
+            if not sliced:
+                have[i] = _expanded_variance(cx, kb, i, pivoted, operand(mu, tail), tail)
+                home[i] = tail
+                if i in stores:
+                    tail.append(Store(src=have[i], dst=cx.value(i)))
+            for a in set(_args(cx, site, i)):
+                if a in readers and (a != mu or not sliced):
+                    release(a, body if a == base else tail)
+            continue
         if combine and isinstance(n, ir.Reduce):
             have[i] = _combine_partials(cx, kb, site, i, split, rescaled.get(i), slice_max, have)
             home[i] = body
@@ -283,7 +315,10 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
     if second:
         _second_pass(cx, kb, site, computed, second, have, stores, recips)
     if sliced:  # a slice past the end (at other blocks) keeps its states' initial values: 0, -inf
-        kb.epilogue = [Store(src=have[i], dst=partial_name(cx, i)) for i in order if isinstance(cx.node(i), ir.Reduce)]
+        kb.epilogue = [Store(src=have[i], dst=partial_name(cx, i)) for i in order
+                       if isinstance(cx.node(i), ir.Reduce) and i not in variances]
+        for i, (p, s1, s2) in pivots.items():  # a variance's slice: its pivot and pivoted sums
+            kb.epilogue += [Store(src=b, dst=partial_name(cx, i, part)) for b, part in ((p, "p"), (s1, "s1"), (s2, "s2"))]
     return kb.build()
 
 
@@ -345,6 +380,73 @@ def _second_pass(cx: Ctx, kb: KernelBuilder, site: RegionSite, computed: set[int
         fresh[i] = dst
         if i in stores:
             where.append(Store(src=dst, dst=cx.value(i)))
+
+
+def _pivoted_sums(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, x: str,
+                  pivots: dict[int, tuple[str, str, str]]) -> tuple[str, str, str]:
+    """Expanded variance i's per-block work: p, the first element of the stretch of the row this
+    CTA streams (plan.Pivot), and the sums of x - p and (x - p)^2 accumulated. Shifted by a value
+    of the row, every term is of the size of the variance (unshifted, sum x^2 - n mu^2 cancels
+    catastrophically where |mu| >> sigma: derive.kernels._row_program)."""
+    n, v = cx.node(i), cx.value(i)
+    p = kb.buf(f"{v}_pivot", n.axes, "fragment", "acc", key=("pivot", i))
+    kb.prologue.append(Fill(dst=p, value="0"))  # an empty slice keeps 0 (its sums are 0 too)
+    sums = []
+    for k in (1, 2):
+        acc = kb.buf(f"{v}_s{k}", n.axes, "fragment", "acc", key=(f"s{k}", i))
+        kb.prologue.append(Fill(dst=acc, value="0"))
+        kb.states.append(State(buffer=acc, init="0", combine="sum"))
+        sums.append(acc)
+    d = kb.buf(f"{v}_shifted", cx.node(site.expanded[[e[0] for e in site.expanded].index(i)][2]).axes,
+               "fragment", "acc", key=("shifted", i))
+    kb.body += [Pivot(dst=p, src=x, axis=site.axis), Map(dst=d, fn="sub", args=(x, p)),
+                Reduce(dst=sums[0], src=d, kind="sum", axis=site.axis, accumulate=True),
+                Map(dst=d, fn="square", args=(d,)),
+                Reduce(dst=sums[1], src=d, kind="sum", axis=site.axis, accumulate=True)]
+    pivots[i] = (p, *sums)
+    return pivots[i]
+
+
+def _shifted_variance(kb: KernelBuilder, v: str, axes, key, p: str, s1: str, s2: str, mu: str, count: str,
+                      where: list) -> None:
+    """v = sum (x - mu)^2 = s2 - 2 (mu - p) s1 + count (mu - p)^2 (LeanTile.sum_sq_sub_pivot)."""
+    dm = kb.buf(f"{v}_shift", axes, "fragment", "acc", key=("shift", key))
+    t = kb.buf(f"{v}_tmp", axes, "fragment", "acc", key=("tmp", key))
+    where += [Map(dst=dm, fn="sub", args=(mu, p)), Map(dst=t, fn="mul", args=(dm, count)),
+              Map(dst=t, fn="fma", args=(s1, "#-2.0", t)), Map(dst=v, fn="fma", args=(dm, t, s2))]
+
+
+def _expanded_variance(cx: Ctx, kb: KernelBuilder, i: int, pivoted, mu: str, where: list) -> str:
+    """Expanded variance i after the stream, from its pivoted sums over the whole row."""
+    n = cx.node(i)
+    v = kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
+    _shifted_variance(kb, v, n.axes, i, *pivoted, mu, f"#{cx.axes[cx.node(i).axis]}", where)
+    return v
+
+
+def _combine_variance(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, split: str, splits: int, mu: str,
+                      where: list) -> str:
+    """Expanded variance i of a split region: each slice's pivoted sums shifted to the mean over
+    the slice's own elements, min(max(n - s S, 0), S) for slice s of S elements (a slice past the
+    end: 0, and its sums 0), added over the slices."""
+    n = cx.node(i)
+    rows, v = tuple(n.axes), cx.value(i)
+    parts = []
+    for part in ("p", "s1", "s2"):
+        b = kb.buf(f"{partial_name(cx, i, part)}_frag", (*rows, split), "fragment", "acc", key=("partial", i, part))
+        where.append(Load(src=partial_name(cx, i, part), dst=b))
+        parts.append(b)
+    total = cx.axes[site.axis]
+    block = streamed_rows(cx, list(site.rows), site.axis, MAP_TILE, column_layout(site.axes, site.axis))[1]
+    per = -(-(-(-total // block)) // splits) * block  # elements a slice streams (the last fewer)
+    count = kb.buf(f"{v}_count", (split,), "fragment", "acc", key=("count", i))
+    where += [Iota(dst=count, axis=split), Map(dst=count, fn="fma", args=(count, f"#{-per}", f"#{total}")),
+              Map(dst=count, fn="max", args=(count, "#0")), Map(dst=count, fn="min", args=(count, f"#{per}"))]
+    term = kb.buf(f"{v}_terms", (*rows, split), "fragment", "acc", key=("terms", i))
+    _shifted_variance(kb, term, (*rows, split), ("slices", i), *parts, mu, count, where)
+    dst = kb.buf(v, rows, "fragment", "acc", i, key=("value", i))
+    where.append(Reduce(dst=dst, src=term, kind="sum", axis=split))
+    return dst
 
 
 def _combine_partials(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, split: str, rescaled_by: int | None,

@@ -163,9 +163,13 @@ def split_region(cx: Ctx, site: RegionSite, splits: int, tiles: dict, stores: se
     region site split over `splits` slices (split_reduction); adds the slice axis to `axes`."""
     sa = split_axis(cx, site.members[0], axes)
     axes[sa] = splits
-    sliced = region_kernel(cx, site, tiles, set(), split=sa, part="slice")
-    combine = region_kernel(cx, site, tiles, stores, split=sa, part="combine")
-    # every reduction of a region is a member (inlined nodes are elementwise): one partial each
-    bufs = [Buffer(name=partial_name(cx, i), axes=(*cx.node(i).axes, sa), scope="global", dtype="acc", why=SPLIT_WHY)
-            for i in site.members if isinstance(cx.node(i), ir.Reduce)]
+    sliced = region_kernel(cx, site, tiles, set(), split=sa, part="slice", splits=splits)
+    combine = region_kernel(cx, site, tiles, stores, split=sa, part="combine", splits=splits)
+    # every reduction of a region is a member (inlined nodes are elementwise): one partial each, an
+    # expanded variance three (its pivot and pivoted sums)
+    variances = {e[0] for e in site.expanded}
+    bufs = [Buffer(name=partial_name(cx, i, part), axes=(*cx.node(i).axes, sa), scope="global", dtype="acc",
+                   why=SPLIT_WHY)
+            for i in site.members if isinstance(cx.node(i), ir.Reduce)
+            for part in (("p", "s1", "s2") if i in variances else ("",))]
     return sliced, combine, bufs

@@ -21,6 +21,7 @@ from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitErro
 class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
+    kfirst = "k == 0"  # the test "this is the first block the CTA streams" (of a split stream: ks == 0)
 
     def __init__(self, plan: Plan, k: Kernel):
         self.plan, self.k = plan, k
@@ -307,15 +308,15 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         return out
 
     def do_pivot(self, s: Pivot, depth: int):
-        """dst = src at position 0 of the streamed axis, on the first block only (k == 0); a
-        select rather than a branch, so the pipelined loop keeps one body."""
+        """dst = src at position 0 of the streamed axis, on the first block the CTA streams (k == 0;
+        ks == 0 of a slice); a select rather than a branch, so the pipelined loop keeps one body."""
         src, dst = self.local[s.src], self.local[s.dst]
         loop = self.loop_header(dst.axes, depth)
         first = self.ref(s.src, src.axes, {**loop, s.axis: "0"})
         if self.tl_dtype(src) != self.tl_dtype(dst):
             first = f"T.cast({first}, {self.dtype_expr(dst)})"
         here = self.ref(s.dst, dst.axes, loop)
-        self.emit(f"{here} = T.if_then_else({self.kvar} == 0, {first}, {here})  # pivot: the first {s.axis} of the row",
+        self.emit(f"{here} = T.if_then_else({self.kfirst}, {first}, {here})  # pivot: the first {s.axis} this CTA streams",
                   depth + 1)
 
     def do_store(self, s: Store, depth: int):

@@ -151,7 +151,7 @@ class StreamWriter:
                 kv_first = self.fresh("kv_first")
                 self.emit(f"{kv_first} = {first}  # the key blocks before it and after stop are masked", d)
                 self.emit_interior(st, nblk, d)
-                self.kvar = f"({kv_first} + ks)"
+                self.kvar, self.kfirst = f"({kv_first} + ks)", "ks == 0"
                 self.emit(f"for ks in T.Pipelined(T.max({stop} - {kv_first}, 0), num_stages={stages}):", d)
             elif st.split:  # this CTA's slice of the stream (plan.Stream.split)
                 # blocks per slice, computed in Python from the block the factory is given: a
@@ -162,7 +162,7 @@ class StreamWriter:
                 self.pre += [f"{blocks} = ({_size(st.axis)} + {ext} - 1) // {ext}",
                              f"{per} = ({blocks} + {n} - 1) // {n}  # {st.axis} blocks per slice"]
                 first = f"{self.grid_var[st.split]} * {per}"
-                self.kvar = f"({first} + ks)"
+                self.kvar, self.kfirst = f"({first} + ks)", "ks == 0"
                 self.emit(f"for ks in T.Pipelined(T.max(T.min({per}, {blocks} - {first}), 0), num_stages={stages}):", d)
             else:
                 if one_block_stream(self.plan, k):
@@ -174,7 +174,7 @@ class StreamWriter:
                     self.emit(f"for k in T.Pipelined({nblk}, num_stages={stages}):", d)
             self.running_max = running_maxes(k)  # read as 0 while -inf (plan.running_maxes)
             self.stmts(k.body, d + 1)
-            self.running_max, self.kvar = frozenset(), "k"
+            self.running_max, self.kvar, self.kfirst = frozenset(), "k", "k == 0"
             if not k.body:
                 self.emit("pass", d + 1)
             self.finish_partials(d)

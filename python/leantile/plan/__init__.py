@@ -223,7 +223,7 @@ class Reduce(_M):
 
 
 class Pivot(_M):
-    """On the first block of the stream only: dst = src at position 0 of the streamed `axis`
+    """On the first block the CTA streams only (a slice's first, of a split stream): dst = src at position 0 of the streamed `axis`
     (src an on-chip tile of it, dst the same axes less `axis`); later blocks keep dst. A
     per-row value of the first tile that stays fixed for the whole stream: the pivot p of
     shifted statistics, sum (x - p) and sum (x - p)^2 (derive.kernels._row_program). Taken

@@ -66,6 +66,9 @@ class RegionSite:
     # exp(s - m) of a max m of s over the row, computed as exp2((s - m) log2 e) (exp_to_exp2;
     # shifted_exps), with the online sums' rescale exp(m_old - m_new) alike
     exp2: tuple[int, ...] = ()
+    # streamed: variances sum (x - mu)^2 of a mean mu of the same pass, as (q, mu, x), computed from
+    # pivoted sums (variance_expand, stats.VarianceExpand.region_match)
+    expanded: tuple[tuple[int, int, int], ...] = ()
 
     @property
     def reduced(self) -> tuple[str, ...]:
@@ -420,9 +423,11 @@ class RegionAnalysis:
             return None
         return (m.id, z.id, e.id, l)
 
-    def _merge(self, group: set[int], rows: set[str], allowed: set[str], taken: set[int], reduced: set[str]):
+    def _merge(self, group: set[int], rows: set[str], allowed: set[str], taken: set[int], reduced: set[str],
+               streamed: bool = False):
         """Reductions over the same axis and rows that read no member and that no member
-        reads share the kernel's pass (sum x and sum x^2; a max and a sum of one row)."""
+        reads share the kernel's pass (sum x and sum x^2; a max and a sum of one row); streamed,
+        so does a variance of a member mean (variance_expand: from pivoted sums)."""
         cx = self.cx
         for q in sorted(self.residual):
             qn = cx.node(q)
@@ -432,6 +437,12 @@ class RegionAnalysis:
             if not self._reads_any(q, group) and not any(self._reads_any(m, {q}) for m in group) \
                     and self._available(qn.x, group, allowed):
                 self._joins(q, group, allowed)
+            elif streamed and self._expanded(q, group) and not any(self._reads_any(m, {q}) for m in group):
+                self._joins(q, group, allowed)
+
+    def _expanded(self, q: int, group: set[int]):
+        from .stats import VARIANCE
+        return VARIANCE.region_match(self.cx, q, group - {q}, self.inline, self._reads_any)
 
     def sites(self) -> list[RegionSite]:
         cx = self.cx
@@ -458,7 +469,7 @@ class RegionAnalysis:
             two_pass = mode == "streamed" and self._fills_gpu(src_axes, n.axis)
             while True:  # take in the independent reductions of the same rows, grow, again
                 size = len(group)
-                self._merge(group, rows, allowed, taken, reduced)
+                self._merge(group, rows, allowed, taken, reduced, mode == "streamed")
                 self._grow(group, mode, rows, allowed, taken, reduced, two_pass)
                 if mode == "on_chip":
                     self._absorb_producers(group, allowed, taken)
@@ -471,8 +482,10 @@ class RegionAnalysis:
             online = tuple(o for o in (self.online_sum(q, group) for q in sorted(group)) if o) \
                 if mode == "streamed" else ()
             extra = tuple(a for a in src_axes if a in reduced and a != n.axis)
+            expanded = tuple(e for e in (self._expanded(q, group) for q in sorted(group)) if e) \
+                if mode == "streamed" else ()
             out.append(RegionSite(sorted(group), mode, tuple(src_axes), n.axis, self.inline, online, extra,
-                                  shifted_exps(cx, group, self.inline, n.axis)))
+                                  shifted_exps(cx, group, self.inline, n.axis), expanded))
         for i in sorted(self.materialised - taken):
             out.append(RegionSite([i], "map", cx.node(i).axes, None, self.inline))
         out.sort(key=lambda s: s.members[0])
@@ -566,6 +579,7 @@ def region_options(sites: list[RegionSite]) -> list[list[Option]]:
     with its shifted exps as exp2 (always: the same value in fewer registers)."""
     from .gemm import EPILOGUE
     from .softmax import EXP2
+    from .stats import VARIANCE
     out = []
     for s in sites:
         if s.mode == "map":
@@ -573,6 +587,7 @@ def region_options(sites: list[RegionSite]) -> list[list[Option]]:
             steps = (step,)
         else:
             step = FUSE_REDUCTION.step(s.members, mode=s.mode)
-            steps = (step, *(ONLINE_SUM.step(o) for o in s.online), *([EXP2.step(s.exp2)] if s.exp2 else []))
+            steps = (step, *(ONLINE_SUM.step(o) for o in s.online), *(VARIANCE.step([e[0]]) for e in s.expanded),
+                     *([EXP2.step(s.exp2)] if s.exp2 else []))
         out.append([Option("", steps, s, step.rule, tuple(s.members))])
     return out

@@ -63,7 +63,28 @@ class VarianceExpand(Rule):
         return None
 
     def apply(self, choice, step):
-        choice.expanded.add(step.at[0])
+        if hasattr(choice, "expanded"):  # a GEMM's statistics; a region's are its site's (RegionSite.expanded)
+            choice.expanded.add(step.at[0])
+
+    def region_match(self, cx: Ctx, q: int, group: set[int], inline: set[int], reads_any) -> tuple | None:
+        """(q, mu, base) where reduction q of a streamed row region is sum over its axis of
+        square(base - mu), base streaming with the row (it reads no member of `group`), mu a row
+        vector that does (the mean of the same pass): expanded, the variance streams in the pass
+        that computes the mean (a LayerNorm over (c, h, w): one statistics pass, not two). None
+        where q reads no member (a plain reduction) or the form differs."""
+        qn = cx.node(q)
+        if not group:
+            return None
+        sq = cx.node(qn.x) if isinstance(qn, ir.Reduce) and qn.kind == "sum" else None
+        if not (isinstance(sq, ir.Unary) and sq.op == "square" and sq.id in inline):
+            return None
+        sub = cx.node(sq.x)
+        if not (isinstance(sub, ir.Binary) and sub.op == "sub" and sub.id in inline):
+            return None
+        base, mu = sub.a, sub.b
+        if self.match(cx, qn, base) != mu or base in group or reads_any(base, group):
+            return None
+        return (q, mu, base) if mu in group or reads_any(mu, group) else None
 
     def formula(self, g, at, params):
         S = sym()
