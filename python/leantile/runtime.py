@@ -166,7 +166,8 @@ class Kernel:
         self.input_names = [n.name for n in graph.inputs()]
         self.output_names = list(graph.outputs)
         dts = {b["name"]: getattr(torch, b["dtype"]) for b in m.GLOBALS}
-        shapes = {b["name"]: tuple(b["shape"]) for b in m.GLOBALS}
+        # the graph's shapes (an output over a merged axis, flatten_reduction, comes back as the graph's)
+        shapes = {b["name"]: tuple(m.USER_SHAPES.get(b["name"], b["shape"])) for b in m.GLOBALS}
         self.output_specs = {o: (shapes[b], dts[b]) for o, b in m.OUTPUTS.items()}
 
     def __repr__(self) -> str:

@@ -145,3 +145,21 @@ def test_merged_plans_lower_for_sm_90():
     mod = load_module(emit_module(plan), "flatten_lower")
     for name, f in mod.build_kernel().items():
         assert "__global__" in lower_to_cuda(f, arch="sm_90")
+
+
+@pytest.mark.parametrize("interpret", [True, False])
+def test_a_merged_plan_keeps_the_graphs_shapes_for_callers(interpret):
+    """leantile.compile's output specs (what lt.op's fake tensors are made from under
+    torch.compile) and outputs are the graph's shapes, not the plan's merged ones; gradients flow."""
+    import leantile
+    import leantile.torch as lt
+    g = _norm(n=2, c=3, h=4, w=5)
+    k = leantile.compile(g, device="cpu", interpret=interpret)
+    assert k.plan.merged and k.output_specs["out"][0] == (2, 3, 4, 5)
+    f = lt.op(k)
+    x = torch.randn(2, 3, 4, 5, requires_grad=True)
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(x)
+    ref = reference.evaluate(g, {"X": x.detach()}, compute_dtype=torch.float64)["out"]
+    assert out.shape == (2, 3, 4, 5) and rel_err(out.detach().double(), ref) < 1e-5
+    out.square().sum().backward()
+    assert x.grad.shape == (2, 3, 4, 5) and torch.isfinite(x.grad).all()
