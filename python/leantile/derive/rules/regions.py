@@ -336,7 +336,7 @@ class RegionAnalysis:
             un = cx.node(u)
             if isinstance(un, ir.Reduce):
                 ok = (mode == "on_chip" or self.online_sum(u, group) is not None) and un.axis in reduced \
-                    and rows <= set(un.axes) and set(cx.node(un.x).axes) <= allowed
+                    and rows <= set(un.axes) and set(cx.node(un.x).axes) <= allowed and self._same_layout(un)
             else:  # streamed: an inlined node over the row and d is passed through (an online
                 # sum's exp(s - m)), never a member: members there are over the rows only
                 ok = set(un.axes) <= allowed and (mode == "on_chip" or set(un.axes) <= rows or u in self.inline
@@ -432,13 +432,19 @@ class RegionAnalysis:
         for q in sorted(self.residual):
             qn = cx.node(q)
             if q in group or q in taken or not isinstance(qn, ir.Reduce) or qn.axis not in reduced \
-                    or not rows <= set(qn.axes) or not set(cx.node(qn.x).axes) <= allowed:
+                    or not rows <= set(qn.axes) or not set(cx.node(qn.x).axes) <= allowed or not self._same_layout(qn):
                 continue
             if not self._reads_any(q, group) and not any(self._reads_any(m, {q}) for m in group) \
                     and self._available(qn.x, group, allowed):
                 self._joins(q, group, allowed)
             elif streamed and self._expanded(q, group) and not any(self._reads_any(m, {q}) for m in group):
                 self._joins(q, group, allowed)
+
+    def _same_layout(self, r) -> bool:
+        """Whether reduction r reads its source in the layout of the group's first (rows, or columns:
+        column_layout): a row [n, c] and a column [c, n] reduced over c in one on-chip kernel have
+        no TileLang layout (\"no available layout found\", lowering campaign s63)."""
+        return column_layout(self.cx.node(r.x).axes, r.axis) == self._column
 
     def _expanded(self, q: int, group: set[int]):
         from .stats import VARIANCE
@@ -466,6 +472,7 @@ class RegionAnalysis:
                         reduced.add(b)
                         rows = rows - {b}
             group = {r}
+            self._column = column_layout(src_axes, n.axis)  # the group's layout (_same_layout)
             two_pass = mode == "streamed" and self._fills_gpu(src_axes, n.axis)
             while True:  # take in the independent reductions of the same rows, grow, again
                 size = len(group)
