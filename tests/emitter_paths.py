@@ -106,7 +106,7 @@ PATHS = [
     # a LayerNorm over (c, h, w) merged into one axis (flatten_reduction), its variance from sums
     # pivoted on each slice's first element (variance_expand in a split streamed region); 3 rows of
     # 5 x 33 x 129 (no multiple of the 1024 block)
-    Case("norm over merged axes, pivoted variance, split", lambda: _chw_norm(n=3, c=5, h=33, w=129),
+    Case("norm over merged axes with a pivoted variance split", lambda: _chw_norm(n=3, c=5, h=33, w=129),
          _any(lambda k: k.stream is not None and bool(k.stream.split) and any(s.op == "pivot" for s in k.body))),
     # the pooled GEMM's weight copied by TMA through its merged view, warp specialised (n = 128)
     Case("gemm pooled through its merged view with TMA", lambda: _pooled(b=256, k=512, n=128, p=2),

@@ -105,3 +105,20 @@ def test_a_row_and_a_column_reduction_lower_for_sm_90():
     mod = load_module(emit_module(plan), "row_and_column")
     for name, f in mod.build_kernel().items():
         assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+@pytest.mark.parametrize("size", [1, 3, 33])
+def test_an_unfused_reduction_over_a_short_outer_axis_of_a_large_tensor_lowers(size):
+    """max over c of X [c, w, n, h] with c = 1 and 8192 x 8192 behind it: a window of block_k = 64
+    along c reached 2^31 elements past X's start, a literal TileLang refuses (GPU campaign s64);
+    an axis shorter than block_k streams in one block of its padded size."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    g = DagM("short_outer", {"c": size, "w": 8192 // size, "n": 1, "h": 8192})
+    g.output("y", g.red("max", g.input("X", ["c", "w", "n", "h"], "f16"), "c"))
+    plan = derive(g.graph(), "unfused")
+    mod = load_module(emit_module(plan), f"short_outer_{size}")
+    for name, f in mod.build_kernel().items():
+        assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))

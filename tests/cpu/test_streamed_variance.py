@@ -66,7 +66,7 @@ def test_a_slice_pivots_on_its_own_first_block_in_the_kernel_too():
     plan = derive(_norm({"n": 2, "c": 8, "h": 50, "w": 71}))
     assert plan.kernels[0].stream.split
     src = emit_module(plan)
-    assert "T.if_then_else(ks == 0" in src and "T.if_then_else(k == 0" not in src
+    assert "if ks == 0:  # pivot" in src and "if k == 0:  # pivot" not in src
 
 
 @settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
@@ -92,3 +92,29 @@ def test_expanded_variance_kernels_lower_for_sm_90(sizes):
     mod = load_module(emit_module(plan), f"variance_{sizes['n']}")
     for name, f in mod.build_kernel().items():
         assert "__global__" in lower_to_cuda(f, arch="sm_90")
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (nvcc is the slow part)
+def test_the_split_slice_kernel_neither_spills_nor_fills_its_registers():
+    """The pivot read element [row, 0] of the register tile from the row's threads: TileLang laid
+    the tile out for that read, 255 registers and 23 KB of spills (ptxas -v), 74 ms on an H200
+    where 0.14 was expected. Through a shared stage: 48 registers, no spill."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    import shutil
+    if not shutil.which("nvcc"):
+        pytest.skip("no nvcc here: ptxas's register report needs it")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import compile_cuda, lower_to_cuda
+    plan = derive(_norm({"n": 16, "c": 64, "h": 256, "w": 256}, dtype="f16"))
+    k = plan.kernels[0]
+    assert k.stream.split and any(s.op == "pivot" for s in k.body)
+    mod = load_module(emit_module(plan), "variance_registers")
+    f = mod.build_kernel()[k.name]
+    report: list = []
+    compile_cuda(lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(k.name)), report=report,
+                 flags=mod.NVCC_FLAGS.get(k.name))
+    text = "\n".join(report)
+    assert "0 bytes spill stores" in text, text
+    regs = [int(w) for line in report if "Used" in line and "registers" in line
+            for w, nxt in zip(line.split(), line.split()[1:]) if nxt.startswith("registers")]
+    assert regs and max(regs) <= 128, text

@@ -547,8 +547,14 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
     if n.op == "reduce":  # one tiled row axis: the fragment is block_m x block_k
         tiled = {ax[-1]: "block_m"} if ax else {}
         x = g.node(n.x)
+        # an axis shorter than block_k streams in one block of its own padded size: a window of
+        # block_k along an outer axis of 1 over 8192 x 8192 reached 2^31 elements past X's start
+        # (TileLang refuses the literal; GPU campaign s64)
+        size = g.axes[n.axis]
+        stream = _stream(n.axis, "block_k", tiles) if size >= tiles["block_k"] else \
+            _stream_of(n.axis, 1 << max(0, size - 1).bit_length(), tiles["stages"], FIXED, ())
         kb = KernelBuilder(g.names.user, f"reduce_{i}", f"{n.kind} of {g.value(n.x)} over {n.axis}",
-                           tiled_grid(ax, tiled, tiles), _stream(n.axis, "block_k", tiles), tiles["threads"])
+                           tiled_grid(ax, tiled, tiles), stream, tiles["threads"])
         t = kb.buf(f"{g.value(n.x)}_frag", x.axes, "fragment", "acc", n.x, key=("frag", n.x))
         acc = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         init = "0" if n.kind == "sum" else "-inf"

@@ -311,6 +311,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         """dst = src at position 0 of the streamed axis, on the first block the CTA streams (k == 0;
         ks == 0 of a slice); a select rather than a branch, so the pipelined loop keeps one body."""
         src, dst = self.local[s.src], self.local[s.dst]
+        if src.scope == "fragment":
+            return self.pivot_from_fragment(s, src, dst, depth)
         loop = self.loop_header(dst.axes, depth)
         first = self.ref(s.src, src.axes, {**loop, s.axis: "0"})
         if self.tl_dtype(src) != self.tl_dtype(dst):
@@ -318,6 +320,25 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         here = self.ref(s.dst, dst.axes, loop)
         self.emit(f"{here} = T.if_then_else({self.kfirst}, {first}, {here})  # pivot: the first {s.axis} this CTA streams",
                   depth + 1)
+
+    def pivot_from_fragment(self, s: Pivot, src, dst, depth: int):
+        """The pivot from a register tile: element [row, 0] lives in one thread's registers, and read
+        by the threads of the row's pivot it made TileLang lay the whole tile out for that read (a
+        LayerNorm over 16 x 4M ran 74 ms where 0.14 was expected, H200, 2026-11-29). On the CTA's
+        first block only, the owning threads write column 0 to a small shared stage; the pivot reads it."""
+        stage = self.fresh(f"{self.lname[s.dst]}_stage")
+        shape = self.shape(dst.axes).rstrip(",") if dst.axes else "1"
+        self.extra_allocs.append(f"{stage} = T.alloc_shared(({shape},), {self.dtype_expr(dst)})")
+        self.emit(f"if {self.kfirst}:  # pivot: the first {s.axis} this CTA streams, through shared memory", depth)
+        loop = self.loop_header(src.axes, depth + 1)
+        self.emit(f"if {loop[s.axis]} == 0:", depth + 2)
+        value = self.ref(s.src, src.axes, loop)
+        if self.tl_dtype(src) != self.tl_dtype(dst):
+            value = f"T.cast({value}, {self.dtype_expr(dst)})"
+        self.emit(f"{stage}[{self.index(dst.axes, loop) if dst.axes else '0'}] = {value}", depth + 3)
+        loop = self.loop_header(dst.axes, depth + 1)
+        self.emit(f"{self.ref(s.dst, dst.axes, loop)} = {stage}[{self.index(dst.axes, loop) if dst.axes else '0'}]",
+                  depth + 2)
 
     def do_store(self, s: Store, depth: int):
         b = self.local[s.src]
