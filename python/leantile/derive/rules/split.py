@@ -44,6 +44,12 @@ MIN_ROW_BLOCKS = 4
 # reduction into a scalar (a loss) has one CTA to fill the GPU with (256 slices of 4 blocks
 # of 1024: 2^20 elements at 4096 per CTA; issue 49 asks for no single CTA past 8192)
 MAX_REDUCTION_SPLITS = 256
+# waves of CTAs a split streamed ROW reduction fills (a column one keeps 2): its CTAs hold one
+# 2 x 1024 block in flight each, and two waves left the loads too few to cover DRAM's latency.
+# H200, the suite's norms over merged axes (benchmarks/split_reduction/waves_probe.py): LayerNorm over
+# (c, h, w) 16 x 64 x 256 x 256 0.1493 / 0.1202 / 0.1185 ms at 2 / 4 / 8 waves (torch.compile 0.124),
+# GroupNorm 0.1449 / 0.1136 at 2 / 8 (0.157); the column sums of a bias's gradient 0.0342 / 0.0355
+ROW_REDUCTION_WAVES = 8
 
 
 def _splits(ctas: int, blocks: int, min_blocks: int, sms: int, waves: int = 2,
@@ -260,8 +266,7 @@ class SplitReduction(_Split):
         rows, column = list(s.rows), column_layout(s.axes, s.axis)
         _, d = streamed_rows(cx, rows, s.axis, column=column)
         return _splits(streamed_ctas(cx, rows, s.axis, column), math.ceil(cx.axes[s.axis] / d), MIN_ROW_BLOCKS,
-                       cx.target.sms,
-                       cap=MAX_REDUCTION_SPLITS)
+                       cx.target.sms, waves=2 if column else ROW_REDUCTION_WAVES, cap=MAX_REDUCTION_SPLITS)
 
     def at(self, s: RegionSite) -> tuple[int, ...]:
         return tuple(s.members)
