@@ -48,13 +48,15 @@ def op(kernel: Kernel, *, differentiable: bool = True):
     custom = _custom_op(kernel, name)
     if differentiable:
         g, saved = training_forward(kernel.graph)
-        if g is not None:  # the GEMM products the backward reads: stored by a training forward
+        outs = set(kernel.graph.outputs.values())
+        if g is not None:  # values the backward reads: stored by a training forward beside its outputs
             train = _compile(g, device=kernel.device, check=kernel.check, interpret=kernel.interpret)
             trained = _custom_op(train, f"{name}_train")
-            _register_backward(trained, name, kernel, default_saved(kernel.graph), saved)
+            _register_backward(trained, name, kernel, default_saved(kernel.graph),
+                               {k: v for k, v in saved.items() if v not in outs})
             custom = TrainingOp(custom, trained, len(kernel.output_names))
-        else:
-            _register_backward(custom, name, kernel, frozenset(), {})
+        else:  # nothing saved, or only outputs (a log-softmax's): the inference forward serves
+            _register_backward(custom, name, kernel, default_saved(kernel.graph) if saved else frozenset(), {})
     _OPS[name] = custom
     return custom
 
@@ -141,15 +143,20 @@ def _register_backward(custom, name: str, kernel: Kernel, save: frozenset, saved
     g = kernel.graph
     names, outs = kernel.input_names, kernel.output_names
     axes = {n.name: n.axes for n in g.inputs()}
+    reads_outputs = bool(save & set(g.outputs.values()))
 
     def setup_context(ctx, inputs, output):
         output = output if isinstance(output, tuple) else (output,)
-        ctx.save_for_backward(*inputs, *output[len(outs):])
+        # the outputs too where the backward reads one (a saved value that is an output)
+        ctx.save_for_backward(*inputs, *(output if reads_outputs else output[len(outs):]))
 
     def backward(ctx, *grads):
         kept = ctx.saved_tensors
         inputs = dict(zip(names, kept[:len(names)]))
-        by_node = dict(zip(saved_outputs.values(), kept[len(names):]))  # in the training forward's output order
+        rest = kept[len(names):]
+        by_node = {g.outputs[o]: t for o, t in zip(outs, rest)} if reads_outputs else {}
+        # the extra outputs, in the training forward's output order
+        by_node.update(zip(saved_outputs.values(), rest[len(outs):] if reads_outputs else rest))
         wanted = frozenset(n for n, need in zip(names, ctx.needs_input_grad) if need)
         if not wanted:
             return tuple(None for _ in names)

@@ -306,6 +306,39 @@ def test_the_forward_saves_its_gemm_products_never_attention_scores():
     assert [g.name for g in training_graphs(att)] == ["causal_attention", "causal_attention_vjp"]
 
 
+def test_a_cross_entropy_backward_reads_the_saved_log_sum_exp_once():
+    """The forward saves a log-sum-exp row (one value a row): the cross-entropy backward is one
+    elementwise pass over the logits, no row statistics again (it streamed the logits twice,
+    0.90 ms against torch.compile's 0.68 on an H200). A log-softmax saves its output, which the
+    caller has anyway: no training forward; lt.op's gradient equals torch's."""
+    import leantile
+    import leantile.torch as lt
+    from leantile.autodiff import training_forward
+    from leantile.train_bench import cases
+    ce = next(c for c in cases(lambda name, shape: {a: min(v, 37) for a, v in shape.items()})
+              if c.name == "cross_entropy").graph
+    bw = vjp(ce, wrt=["X"])
+    assert bw.saved and not any(isinstance(n, ir.Reduce) and n.axis == "d" for n in bw.graph.nodes)
+    assert all(not any(s.op == "reduce" for s in k.statements()) for k in derive(bw.graph).kernels)
+    _assert_agrees(strategies.inputs_in(ce, "f64"), seed=5, wrt=["X"])
+
+    def log_softmax(g):
+        x = g.input("X", ["m", "d"], "f32")
+        z = g.sub(x, g.red("max", x, "d"))
+        return g.sub(z, g.log(g.red("sum", g.exp(z), "d")))
+    g = build_graph_with_output("log_softmax", {"m": 5, "d": 37}, log_softmax)
+    train, saved = training_forward(g)
+    assert train is None and list(saved.values()) == [g.outputs["out"]]
+    f = lt.op(leantile.compile(g, device="cpu"))
+    assert not isinstance(f, lt.TrainingOp)
+    x = torch.randn(5, 37, requires_grad=True)
+    w = torch.randn(5, 37)
+    (f(x) * w).sum().backward()
+    ref = x.detach().double().requires_grad_()
+    (torch.log_softmax(ref, -1) * w.double()).sum().backward()
+    assert torch.allclose(x.grad.double(), ref.grad, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("interpret", [True, False])
 def test_an_op_never_returns_an_input_or_one_tensor_twice(interpret):
     """h = x + r: each input's gradient IS the cotangent (the backward's outputs are its input's
