@@ -363,3 +363,25 @@ def test_inputs_of_other_sizes_are_told_how_to_compile_for_them():
     assert "the inputs are m=12" in text and "sizes={'m': 12, 'd': 16, 'n': 8}" in text
     k2 = leantile.compile("matmul", sizes={"m": 12, "d": 16, "n": 8}, device="cpu")
     assert k2(X, W).shape == (12, 8)
+
+
+def test_well_formed_positional_inputs_skip_the_full_check_and_bad_ones_still_get_it(monkeypatch):
+    """bind's quick path (Kernel._well_formed: attributes only) for a training step's calls; any
+    input it does not pass (a view, another dtype, a misaligned start) goes down the full path,
+    whose error names it."""
+    import leantile
+    from leantile import reference
+    from leantile.dag import build_graph_with_output
+    g = build_graph_with_output("quick_bind", {"m": 4, "d": 8},
+                                lambda g: g.add(g.input("X", ["m", "d"], "f32"), g.input("Y", ["d"], "f32")))
+    k = leantile.compile(g, device="cpu")
+    x, y = torch.randn(4, 8), torch.randn(8)
+    calls = []
+    real = reference.check_inputs
+    monkeypatch.setattr(reference, "check_inputs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    assert k.bind((x, y), {}) == {"X": x, "Y": y} and not calls
+    for bad, word in (((x.t().contiguous().t(), y), "contiguous"), ((x.double(), y), "dtype"),
+                      ((torch.randn(33)[1:].view(4, 8), y), "16-byte"), ((x,), "missing")):
+        with pytest.raises(leantile.errors.GraphError, match=word):
+            k.bind(bad, {})
+    assert calls
