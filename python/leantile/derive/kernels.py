@@ -547,11 +547,12 @@ def node_kernel(g: Ctx, i: int, tiles: dict) -> Kernel:
     if n.op == "reduce":  # one tiled row axis: the fragment is block_m x block_k
         tiled = {ax[-1]: "block_m"} if ax else {}
         x = g.node(n.x)
-        # an axis shorter than block_k streams in one block of its own padded size: a window of
-        # block_k along an outer axis of 1 over 8192 x 8192 reached 2^31 elements past X's start
-        # (TileLang refuses the literal; GPU campaign s64)
-        size = g.axes[n.axis]
-        stream = _stream(n.axis, "block_k", tiles) if size >= tiles["block_k"] else \
+        # a window of block_k along a short outer axis may reach past 2^31 elements from X's start
+        # (c = 1 over 8192 x 8192: TileLang refuses the literal; GPU campaign s64): there the axis
+        # streams in one block of its padded size (elsewhere block_k: a 96 x 4 tile has no layout)
+        size, stride = g.axes[n.axis], math.prod(g.axes[a] for a in x.axes[x.axes.index(n.axis) + 1:])
+        stream = _stream(n.axis, "block_k", tiles) if size >= tiles["block_k"] or \
+            tiles["block_k"] * stride <= ir.MAX_TENSOR_ELEMENTS else \
             _stream_of(n.axis, 1 << max(0, size - 1).bit_length(), tiles["stages"], FIXED, ())
         kb = KernelBuilder(g.names.user, f"reduce_{i}", f"{n.kind} of {g.value(n.x)} over {n.axis}",
                            tiled_grid(ax, tiled, tiles), stream, tiles["threads"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Store, map_runs,
+from ..plan import (FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Plan, Store, map_runs,
                     on_chip_dims, swapped_layout)
 from ..ir import ops
 from ..plan.shared import temps, windows
@@ -306,39 +306,6 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             region = ", ".join(f"{n} * {rows}:{n + 1} * {rows}" if d == packed else ":" for d in dims)
             out.append((self.gslice(g, local_axes, where, fixed), f"{local}[{region}]"))
         return out
-
-    def do_pivot(self, s: Pivot, depth: int):
-        """dst = src at position 0 of the streamed axis, on the first block the CTA streams (k == 0;
-        ks == 0 of a slice); a select rather than a branch, so the pipelined loop keeps one body."""
-        src, dst = self.local[s.src], self.local[s.dst]
-        if src.scope == "fragment":
-            return self.pivot_from_fragment(s, src, dst, depth)
-        loop = self.loop_header(dst.axes, depth)
-        first = self.ref(s.src, src.axes, {**loop, s.axis: "0"})
-        if self.tl_dtype(src) != self.tl_dtype(dst):
-            first = f"T.cast({first}, {self.dtype_expr(dst)})"
-        here = self.ref(s.dst, dst.axes, loop)
-        self.emit(f"{here} = T.if_then_else({self.kfirst}, {first}, {here})  # pivot: the first {s.axis} this CTA streams",
-                  depth + 1)
-
-    def pivot_from_fragment(self, s: Pivot, src, dst, depth: int):
-        """The pivot from a register tile: element [row, 0] lives in one thread's registers, and read
-        by the threads of the row's pivot it made TileLang lay the whole tile out for that read (a
-        LayerNorm over 16 x 4M ran 74 ms where 0.14 was expected, H200, 2026-11-29). On the CTA's
-        first block only, the owning threads write column 0 to a small shared stage; the pivot reads it."""
-        stage = self.fresh(f"{self.lname[s.dst]}_stage")
-        shape = self.shape(dst.axes).rstrip(",") if dst.axes else "1"
-        self.extra_allocs.append(f"{stage} = T.alloc_shared(({shape},), {self.dtype_expr(dst)})")
-        self.emit(f"if {self.kfirst}:  # pivot: the first {s.axis} this CTA streams, through shared memory", depth)
-        loop = self.loop_header(src.axes, depth + 1)
-        self.emit(f"if {loop[s.axis]} == 0:", depth + 2)
-        value = self.ref(s.src, src.axes, loop)
-        if self.tl_dtype(src) != self.tl_dtype(dst):
-            value = f"T.cast({value}, {self.dtype_expr(dst)})"
-        self.emit(f"{stage}[{self.index(dst.axes, loop) if dst.axes else '0'}] = {value}", depth + 3)
-        loop = self.loop_header(dst.axes, depth + 1)
-        self.emit(f"{self.ref(s.dst, dst.axes, loop)} = {stage}[{self.index(dst.axes, loop) if dst.axes else '0'}]",
-                  depth + 2)
 
     def do_store(self, s: Store, depth: int):
         b = self.local[s.src]

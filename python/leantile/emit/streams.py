@@ -1,11 +1,12 @@
 """The stream of a kernel (a mixin of emit.kernel._KernelWriter): the plain pipelined loop over
 the stream's blocks (T.Pipelined: TileLang's own producer), the key blocks a mask's bounds leave
 (key_range, emit_interior), and statements that run on some blocks only: boundary-only mask
-statements, and the masks of a partial last block (partial_guard)."""
+statements, the masks of a partial last block (partial_guard), and a pivot taken on the CTA's
+first block (do_pivot: a row's first element, through shared memory from a register tile)."""
 from __future__ import annotations
 
 from .. import plan as plan_module
-from ..plan import Iota, Load, Map, Plan, row_bytes, running_maxes
+from ..plan import Iota, Load, Map, Pivot, Plan, row_bytes, running_maxes
 from ..plan.verify import DTYPE_BYTES, extent
 from .common import EmitError, _size, pass_configs
 from ..plan.shared import one_block_stream
@@ -204,3 +205,36 @@ class StreamWriter:
         if axis not in self.streamed:
             return None
         return f"{self.kvar} == T.ceildiv({_size(axis)}, {self.extent(axis)}) - 1"
+
+    def do_pivot(self, s: Pivot, depth: int):
+        """dst = src at position 0 of the streamed axis, on the first block the CTA streams (k == 0;
+        ks == 0 of a slice); a select rather than a branch, so the pipelined loop keeps one body."""
+        src, dst = self.local[s.src], self.local[s.dst]
+        if src.scope == "fragment":
+            return self.pivot_from_fragment(s, src, dst, depth)
+        loop = self.loop_header(dst.axes, depth)
+        first = self.ref(s.src, src.axes, {**loop, s.axis: "0"})
+        if self.tl_dtype(src) != self.tl_dtype(dst):
+            first = f"T.cast({first}, {self.dtype_expr(dst)})"
+        here = self.ref(s.dst, dst.axes, loop)
+        self.emit(f"{here} = T.if_then_else({self.kfirst}, {first}, {here})  # pivot: the first {s.axis} this CTA streams",
+                  depth + 1)
+
+    def pivot_from_fragment(self, s: Pivot, src, dst, depth: int):
+        """The pivot from a register tile: element [row, 0] lives in one thread's registers, and read
+        by the threads of the row's pivot it made TileLang lay the whole tile out for that read (a
+        LayerNorm over 16 x 4M ran 74 ms where 0.14 was expected, H200, 2026-11-29). On the CTA's
+        first block only, the owning threads write column 0 to a small shared stage; the pivot reads it."""
+        stage = self.fresh(f"{self.lname[s.dst]}_stage")
+        shape = self.shape(dst.axes).rstrip(",") if dst.axes else "1"
+        self.extra_allocs.append(f"{stage} = T.alloc_shared(({shape},), {self.dtype_expr(dst)})")
+        self.emit(f"if {self.kfirst}:  # pivot: the first {s.axis} this CTA streams, through shared memory", depth)
+        loop = self.loop_header(src.axes, depth + 1)
+        self.emit(f"if {loop[s.axis]} == 0:", depth + 2)
+        value = self.ref(s.src, src.axes, loop)
+        if self.tl_dtype(src) != self.tl_dtype(dst):
+            value = f"T.cast({value}, {self.dtype_expr(dst)})"
+        self.emit(f"{stage}[{self.index(dst.axes, loop) if dst.axes else '0'}] = {value}", depth + 3)
+        loop = self.loop_header(dst.axes, depth + 1)
+        self.emit(f"{self.ref(s.dst, dst.axes, loop)} = {stage}[{self.index(dst.axes, loop) if dst.axes else '0'}]",
+                  depth + 2)

@@ -441,10 +441,10 @@ class RegionAnalysis:
                 self._joins(q, group, allowed)
 
     def _same_layout(self, r) -> bool:
-        """Whether reduction r reads its source in the layout of the group's first (rows, or columns:
-        column_layout): a row [n, c] and a column [c, n] reduced over c in one on-chip kernel have
-        no TileLang layout (\"no available layout found\", lowering campaign s63)."""
-        return column_layout(self.cx.node(r.x).axes, r.axis) == self._column
+        """Whether reduction r reads its source in the layout of the group's first (rows or columns,
+        column_layout), where both are loaded (one computed in registers takes any layout): a loaded
+        row [n, c] and a loaded column [c, n] reduced over c in one kernel had no layout (s63)."""
+        return self._column is None or r.x in self.inline or column_layout(self.cx.node(r.x).axes, r.axis) == self._column
 
     def _expanded(self, q: int, group: set[int]):
         from .stats import VARIANCE
@@ -472,7 +472,7 @@ class RegionAnalysis:
                         reduced.add(b)
                         rows = rows - {b}
             group = {r}
-            self._column = column_layout(src_axes, n.axis)  # the group's layout (_same_layout)
+            self._column = None if n.x in self.inline else column_layout(src_axes, n.axis)  # (_same_layout)
             two_pass = mode == "streamed" and self._fills_gpu(src_axes, n.axis)
             while True:  # take in the independent reductions of the same rows, grow, again
                 size = len(group)
