@@ -232,9 +232,19 @@ def three_regions_in_a_cycle(dtype: str = "f32"):
     return g.graph()
 
 
+def rows_and_columns_over_one_axis(dtype: str = "f32"):
+    """22 (issue 49, GPU campaign s64 and the CPU lowering campaign s63): X [h, n, c] reduced over h
+    (c contiguous) and Y [c, n, h] over h, both results then reduced over c: a loaded row [n, c] and
+    a loaded column [c, n] in one on-chip kernel, which TileLang cannot lay out."""
+    g = DagM("rows_and_columns", {"n": 3, "c": 5, "h": 7})
+    x, y = g.input("X", ["h", "n", "c"], dtype), g.input("Y", ["c", "n", "h"], dtype)
+    g.output("out", g.add(g.red("max", g.red("max", x, "h"), "c"), g.red("sum", g.red("sum", y, "h"), "c")))
+    return g.graph()
+
+
 CLASSES = {1: layer_norm_weight_twice, 2: scaled_softmax_stats_out, 3: softmax_of_gemm_scaled_out,
            4: clashing_axis_names, 5: attention_computed_q, 6: decode_attention, 7: norm_centred_on_const,
            8: cast_in_epilogue, 9: dependent_dual_gemm, 10: const_output, 11: renamed_contraction,
            12: split_softmax_row_stats_out, 13: skinny_norm_gemm_rows_out, 14: split_gemm_two_waves_out,
            17: scaled_gemm_into_gemm, 18: norm_rows_two_weights, 19: gemm_two_stores,
-           20: region_reads_its_own_producer, 21: three_regions_in_a_cycle}
+           20: region_reads_its_own_producer, 21: three_regions_in_a_cycle, 22: rows_and_columns_over_one_axis}

@@ -160,6 +160,22 @@ def test_issue50_no_three_regions_wait_on_each_other_in_a_cycle():
     check_all(sg.three_regions_in_a_cycle(), FIXED_TILES, seed=21)
 
 
+def test_issue49_a_loaded_row_and_a_loaded_column_never_share_a_kernel():
+    """Class 22: [n, c] and [c, n] values, both loaded, both reduced over c: one kernel had no
+    TileLang layout (lowering campaigns s63, s64). Every candidate equals the evaluator, and no
+    kernel reduces loaded sources in both layouts (tests/cpu/test_column_reductions.py lowers it)."""
+    from leantile.derive.rules.regions import column_layout
+    g = sg.rows_and_columns_over_one_axis()
+    for c in candidates(g):
+        plan = derive(g, c.name)
+        for k in plan.kernels:
+            loaded = {s.dst: plan.global_buffer(s.src).axes for s in k.statements() if isinstance(s, Load)}
+            layouts = {column_layout(loaded[r.src], r.axis) for r in k.statements()
+                       if r.op == "reduce" and r.src in loaded}
+            assert len(layouts) <= 1, (c.name, k.name)
+    check_all(g, FIXED_TILES, seed=22)
+
+
 def test_issue46_f64_graphs_fit_at_their_default_tiles():
     """An f64 graph's default tiles fit the target (rows and k steps half as long as
     DEFAULT_TILES'): every candidate derives at them and equals the evaluator, where at
