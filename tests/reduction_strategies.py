@@ -239,8 +239,8 @@ def nested_reduction_graphs(draw):
 @st.composite
 def long_norm_graphs(draw):
     """Norms over a row too long for the chip (variance_expand in a streamed row region, issue 49):
-    a LayerNorm, an RMSNorm-with-mean or a GroupNorm-like norm over a long axis (past 7 blocks of
-    1024, mostly no multiple of the block) or over (c, w) merged into one (flatten_reduction), with
+    a LayerNorm (mean, then the variance of x - mean) over a long axis (past 7 blocks of 1024,
+    mostly no multiple of the block) or over (c, w) merged into one (flatten_reduction), with
     1 to 3 rows (split over CTAs) or none; maybe a gain and a bias; f32, f16 or bf16. The GPU campaign
     draws large-magnitude inputs (|mean| >> deviation), where an unshifted variance cancels."""
     merged = draw(st.booleans())

@@ -17,6 +17,7 @@ constant along them) and may list them in another order; `Gradient.axes` says wh
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -94,8 +95,8 @@ def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
 
 
 def training_forward(g: ir.Graph) -> tuple[ir.Graph | None, dict[str, int]]:
-    """(the forward that also stores what the backward reads of g under default_saved, those
-    values {backward input name: forward node}). The forward is None where the backward reads
+    """(the forward that also stores what the backward reads of g under default_saved beyond g's own
+    outputs, those values {backward input name: forward node}); (None, {}) where the backward reads
     nothing of it, or only its outputs (a log-softmax's): the inference forward serves training too. leantile.torch.op compiles it beside
     the inference forward; leantile.precompile compiles it ahead."""
     save = default_saved(g)
@@ -104,8 +105,7 @@ def training_forward(g: ir.Graph) -> tuple[ir.Graph | None, dict[str, int]]:
         return None, {}
     outs = set(g.outputs.values())
     extra = {k: v for k, v in bw.saved.items() if v not in outs}  # an output is handed over as it is
-    train = g.model_copy(update={"outputs": {**g.outputs, **extra}, "derivation": ()}) if extra else None
-    return train, dict(bw.saved)
+    return (forward_saving(g, dataclasses.replace(bw, saved=extra)) if extra else None), extra
 
 
 def needs_gradient(g: ir.Graph, wrt) -> set[int]:

@@ -47,16 +47,14 @@ def op(kernel: Kernel, *, differentiable: bool = True):
         return _OPS[name]
     custom = _custom_op(kernel, name)
     if differentiable:
-        g, saved = training_forward(kernel.graph)
-        outs = set(kernel.graph.outputs.values())
+        g, extra = training_forward(kernel.graph)
         if g is not None:  # values the backward reads: stored by a training forward beside its outputs
             train = _compile(g, device=kernel.device, check=kernel.check, interpret=kernel.interpret)
             trained = _custom_op(train, f"{name}_train")
-            _register_backward(trained, name, kernel, default_saved(kernel.graph),
-                               {k: v for k, v in saved.items() if v not in outs})
+            _register_backward(trained, name, kernel, default_saved(kernel.graph), extra)
             custom = TrainingOp(custom, trained, len(kernel.output_names))
         else:  # nothing saved, or only outputs (a log-softmax's): the inference forward serves
-            _register_backward(custom, name, kernel, default_saved(kernel.graph) if saved else frozenset(), {})
+            _register_backward(custom, name, kernel, default_saved(kernel.graph), {})
     _OPS[name] = custom
     return custom
 

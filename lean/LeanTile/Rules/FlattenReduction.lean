@@ -33,7 +33,10 @@ open Finset
 /-- The row-major position: part `i` of `m`, then part `j` of `n`, is `j + n * i` (the second
 part fastest, as in the user's contiguous tensor). `finProdFinEquiv` is defined by this value. -/
 theorem flat_index {m n : ℕ} (i : Fin m) (j : Fin n) :
-    ((finProdFinEquiv (i, j) : Fin (m * n)) : ℕ) = j + n * i := rfl
+    ((finProdFinEquiv (i, j) : Fin (m * n)) : ℕ) = j + n * i := by
+  first
+    | rfl
+    | simp [finProdFinEquiv_apply_val]
 
 /-- **Flatten (sum).** The sum over the merged axis `Fin (m * n)` is the nested sum over its
 parts at their row-major positions. -/
@@ -44,8 +47,8 @@ theorem sum_fin_prod (m n : ℕ) (f : Fin (m * n) → ℝ) :
 
 /-- The other nesting order (the outer part reduced first) is the same merged sum. -/
 theorem sum_fin_prod_comm (m n : ℕ) (f : Fin (m * n) → ℝ) :
-    ∑ k, f k = ∑ j : Fin n, ∑ i : Fin m, f (finProdFinEquiv (i, j)) := by
-  rw [sum_fin_prod, Finset.sum_comm]
+    ∑ k, f k = ∑ j : Fin n, ∑ i : Fin m, f (finProdFinEquiv (i, j)) :=
+  (sum_fin_prod m n f).trans Finset.sum_comm
 
 /-- **Flatten (max).** The max over the merged axis is the nested max over its parts (over
 `WithBot ℝ`: `⊥` is the max of nothing). -/

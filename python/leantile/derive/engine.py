@@ -306,8 +306,12 @@ def candidates(g: ir.Graph, target: Target = DEFAULT) -> list[Candidate]:
     (no steps) stays on g itself."""
     with gc_paused():
         h, flat, _ = flatten(g)
-        out = _candidates(_families(Ctx(h, target)), computed(h))
-        return [replace(c, steps=flat + c.steps) if c.steps else c for c in out] if flat else out
+        return _prefixed(_candidates(_families(Ctx(h, target)), computed(h)), flat)
+
+
+def _prefixed(cands: list[Candidate], flat: tuple) -> list[Candidate]:
+    """The candidates of the merged graph, each fused one beginning with flatten_reduction's steps."""
+    return [replace(c, steps=flat + c.steps) if c.steps else c for c in cands] if flat else cands
 
 
 def _flattened(g: ir.Graph, steps, target: Target) -> tuple[Ctx, tuple, dict]:
@@ -437,6 +441,11 @@ def derive(g: ir.Graph, candidate_name: str | None = None, tiles: dict | None = 
     """The pipeline: pick a candidate derivation, replay it, return the plan (for `target`: the
     GPU whose SMs and shared memory the tiles and splits are chosen for)."""
     with gc_paused():
-        c = _pick(g, candidates(g, target), candidate_name)
-        cx, steps, merged = _flattened(g, c.steps, target)
-        return _replay(cx, _families(cx), steps, tiles, c.name, merged)
+        h, flat, merged = flatten(g)
+        cx = Ctx(h, target)
+        families = _families(cx)
+        c = _pick(g, _prefixed(_candidates(families, computed(h)), flat), candidate_name)
+        if flat and not c.steps:  # the unfused candidate: the graph as written
+            cx = Ctx(g, target)
+            return _replay(cx, _families(cx), (), tiles, c.name)
+        return _replay(cx, families, c.steps[len(flat):], tiles, c.name, merged)

@@ -9,6 +9,8 @@ elementwise ops over a row keeps one or two row tiles live, not one per op.
 """
 from __future__ import annotations
 
+import math
+
 from .. import ir
 from ..plan import FIXED, Fill, Iota, Load, Map, Pivot, Reduce, State, Store
 from .context import Ctx
@@ -255,7 +257,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
         if i in variances:  # pivoted sums per block; the variance after the stream (or in the combine)
             mu, base = variances[i]
             x = operand(base, body)
-            pivoted = _pivoted_sums(cx, kb, site, i, x, pivots)
+            pivoted = _pivoted_sums(cx, kb, site, i, base, x, pivots)
             if not sliced:
                 have[i] = _expanded_variance(cx, kb, i, pivoted, operand(mu, tail), tail)
                 home[i] = tail
@@ -382,7 +384,7 @@ def _second_pass(cx: Ctx, kb: KernelBuilder, site: RegionSite, computed: set[int
             where.append(Store(src=dst, dst=cx.value(i)))
 
 
-def _pivoted_sums(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, x: str,
+def _pivoted_sums(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, base: int, x: str,
                   pivots: dict[int, tuple[str, str, str]]) -> tuple[str, str, str]:
     """Expanded variance i's per-block work: p, the first element of the stretch of the row this
     CTA streams (plan.Pivot), and the sums of x - p and (x - p)^2 accumulated. Shifted by a value
@@ -397,8 +399,7 @@ def _pivoted_sums(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, x: str,
         kb.prologue.append(Fill(dst=acc, value="0"))
         kb.states.append(State(buffer=acc, init="0", combine="sum"))
         sums.append(acc)
-    d = kb.buf(f"{v}_shifted", cx.node(site.expanded[[e[0] for e in site.expanded].index(i)][2]).axes,
-               "fragment", "acc", key=("shifted", i))
+    d = kb.buf(f"{v}_shifted", cx.node(base).axes, "fragment", "acc", key=("shifted", i))
     kb.body += [Pivot(dst=p, src=x, axis=site.axis), Map(dst=d, fn="sub", args=(x, p)),
                 Reduce(dst=sums[0], src=d, kind="sum", axis=site.axis, accumulate=True),
                 Map(dst=d, fn="square", args=(d,)),
@@ -436,9 +437,11 @@ def _combine_variance(cx: Ctx, kb: KernelBuilder, site: RegionSite, i: int, spli
         b = kb.buf(f"{partial_name(cx, i, part)}_frag", (*rows, split), "fragment", "acc", key=("partial", i, part))
         where.append(Load(src=partial_name(cx, i, part), dst=b))
         parts.append(b)
+    # elements a slice streams (the last fewer): its blocks as the slice kernel walks them
+    # (stream_tiles' block; interp._stream_blocks, emit.streams: ceil(blocks / splits) a slice)
     total = cx.axes[site.axis]
     block = streamed_rows(cx, list(site.rows), site.axis, MAP_TILE, column_layout(site.axes, site.axis))[1]
-    per = -(-(-(-total // block)) // splits) * block  # elements a slice streams (the last fewer)
+    per = math.ceil(math.ceil(total / block) / splits) * block
     count = kb.buf(f"{v}_count", (split,), "fragment", "acc", key=("count", i))
     where += [Iota(dst=count, axis=split), Map(dst=count, fn="fma", args=(count, f"#{-per}", f"#{total}")),
               Map(dst=count, fn="max", args=(count, "#0")), Map(dst=count, fn="min", args=(count, f"#{per}"))]

@@ -212,6 +212,7 @@ class RegionAnalysis:
         self.inline = {i for i in self.residual if isinstance(cx.node(i), REGION) and i not in self.materialised}
         self.formed: list[tuple[frozenset, frozenset]] = []  # the sites formed so far: (members, axes)
         self.site_of: dict[int, int] = {}  # member -> its formed site
+        self._column: bool | None = None  # the forming group's layout (_same_layout), None: any
         self._cut_large_cones()
 
     def _cut_large_cones(self) -> None:
@@ -441,9 +442,8 @@ class RegionAnalysis:
                 self._joins(q, group, allowed)
 
     def _same_layout(self, r) -> bool:
-        """Whether reduction r reads its source in the layout of the group's first (rows or columns,
-        column_layout), where both are loaded (one computed in registers takes any layout): a loaded
-        row [n, c] and a loaded column [c, n] reduced over c in one kernel had no layout (s63)."""
+        """Whether reduction r reads its source in the layout (column_layout) of the group's first, where
+        both are loaded: a loaded row [n, c] and column [c, n] reduced over c had no layout (s63)."""
         return self._column is None or r.x in self.inline or column_layout(self.cx.node(r.x).axes, r.axis) == self._column
 
     def _expanded(self, q: int, group: set[int]):
