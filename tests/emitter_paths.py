@@ -108,6 +108,10 @@ PATHS = [
     # 5 x 33 x 129 (no multiple of the 1024 block)
     Case("norm over merged axes with a pivoted variance split", lambda: _chw_norm(n=3, c=5, h=33, w=129),
          _any(lambda k: k.stream is not None and bool(k.stream.split) and any(s.op == "pivot" for s in k.body))),
+    # a GroupNorm in the GEMM's epilogue (fuse_row_epilogue): the column tile the whole group, mean
+    # and variance reduced over the accumulator's rows; 100 channels (a partial, masked tile), 70 rows
+    Case("gemm normalised in its epilogue", lambda: _normed(b=70, k=96, g=3, c=100),
+         _any(lambda k: _mma(k) and any(s.op == "reduce" for s in k.epilogue))),
     # the pooled GEMM's weight copied by TMA through its merged view, warp specialised (n = 128)
     Case("gemm pooled through its merged view with TMA", lambda: _pooled(b=256, k=512, n=128, p=2),
          lambda plan: _pairs_in_registers(plan) and _merged_tma(plan)),
@@ -159,3 +163,12 @@ def _pooled(**sizes):
         y = g.matmul(g.input("X", ["b", "k"], "f16"), g.input("W", ["k", "n", "p"], "f16"), "k", "k")
         return g.div(g.red("sum", y, "p"), g.size_const("p"))
     return build_graph_with_output("avg_pool", sizes, body)
+
+
+def _normed(**sizes):
+    from leantile.dag import build_graph_with_output
+
+    def body(g):
+        y = g.matmul(g.input("X", ["b", "k"], "f16"), g.input("W", ["k", "g", "c"], "f16"), "k", "k")
+        return g.add(g.mul(g.layer_norm(y, "c"), g.input("gamma", ["g", "c"], "f16")), g.input("beta", ["g", "c"], "f16"))
+    return build_graph_with_output("gemm_groupnorm", sizes, body)

@@ -260,3 +260,51 @@ def long_norm_graphs(draw):
         out = g.add(g.mul(out, g.input("gamma", [last], dt)), g.input("beta", [last], dt))
     g.output("y", out)
     return g.graph()
+
+
+@st.composite
+def normed_gemm_graphs(draw):
+    """A norm over the columns of a GEMM's output (issue 49; rules/row_epilogue.py fuses it into
+    the GEMM's epilogue where one column tile holds the axis): y[(h,) b, (g,) c] = X W with
+    W [k, (g,) c] (a GroupNorm's groups of c channels), maybe a bias or an activation first, then
+    a LayerNorm, an RMSNorm, a softmax, a log-softmax or x - max over c, maybe a gain and a bias
+    over (g, c) after; c mostly 16..256 positions (no multiple of the tile: 24, 100, 129, 200),
+    sometimes 1..15 or past 256 (refused: a row kernel of its own); maybe the product or a row
+    statistic an output too (stored by the GEMM); sizes that do not divide the tiles, size-1
+    axes; f32, f16 or bf16."""
+    c = draw(st.one_of(st.integers(9, 256), st.sampled_from([16, 24, 100, 128, 129, 200, 256, 3, 300])))
+    groups = draw(st.booleans())
+    batch = draw(st.booleans())
+    sizes = {"b": draw(st.integers(1, 70)), "k": draw(st.integers(1, 40)), "c": c,
+             **({"g": draw(st.integers(1, 3))} if groups else {}), **({"h": draw(st.integers(1, 2))} if batch else {})}
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    g = DagM("normed_gemm", sizes)
+    cols = [*(["g"] if groups else []), "c"]
+    x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
+    y = g.matmul(x, g.input("W", ["k", *cols], dt), "k", "k")
+    pre = draw(st.sampled_from(["none", "bias", "relu"]))
+    z = y if pre == "none" else g.add(y, g.input("B", cols, dt)) if pre == "bias" else g.max(y, g.const("0"))
+    kind = draw(st.sampled_from(["layer", "rms", "softmax", "log_softmax", "centre_max"]))
+    stat = None
+    if kind == "layer":
+        out = g.layer_norm(z, "c")
+    elif kind == "rms":
+        out = g.rms_norm(z, "c")
+    elif kind == "softmax":
+        out = g.softmax(z, "c")
+    elif kind == "log_softmax":
+        s = g.sub(z, g.red("max", z, "c"))
+        stat = g.log(g.red("sum", g.exp(s), "c"))
+        out = g.sub(s, stat)
+    else:
+        stat = g.red("max", z, "c")
+        out = g.sub(z, stat)
+    if kind in ("layer", "rms") and draw(st.booleans()):  # an affine norm
+        out = g.add(g.mul(out, g.input("gamma", cols, dt)), g.input("beta", cols, dt))
+    g.output("y", out)
+    extra = draw(st.sampled_from(["none", "none", "product", "stat"]))
+    if extra == "product":
+        g.output("product", z)
+    elif extra == "stat" and stat is not None:
+        g.output("stat", stat)
+    return g.graph()

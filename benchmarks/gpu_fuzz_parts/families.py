@@ -98,6 +98,8 @@ def families() -> dict:
         "column_reductions": lambda: hyp(R.column_reduction_graphs()),
         # max / average pooling over a split axis of a GEMM's output (fuse_pool_epilogue)
         "pooled_gemm": lambda: hyp(R.pooled_gemm_graphs(), lambda g: (g, {"keep": ["p"]})),
+        # a norm or softmax over a GEMM's columns, whole in one tile (fuse_row_epilogue); c kept
+        "normed_gemm": lambda: hyp(R.normed_gemm_graphs(), lambda g: (g, {"keep": ["c"]})),
         "biased_attention": lambda: (lambda seed, rnd, rng, count: [(S.biased_attention(), {})]),
         "decode_attention": lambda: (lambda seed, rnd, rng, count: [(_decode_graph(rng), {}) for _ in range(count)]),
         # training (issue 50): the backward graphs leantile.autodiff.vjp writes, derived like any graph;

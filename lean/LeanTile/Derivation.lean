@@ -53,7 +53,8 @@ def ruleTheorems : List (String × String) :=
   , ("pack_query_group", "LeanTile.run_packed_rows")
   , ("fuse_pool_epilogue", "LeanTile.pool_epilogue_eval")
   , ("gain_fold", "LeanTile.gain_fold")
-  , ("flatten_reduction", "LeanTile.sum_fin_prod") ]
+  , ("flatten_reduction", "LeanTile.sum_fin_prod")
+  , ("fuse_row_epilogue", "LeanTile.row_epilogue_eval") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.

@@ -19,6 +19,7 @@ import LeanTile.Rules.MaskSkip
 import LeanTile.Rules.PackRows
 import LeanTile.Rules.PoolEpilogue
 import LeanTile.Rules.FlattenReduction
+import LeanTile.Rules.RowEpilogue
 
 /-!
 # LeanTile.Rules — every rewrite lemma, one file per rule
@@ -43,6 +44,7 @@ import LeanTile.Rules.FlattenReduction
 | (masked semantics) | `LeanTile.evalM_eq_eval` (no `"-inf"`: the masked semantics is the real one), `LeanTile.masked_score_node` (`select(keep, s, -inf) / scale` is −∞ where keep = 0) | Rules/Masked.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
 | fuse_pool_epilogue | `LeanTile.pool_epilogue_eval` (from `LeanTile.sumAlong_local`, `LeanTile.maxAlong_local`; the view's index: `LeanTile.merged_index`) | Rules/PoolEpilogue.lean |
+| fuse_row_epilogue | `LeanTile.row_epilogue_eval` (rounds of reductions: `LeanTile.row_agree_map`, from `LeanTile.sumAlong_local`, `LeanTile.maxAlong_local`, `LeanTile.sumAlong_update`, `LeanTile.maxAlong_update`) | Rules/RowEpilogue.lean |
 | flatten_reduction | `LeanTile.sum_fin_prod` (and `LeanTile.sum_fin_prod_comm`, `LeanTile.max_fin_prod`; the view's index: `LeanTile.flat_index`) | Rules/FlattenReduction.lean |
 | gain_fold | `LeanTile.gain_fold` (not cited yet: `LeanTile.bias_fold`, `LeanTile.affine_fold`) | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |

@@ -10,15 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import given, settings, strategies as st
 
-from leantile import dag, interp, reference
+from leantile import dag
 from leantile.errors import GraphError
 from leantile.derive import candidates, derive
 from leantile.derive.context import Ctx
 from leantile.derive.engine import _options
-from plan_checks import rel_err
+from plan_checks import check_every_candidate
 from reduction_strategies import pooled_gemm_graphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -64,23 +63,12 @@ def test_what_the_rule_cannot_pool_is_refused_with_its_reason():
         assert any(why in r for r in _refusals(g)), _refusals(g)
 
 
-def _check_every_candidate(g, seed: int, tiles_list):
-    inputs = reference.random_inputs(g, seed=seed)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    for name in [c.name for c in candidates(g)]:
-        for tiles in tiles_list:
-            out = interp.run(derive(g, name, tiles), inputs, dtype=torch.float64)
-            for o in g.outputs:
-                err = rel_err(out[o].double(), ref[o])
-                assert err < 1e-9, f"{name} {tiles}: output {o}: relative error {err:.3g}"
-
-
 @settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
 @given(g=pooled_gemm_graphs(), seed=st.integers(0, 2**16))
 def test_every_candidate_of_a_pooled_gemm_is_the_graph(g, seed):
     # 64-column tiles: n in tiles of 64 / p (partial where n is no multiple); 32 rows on 2 warps
     # (a norm's statistics fused in the GEMM need whole rows per warp), 16-deep k
-    _check_every_candidate(g, seed, (None, {"block_m": 32, "block_n": 64, "block_k": 16, "threads": 64}))
+    check_every_candidate(g, seed, (None, {"block_m": 32, "block_n": 64, "block_k": 16, "threads": 64}))
 
 
 def test_tiles_that_cannot_hold_two_positions_of_n_are_a_clear_error():
@@ -133,7 +121,7 @@ def test_a_pool_of_two_over_tensor_cores_combines_each_threads_pair_in_registers
     regs4, emitted4, counted4, acc4 = pooled_plan(4)
     assert regs2 and not emitted2 and counted2 == []
     assert not regs4 and emitted4 and counted4 == [acc4]
-    _check_every_candidate(_pooled(p=2, kind=kind, linear=linear, b=37, k=24, n=9), 3,
+    check_every_candidate(_pooled(p=2, kind=kind, linear=linear, b=37, k=24, n=9), 3,
                            (None, {"block_m": 16, "block_n": 8, "block_k": 16}))
 
 

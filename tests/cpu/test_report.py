@@ -150,6 +150,9 @@ def test_every_rule_has_a_formula_and_a_sympy_check():
                build_graph_with_output("maxpool", {"b": 8, "k": 16, "n": 8, "p": 4},  # fuse_pool_epilogue
                                        lambda g: g.red("max", g.matmul(g.input("X", ["b", "k"]),
                                                                        g.input("W", ["k", "n", "p"]), "k", "k"), "p")),
+               build_graph_with_output("groupnorm", {"b": 8, "k": 16, "g": 2, "c": 24},  # fuse_row_epilogue
+                                       lambda g: g.layer_norm(g.matmul(g.input("X", ["b", "k"]),
+                                                                       g.input("W", ["k", "g", "c"]), "k", "k"), "c")),
                build_graph_with_output("chw", {"n": 2, "c": 3, "h": 4, "w": 5},  # flatten_reduction
                                        lambda g: g.red("sum", g.red("sum", g.input("X", ["n", "c", "h", "w"]), "w"), "h")),
                build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold

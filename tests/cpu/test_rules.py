@@ -101,8 +101,10 @@ def test_decide_follows_the_steps(tiny_graphs):
                     assert c.colsum == (rules["mean_pullout"].params["colsum"] if "mean_pullout" in rules else None)
                     pool = rules.get("fuse_pool_epilogue")
                     assert c.pool == (pool.at[0] if pool else None)
+                    rows = rules.get("fuse_row_epilogue")
+                    assert c.rows == (tuple(rows.at) if rows else ())
                     assert c.epilogue == sorted({*(rules["fuse_elementwise"].at if "fuse_elementwise" in rules else []),
-                                                 *(pool.at if pool else [])})
+                                                 *(pool.at if pool else []), *(rows.at if rows else [])})
     # flatten_reduction rewrites the graph before any site is found (candidates begin with its
     # steps): no site option carries it (tests/cpu/test_flatten_reduction.py)
     assert seen == RULE_NAMES - {"flatten_reduction"}
@@ -131,6 +133,9 @@ def tiny_graphs():
         build_graph_with_output("maxpool", {"b": 8, "k": 16, "n": 8, "p": 4},  # fuse_pool_epilogue
                                 lambda g: g.red("max", g.matmul(g.input("X", ["b", "k"]), g.input("W", ["k", "n", "p"]),
                                                                 "k", "k"), "p")),
+        build_graph_with_output("groupnorm", {"b": 8, "k": 16, "g": 2, "c": 24},  # fuse_row_epilogue
+                                lambda g: g.layer_norm(g.matmul(g.input("X", ["b", "k"]), g.input("W", ["k", "g", "c"]),
+                                                                "k", "k"), "c")),
         build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold
                                 lambda g: g.matmul(g.mul(g.rms_norm(g.input("X", ["m", "k"]), "k"), g.input("G", ["k"])),
                                                    g.input("W", ["k", "n"]), "k", "k"))]

@@ -56,7 +56,14 @@ class Candidate:
 def analyse(cx: Ctx, peel: bool = True) -> Sites:
     """Every site of the graph, each found (and its side conditions checked) by its rules."""
     flash, rows = ONLINE.match(cx)
-    return Sites(flash, rows, gemm_sites(cx, {i for s in flash for i in s.nodes}, peel))
+    gemms = gemm_sites(cx, {i for s in flash for i in s.nodes}, peel)
+    # a softmax over a GEMM's columns that its epilogue computes (fuse_row_epilogue) is no row
+    # site; one the epilogue computes in part stays one, and that GEMM keeps its rows apart
+    for g in gemms:
+        if any(set(s.nodes) & set(g.rows) and not set(s.nodes) <= set(g.rows) for s in rows):
+            g.rows = ()
+    fused = {i for g in gemms for i in g.rows}
+    return Sites(flash, [s for s in rows if not set(s.nodes) <= fused], gemms)
 
 
 @dataclass
@@ -176,7 +183,7 @@ def _split_first(cx: Ctx, rule, s, opts: list[Option]) -> list[Option]:
 def _gemm_options(cx: Ctx, s) -> list[Option]:
     """A GEMM site's options: split over k first where its output tiles leave SMs idle (a
     plain matmul then has two: split, or the one GEMM); none for a plain unsplit matmul."""
-    fused = s.peels or len(s.matmuls) > 1 or s.epilogue or s.pool
+    fused = s.peels or len(s.matmuls) > 1 or s.epilogue or s.pool or s.rows
     opts = gemm_options(s) if fused else []
     # judged at the tiles the shape gets (shape_tiles): a skinny GEMM's 64 x 256, 16 x 128 swapped,
     # a lone GEMM's one wave of 64-row tiles
@@ -185,7 +192,7 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     tiles = ({**default_tiles(cx), **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else default_tiles(cx)) | \
         (SWAP_AB_TILES if swap_rows(cx, mm) else {}) | wave_tiles(cx)
     n = SPLIT_K.splits(cx, s, tiles)
-    if not n or s.pool:  # a pooled GEMM fills the GPU with narrower tiles (shape_tiles.pool_tiles), never split
+    if not n or s.pool or s.rows:  # a slice holds a partial product: a pool or a norm of it is no slice's
         return opts
     tail = (EPILOGUE.step(s.epilogue),) if s.epilogue else ()
     split = [SPLIT_K.option(cx, s, n, tail)]
@@ -227,6 +234,8 @@ def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
             out |= {p.node for p in s.peels} | (set(s.epilogue) - s.coordinates)
             if all(decide(o).pool is not None for o in opts):  # fuse_pool_epilogue: the pool and what follows it
                 out |= set(s.pool)
+            if all(decide(o).rows for o in opts):  # fuse_row_epilogue: the reductions and what follows them
+                out |= set(s.rows)
             if all(decide(o).stats for o in opts):  # every option computes the statistics itself
                 anc = row_ancestors(cx, [p.vec for p in row_peels(s.peels)], s.axis)
                 out |= {i for i in anc if not isinstance(cx.node(i), ir.Input)}

@@ -302,6 +302,7 @@ class GemmChoice:
     epilogue: list[int] = field(default_factory=list)
     split: int = 0  # split_k: slices of the contraction (0: one CTA runs all of k)
     pool: int | None = None  # fuse_pool_epilogue: the reduce over the weight's last axis, in the epilogue
+    rows: tuple[int, ...] = ()  # fuse_row_epilogue: reductions over the whole column axis, in the epilogue
 
 
 @dataclass
@@ -472,6 +473,9 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
         grid = [grid_tile(p, P, FIXED)] + [grid_tile(q, tiles["block_n"] // P, "block_n", P) if t.axis == q else t
                                            for t in grid if t.axis != p]
         packed, pooled = (q, p), f", pooled over {p} in the epilogue"
+    if c.rows and not split:  # fuse_row_epilogue: one column tile holds every position of n
+        grid = [grid_tile(n_axis, padded(g.axes[n_axis]), FIXED) if t.axis == n_axis else t for t in grid]
+        pooled = f", reduced over {n_axis} in the epilogue"
     kb = KernelBuilder(g.names.user, f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
                        + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else "") + pooled,

@@ -80,6 +80,9 @@ class GemmSite:
     # fuse_pool_epilogue: (the reduce over the GEMM's innermost weight axis, then the
     # elementwise nodes over its result) computed in the GEMM's epilogue; () where it does not fire
     pool: tuple[int, ...] = ()
+    # fuse_row_epilogue: the reductions over the GEMM's column axis (whole in one tile) and the
+    # elementwise nodes after them, in id order, computed in its epilogue; () where it does not fire
+    rows: tuple[int, ...] = ()
 
 
 def row_peels(peels) -> list[Peel]:

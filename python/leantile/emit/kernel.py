@@ -188,6 +188,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             return "1,"
         if axes == ("__lanes",):
             return f"{self.k.threads},"
+        if axes == ("__one", "__lanes"):  # the same, as one row (a T.reduce_sum operand)
+            return f"1, {self.k.threads}"
         dims = self.dims(axes)
         return ", ".join(self.dim_extent(d) for d in dims) + ("," if len(dims) == 1 else "")
 

@@ -219,12 +219,14 @@ class ReductionWriter:
         val = f"T.if_then_else({idx} < {ext}, {val}, {ident})"
         p = f"{part}[t]"
         self.emit(f"{p} = {p} + {val}" if s.kind == "sum" else f"{p} = T.max({p}, {val})", depth + 2)
-        self.emit("for i in T.Parallel(1):", depth)
-        d = f"{self.lname[s.dst]}[0]"
-        if not s.accumulate:
-            self.emit(f"{d} = {ident}", depth + 1)
-        self.emit(f"for kk in T.serial({lanes}):", depth + 1)
-        self.emit(f"{d} = {d} + {part}[kk]" if s.kind == "sum" else f"{d} = T.max({d}, {part}[kk])", depth + 2)
+        # then the lanes' partials reduced across the threads (shuffles: a one-thread loop over
+        # 256 partials was a dependent chain of 256 adds in every CTA of a split loss)
+        lane = self.fresh(f"{_ident(s.dst)}_lanes")
+        self.temps.append((lane, ("__one", "__lanes"), "fragment", dt))
+        self.emit(f"for z, t in T.Parallel(1, {lanes}):", depth)
+        self.emit(f"{lane}[z, t] = {part}[t]", depth + 1)
+        fn = "T.reduce_sum" if s.kind == "sum" else "T.reduce_max"
+        self.emit(f"{fn}({lane}, {self.lname[s.dst]}, dim=1, clear={not s.accumulate})", depth)
 
     def gemm_simt(self, s: Gemm, depth: int):
         """A contraction that is not a 2-D tile GEMM (vectors, scalars): per output element,

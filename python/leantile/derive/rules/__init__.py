@@ -6,6 +6,7 @@
     stats.py    variance_expand, stream_stats                (the row sums the pullouts need)
     gemm.py     dual_gemm, fuse_elementwise                  (GEMM sites and their options)
     pool.py     fuse_pool_epilogue                           (pooling over a GEMM weight's last axis)
+    row_epilogue.py fuse_row_epilogue                        (a norm over a GEMM's whole column tile)
     regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
     split.py    split_k, split_kv, split_row, split_reduction (a grid too small for the GPU)
     masks.py    skip_masked_tiles                        (attention under a position mask)
@@ -25,13 +26,14 @@ from .masks import SKIP
 from .pool import POOL
 from .pullout import GAIN, MEAN, SCALE
 from .regions import FUSE_REDUCTION, ONLINE_SUM
+from .row_epilogue import ROWS
 from .softmax import EXP2, ONLINE, SHIFT
 from .split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
                           SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL,
-                          GAIN, FLATTEN)
+                          GAIN, FLATTEN, ROWS)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

@@ -16,6 +16,7 @@ from ..context import Ctx
 from ..sites import ELEMENTWISE, GemmSite, depends_on, row_peels
 from .base import Option, Rule, sym
 from .pool import POOL
+from .row_epilogue import ROWS
 from .pullout import GAIN, MEAN, SCALE, peel_lhs
 from .stats import STATS, VARIANCE
 
@@ -194,6 +195,8 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
         s.coordinates = frozenset(coordinate_nodes(cx, s.epilogue, s.matmuls))
         r = POOL.match(cx, s.matmuls, s.epilogue)
         s.pool = () if r is None else (r, *EPILOGUE.match(cx, [r]))  # the pool, then its own epilogue
+        if not s.pool and len(s.matmuls) == 1:
+            s.rows = ROWS.match(cx, s.matmuls, s.epilogue, EPILOGUE.match)
     return sites
 
 
@@ -219,7 +222,10 @@ def gemm_options(s: GemmSite) -> list[Option]:
         if s.epilogue:
             steps.append(EPILOGUE.step(s.epilogue))
         label = "+".join(x for x in (f"stats_{stats}" if stats else "", f"colsum_{col}" if col else "") if x)
-        if s.pool:  # pooled in the epilogue (the region rules then leave the pool to it: engine._claimed)
+        if s.rows:  # normalised in the epilogue (the region rules leave the rows to it: engine._claimed)
+            out.append(Option("+".join(x for x in (label, "rows") if x), (*steps, ROWS.step(s.rows)), s,
+                              ROWS.name, (s.matmuls[0], s.rows[0])))
+        elif s.pool:  # pooled in the epilogue (the region rules then leave the pool to it: engine._claimed)
             out.append(Option("+".join(x for x in (label, "pool") if x), (*steps, POOL.step(s.pool)), s,
                               POOL.name, (s.matmuls[0], s.pool[0])))
         else:
