@@ -26,7 +26,7 @@ for p in (ROOT / "python", ROOT / "tests", ROOT / "benchmarks"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from gpu_fuzz_parts.plans import error_text, precompile  # noqa: E402
+from gpu_fuzz_parts.plans import error_text, precompile_all  # noqa: E402
 from gpu_fuzz_parts.worker import Worker, init_compile_process  # noqa: E402
 
 
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max(1, a.workers or (os.cpu_count() or 4) - 2), mp_context=ctx,
                              initializer=init_compile_process, initargs=(1,)) as pool:
-        compiled = dict(zip(sources, pool.map(precompile, sources.values())))
+        compiled = dict(zip(sources, pool.map(precompile_all, sources.values())))
     print(f"compiled in {time.time() - t0:.0f} s; {sum(1 for e, _ in compiled.values() if e)} failed to compile",
           flush=True)
     rows = []

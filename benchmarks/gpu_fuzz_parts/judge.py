@@ -9,6 +9,8 @@ import os
 import time
 import traceback
 
+from nan_graphs import extremum_inputs  # tests/ (on the campaign's path)
+
 from .plans import error_text
 
 LARGE_SCALE = {"f16": 8.0, "bf16": 32.0, "f32": 32.0, "f64": 32.0}
@@ -16,6 +18,7 @@ LARGE_SCALE = {"f16": 8.0, "bf16": 32.0, "f32": 32.0, "f64": 32.0}
 # past 2^60, the magnitudes where a kernel's own rounding of a shift overflows its exponent (the
 # FMA form of online softmax, exp2(m c' - round(m c')): NaN at scores of 5e11, gpu-fuzz 2026-11-28)
 HUGE_SCALE = {"bf16": 16384.0, "f32": 16384.0, "f64": 16384.0}
+NAN_EVERY = 4096  # the "nan" draw's density (judge._inputs)
 RETRIES = 2  # more draws for a plan whose every failing output is ill-conditioned
 
 
@@ -24,10 +27,12 @@ class _Draw:
         self.kind, self.scale, self.seed, self.inputs, self.refs, self.skip = kind, scale, seed, inputs, refs, skip
 
 
-def _inputs(g, seed, scale, dev, torch, prefix=False) -> dict:
+def _inputs(g, seed, scale, dev, torch, prefix=False, nan=()) -> dict:
     """Normal inputs of standard deviation `scale` drawn on the device (seeded), in each input's
     dtype; cross-entropy's class ids as integers; a masked softmax's (a long log-sum-exp's) rows
-    with a -inf prefix."""
+    with a -inf prefix; about one element in NAN_EVERY of each input named in `nan` NaN (at least
+    one: max and min must propagate it as torch's do, leantile.codegen_nan; tests/nan_graphs.py
+    extremum_inputs says which)."""
     from leantile.reference import TORCH_DTYPES
 
     gen = torch.Generator(device=dev).manual_seed(seed)
@@ -38,6 +43,10 @@ def _inputs(g, seed, scale, dev, torch, prefix=False) -> dict:
             x = torch.randint(0, g.axes["c"], shape, generator=gen, device=dev).to(torch.float32)
         else:
             x = torch.randn(shape, generator=gen, device=dev, dtype=torch.float32) * scale
+        if n.name in nan and x.numel():
+            hit = torch.rand(shape, generator=gen, device=dev) < 1.0 / NAN_EVERY
+            hit.view(-1)[int(torch.randint(0, x.numel(), (1,), generator=gen, device=dev))] = True
+            x = x.masked_fill(hit, float("nan"))
         out[n.name] = x.to(TORCH_DTYPES[n.dtype])
     if prefix and "X" in out and out["X"].dim() >= 1:  # X[..., :prefix] = -inf per row, a finite score kept
         # (masked_softmax_graphs' rows; a long log-sum-exp's, where the prefix fills whole slices)
@@ -103,12 +112,14 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
     kinds = [("normal", natural_scale(g))] + ([("large", large)] if job.get("large", True) else [])
     if job.get("large", True) and dtypes <= set(HUGE_SCALE):
         kinds.append(("huge", min(HUGE_SCALE[d] for d in dtypes)))
+    if extremum_inputs(g):  # NaN inputs: a max or min must hand them on (GPU campaign s70, leantile.codegen_nan)
+        kinds.append(("nan", natural_scale(g)))
     draws: dict[str, _Draw] = {}
     info = {"draws": {}, "ref_s": 0.0}
 
     def draw(kind, scale, s, k):
         t0 = time.time()
-        inputs = _inputs(g, s, scale, dev, torch, prefix)
+        inputs = _inputs(g, s, scale, dev, torch, prefix, nan=extremum_inputs(g) if kind == "nan" else ())
         if kind == "large" and not _fits(g, inputs, torch):
             return _Draw(kind, scale, s, skip="the graph's value overflows at this scale")
         refs = k.references(inputs, torch.float64)
@@ -142,7 +153,7 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
             stage = "reference"  # the inputs and the float64 reference (once per graph and draw)
             try:
                 if kind not in draws:
-                    draws[kind] = draw(kind, scale, seed + {"normal": 0, "large": 1, "huge": 2}[kind], k)
+                    draws[kind] = draw(kind, scale, seed + {"normal": 0, "large": 1, "huge": 2, "nan": 3}[kind], k)
                 d = draws[kind]
                 info["draws"][kind] = d.skip or "judged"
                 if d.skip:

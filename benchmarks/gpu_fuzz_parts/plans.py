@@ -66,6 +66,15 @@ def kernel_digests(source: str) -> dict[str, str]:
             for name, f in m.build_kernel(pdl=True, sms=m.SMS).items()}
 
 
+def precompile_all(source: str) -> tuple[str | None, float]:
+    """`precompile` of every kernel of the emitted module, in launch order: (the first failure or
+    None, seconds) (the replay's pool job: a module per failing plan)."""
+    from leantile.runtime import emitted_module
+
+    done = [precompile(source, name) for name in emitted_module(source).build_kernel(pdl=True)]
+    return next((err for err, _ in done if err), None), sum(secs for _, secs in done)
+
+
 def precompile(source: str, name: str) -> tuple[str | None, float]:
     """In a pool process: the kernel `name` of the emitted module compiled into TileLang's disk
     cache, as the module's compile_kernels compiles it (the GPU worker's compile is then a cache

@@ -56,8 +56,8 @@ __all__ = ["StaleUse", "stale_ssa_uses", "refresh_stale_ssa", "fence_stage_relea
 
 # nvcc flag added to every kernel compiled after install(): it puts the repairs into TileLang's
 # kernel-cache key, so that no binary compiled before them is reused from its disk cache (2: the
-# stage-release fence; 1 was the SSA refresh alone).
-MARKER_FLAG = "-DLEANTILE_CODEGEN_REPAIR=2"
+# stage-release fence; 1 was the SSA refresh alone; 3: max and min propagate NaN, leantile.codegen_nan).
+MARKER_FLAG = "-DLEANTILE_CODEGEN_REPAIR=3"
 
 _SSA_DECL = re.compile(r"^(?P<indent>\s*)(?P<type>[A-Za-z_][\w:<>, ]*?)\s+(?P<name>v_(?:_\d+)?)\s*=\s*(?P<expr>.+);\s*$")
 _RELOAD = re.compile(r"^(v_(?:_\d+)?)\s*=[^=]")
@@ -73,7 +73,7 @@ _KEYWORDS = {"for", "if", "while", "else", "return", "switch", "case", "do", "si
 _PURE_CALL = re.compile(r"^(?:__)?(?:[a-z0-9_]*(?:exp|log|sqrt|rsqrt|tanh|sin|cos|erf|pow|fabs|abs|max|min|floor|ceil|round|"
                         r"fma|rcp|div|fdividef|saturate|float2half|half2float|float2bfloat16|bfloat162float|int2float|"
                         r"float2int|isnan|isinf|signbit|copysign)[a-z0-9_]*|make_\w+|half_t|bfloat16_t|float|int|uint|"
-                        r"(?:tl::)?(?:from_uint1|to_uint1|max|min|infinity)|static_cast|reinterpret_cast|\w+_t)$")
+                        r"(?:tl::|lt::)?(?:from_uint1|to_uint1|max|min|infinity)|static_cast|reinterpret_cast|\w+_t)$")
 
 
 @dataclass
@@ -349,7 +349,8 @@ def fence_stage_releases(source: str) -> str:
 
 
 def _postproc(code: str, target) -> str:  # noqa: ARG001  (TileLang's hook signature)
-    return fence_stage_releases(refresh_stale_ssa(code))
+    from .codegen_nan import propagate_nan
+    return propagate_nan(fence_stage_releases(refresh_stale_ssa(code)))
 
 
 def install() -> None:

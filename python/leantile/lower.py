@@ -49,6 +49,7 @@ def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None
     # read Target.current(), so the target must also be entered as a context,
     # and opt_level=3 matches what tilelang.compile uses.
     target = Target({"kind": "cuda", "arch": arch})
+    from .codegen_nan import nan_dropping_extrema
     from .codegen_repair import install, stale_ssa_uses, unfenced_releases, uninstall
     (install if repair else uninstall)()  # repaired: the source the GPU path compiles
     try:
@@ -69,6 +70,9 @@ def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None
     stale = stale_ssa_uses(artifact.kernel_source) if repair else []
     if stale:  # the repair missed a case: a kernel that would compute a wrong value
         raise LoweringError("internal error: stale cached vector load after codegen_repair: " + "; ".join(map(str, stale[:3])))
+    dropping = nan_dropping_extrema(artifact.kernel_source) if repair else []
+    if dropping:  # a max or min that returns the other operand where one is NaN (torch's propagate it)
+        raise LoweringError(f"internal error: a max or min that drops NaN after codegen_repair, lines {dropping[:3]}")
     unfenced = unfenced_releases(artifact.kernel_source) if repair else []
     if unfenced:  # a TMA stage released with no proxy fence: a race with a generic-proxy consumer
         raise LoweringError(f"internal error: pipeline stage released without a proxy fence after codegen_repair, lines {unfenced[:3]}")

@@ -103,11 +103,15 @@ class StreamWriter:
 
     def runtime_offset(self, b, nblk: str) -> str:
         """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
-        clamped in float (a NaN leaf masks every key: any bound is then right), then rounded."""
+        clamped in float, then rounded; a NaN leaf (it masks every key) gives plan.runtime_offset's
+        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan)."""
         g = self.plan.global_buffer(b.leaf)
         at = ", ".join(self.grid_var[a] for a in g.axes) or "0"
-        v = f"{b.shift!r} + {b.scale!r} * T.cast({self.gname[g.name]}[{at}], 'float32')"
-        v = f"T.max(T.min({v}, T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')), -2.0)"
+        leaf = f"T.cast({self.gname[g.name]}[{at}], 'float32')"
+        v = f"{b.shift!r} + {b.scale!r} * {leaf}"
+        top = f"T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')"
+        v = f"T.max(T.min({v}, {top}), -2.0)"
+        v = f"T.if_then_else({leaf} == {leaf}, {v}, {top if b.side == 'hi' else '-2.0'})"
         return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
     def boundary_maps(self, group: list[Map | Iota], depth: int):
