@@ -28,6 +28,11 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+
+    def save():  # after every row (temporary file, then rename): a call's time limit keeps what ran
+        tmp = out / "candidates.json.tmp"
+        tmp.write_text(json.dumps(rows, indent=1))
+        tmp.replace(out / "candidates.json")
     for name, g, torch_fn, _ in workloads("reductions"):
         if name not in args.names:
             continue
@@ -38,6 +43,7 @@ def main(argv=None) -> int:
             except Exception as e:  # a candidate that fails is reported, the others go on
                 rows.append({"case": name, "candidate": c.name, "error": f"{type(e).__name__}: {e}"[:300]})
                 print(name, c.name, "error", rows[-1]["error"], flush=True)
+                save()
                 continue
             gm = r["gpu_ms"]
             rows.append({"case": name, "candidate": c.name, "default": c.name == default, "ok": r["ok"],
@@ -46,9 +52,7 @@ def main(argv=None) -> int:
             print(f"{name:20s} {c.name:24s}{' (default)' if c.name == default else '':10s} kernels {len(r['kernels'])} "
                   f"ok {r['ok']} {gm['leantile']:.4f} ms  compile {gm['compile']:.4f}  "
                   f"x{gm['compile'] / gm['leantile']:.2f}", flush=True)
-    tmp = out / "candidates.json.tmp"
-    tmp.write_text(json.dumps(rows, indent=1))
-    tmp.replace(out / "candidates.json")
+            save()
     return 0
 
 
