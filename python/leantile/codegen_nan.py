@@ -11,8 +11,8 @@ benchmarks/results/gpu-fuzz-h200-2026-11-29-s70.json). A NaN that a max hides is
 training run goes unnoticed.
 
 How: `propagate_nan` prefixes the source with `lt::max` / `lt::min` (float: PTX `max.NaN.f32`,
-one instruction from sm_80; half and bfloat16: `__hmax_nan`; double: a test; integers: CUDA's
-own) and `lt::MaxOp` / `lt::MinOp` (TileLang's AllReduce functor interface), then sends every
+one instruction from sm_80, a test before; half and bfloat16: `__hmax_nan`; double: a test;
+integers: CUDA's own) and `lt::MaxOp` / `lt::MinOp` (TileLang's AllReduce functor interface), then sends every
 unqualified `max(` / `min(` call of the kernels, `tl::fast_max` / `fmaxf`, and TileLang's
 reduction functors (`tl::MaxOp`, `tl::MaxOpNan`, the packed half ones) to them.
 `nan_dropping_extrema` is the matching check (lower.lower_to_cuda runs it on every kernel, so CI
@@ -28,8 +28,13 @@ __all__ = ["PRELUDE", "propagate_nan", "nan_dropping_extrema"]
 MARK = "// leantile.codegen_nan: max / min propagate NaN"
 PRELUDE = MARK + r"""
 namespace lt {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 __device__ __forceinline__ float max(float a, float b) { float r; asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
 __device__ __forceinline__ float min(float a, float b) { float r; asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b)); return r; }
+#else
+__device__ __forceinline__ float max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ float min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
+#endif
 __device__ __forceinline__ double max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
 __device__ __forceinline__ double min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
 __device__ __forceinline__ half_t max(half_t a, half_t b) { return half_t(__hmax_nan(a.to_half(), b.to_half())); }
