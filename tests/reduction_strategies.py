@@ -266,7 +266,8 @@ def long_norm_graphs(draw):
 def normed_gemm_graphs(draw):
     """A norm over the columns of a GEMM's output (issue 49; rules/row_epilogue.py fuses it into
     the GEMM's epilogue where one column tile holds the axis): y[(h,) b, (g,) c] = X W with
-    W [k, (g,) c] (a GroupNorm's groups of c channels), maybe a bias or an activation first, then
+    W [k, (g,) c] (a GroupNorm's groups of c channels; X maybe normalised first: RMSNorm, LayerNorm
+    with a gain, whose pullouts undo in the same epilogue), maybe a bias or an activation first, then
     a LayerNorm, an RMSNorm, a softmax, a log-softmax or x - max over c, maybe a gain and a bias
     over (g, c) after; c mostly 16..256 positions (no multiple of the tile: 24, 100, 129, 200),
     sometimes 1..15 or past 256 (refused: a row kernel of its own); maybe the product or a row
@@ -281,6 +282,11 @@ def normed_gemm_graphs(draw):
     g = DagM("normed_gemm", sizes)
     cols = [*(["g"] if groups else []), "c"]
     x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
+    lhs = draw(st.sampled_from(["none", "none", "rms", "layer_gain"]))  # pullouts and gain_fold beside the rows
+    if lhs == "rms":
+        x = g.rms_norm(x, "k")
+    elif lhs == "layer_gain":
+        x = g.mul(g.layer_norm(x, "k"), g.input("G", ["k"], dt))
     y = g.matmul(x, g.input("W", ["k", *cols], dt), "k", "k")
     pre = draw(st.sampled_from(["none", "bias", "relu"]))
     z = y if pre == "none" else g.add(y, g.input("B", cols, dt)) if pre == "bias" else g.max(y, g.const("0"))
