@@ -177,6 +177,7 @@ def _torch():
         return h, F.rms_norm(h, last(t, "X"), t["gamma"], eps=1e-5)
     return {
         "gemm_groupnorm": gemm_gn,
+        "gemm_groupnorm_large": gemm_gn,
         "layernorm_chw": lambda t: F.layer_norm(t["X"], t["X"].shape[1:], eps=1e-5),
         "groupnorm": gn,
         "batchnorm_train": bn,
@@ -202,6 +203,9 @@ def _torch():
 _KB = {"m": 128, "d": 4096}
 _BODIES = {
     "gemm_groupnorm": (gemm_groupnorm, {"b": 128, "k": 512, "g": 8, "cg": 128}, 1),
+    # the same at a model's width: 8192 tokens through a 4096 x 4096 projection, 32 groups of 128
+    # (fuse_row_epilogue's 128-column tile against a GEMM of its own beside a row kernel)
+    "gemm_groupnorm_large": (gemm_groupnorm, {"b": 8192, "k": 4096, "g": 32, "cg": 128}, 1),
     "layernorm_chw": (layernorm_chw, {"n": 16, "c": 64, "h": 256, "w": 256}, 2),
     "groupnorm": (groupnorm, {"n": 16, "g": 8, "cg": 8, "h": 256, "w": 256}, 2),
     "batchnorm_train": (batchnorm_train, {"n": 16, "c": 64, "h": 256, "w": 256}, 2),
