@@ -231,3 +231,18 @@ def test_dry_run_through_the_compile_pool(tmp_path):
     d = json.loads(next(tmp_path.glob("gpu-fuzz-cpu-*.json")).read_text())
     assert d["graphs"] == 3 and d["plans"] >= 3 and d["mismatch"] == d["crash"] == 0
     assert d["stage_seconds"]["digest_s"] > 0 and d["stage_seconds"]["precompile_s"] > 0
+
+
+def test_replay_builds_its_jobs_and_its_pool_job_takes_a_module():
+    """benchmarks/gpu_fuzz_replay.py over a campaign's failure records: one job per failing graph
+    with the failing candidates' modules, and the pool's job (precompile_all) takes a module's
+    source alone (a changed signature left the replay failing with a TypeError, 2026-11-29): here,
+    without a GPU, it returns why the compile failed instead of raising."""
+    import gpu_fuzz_replay
+    from gpu_fuzz_parts.plans import precompile_all
+    failures = json.loads((ROOT / "benchmarks/results/gpu-fuzz-h200-2026-11-29-s70.json").read_text())["failures"]
+    jobs = gpu_fuzz_replay.jobs_of(failures)
+    assert len(jobs) == 1 and sorted(p["candidate"] for p in jobs[0]["plans"]) == ["fused", "split", "unfused"]
+    source = next(iter(jobs[0]["sources"].values()))
+    err, secs = precompile_all(source)
+    assert secs >= 0 and (err is None or isinstance(err, str))
