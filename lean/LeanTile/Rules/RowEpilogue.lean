@@ -49,6 +49,7 @@ theorem row_agree_map (n : ℕ) (hn : 0 < n) (a : String) (t t' : Tensor) (ι : 
     (h : RowAgree n a t t' ι) (f : ℝ → ℝ → ℝ → ℝ) :
     RowAgree n a (fun κ => f (t κ) (sumAlong n a t κ) (maxAlong n a t κ))
       (fun κ => f (t' κ) (sumAlong n a t' κ) (maxAlong n a t' κ)) ι := by
+  unfold RowAgree
   intro k hk
   show f (t (Function.update ι a k)) (sumAlong n a t (Function.update ι a k))
       (maxAlong n a t (Function.update ι a k)) =
