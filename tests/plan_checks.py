@@ -34,3 +34,12 @@ def check_every_candidate(g, seed: int, tiles_list):
             for o in g.outputs:
                 err = rel_err(out[o].double(), ref[o])
                 assert err < 1e-9, f"{name} {tiles}: output {o}: relative error {err:.3g}"
+
+
+def refusal_reasons(g, rule: str) -> list[str]:
+    """What rule `rule` said when it refused a site of g (the engine's option pass, every site)."""
+    from leantile.derive.context import Ctx
+    from leantile.derive.engine import _options
+    cx = Ctx(g)
+    _options(cx)
+    return [r.reason for r in cx.refused if r.rule == rule]

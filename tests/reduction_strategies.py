@@ -74,6 +74,17 @@ def axis_norm_graphs(draw):
     return build_graph_with_output("axis_norm", sizes, norm_over(axes, shape, draw(st.sampled_from(["f32", "f16"]))))
 
 
+def _maybe_normalised(draw, g, x, dt: str):
+    """x, or its RMSNorm or its LayerNorm with a gain over k (a GEMM's LHS: the pullouts and
+    gain_fold then share the GEMM's epilogue with whatever else fuses there)."""
+    norm = draw(st.sampled_from(["none", "none", "rms", "layer_gain"]))
+    if norm == "rms":
+        return g.rms_norm(x, "k")
+    if norm == "layer_gain":
+        return g.mul(g.layer_norm(x, "k"), g.input("G", ["k"], dt))
+    return x
+
+
 @st.composite
 def pooled_gemm_graphs(draw):
     """Pooling over a split axis of a GEMM's output (issue 49; rules/pool.py fuses it into the
@@ -90,12 +101,7 @@ def pooled_gemm_graphs(draw):
              **({"h": draw(st.integers(1, 2))} if batch else {})}
     dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
     g = DagM("pooled_gemm", sizes)
-    x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
-    norm = draw(st.sampled_from(["none", "none", "rms", "layer_gain"]))  # pullouts and gain_fold beside the pool
-    if norm == "rms":
-        x = g.rms_norm(x, "k")
-    elif norm == "layer_gain":
-        x = g.mul(g.layer_norm(x, "k"), g.input("G", ["k"], dt))
+    x = _maybe_normalised(draw, g, g.input("X", [*(["h"] if batch else []), "b", "k"], dt), dt)
     layout = draw(st.sampled_from([["k", "n", "p"], ["n", "p", "k"]]))  # nn.Linear's weight: [out, in]
     y = g.matmul(x, g.input("W", layout, dt), "k", "k")
     pre = draw(st.sampled_from(["none", "relu", "silu", "bias"]))
@@ -281,12 +287,7 @@ def normed_gemm_graphs(draw):
     dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
     g = DagM("normed_gemm", sizes)
     cols = [*(["g"] if groups else []), "c"]
-    x = g.input("X", [*(["h"] if batch else []), "b", "k"], dt)
-    lhs = draw(st.sampled_from(["none", "none", "rms", "layer_gain"]))  # pullouts and gain_fold beside the rows
-    if lhs == "rms":
-        x = g.rms_norm(x, "k")
-    elif lhs == "layer_gain":
-        x = g.mul(g.layer_norm(x, "k"), g.input("G", ["k"], dt))
+    x = _maybe_normalised(draw, g, g.input("X", [*(["h"] if batch else []), "b", "k"], dt), dt)
     y = g.matmul(x, g.input("W", ["k", *cols], dt), "k", "k")
     pre = draw(st.sampled_from(["none", "bias", "relu"]))
     z = y if pre == "none" else g.add(y, g.input("B", cols, dt)) if pre == "bias" else g.max(y, g.const("0"))

@@ -15,9 +15,7 @@ from hypothesis import given, settings, strategies as st
 from leantile import dag
 from leantile.errors import GraphError
 from leantile.derive import candidates, derive
-from leantile.derive.context import Ctx
-from leantile.derive.engine import _options
-from plan_checks import check_every_candidate
+from plan_checks import check_every_candidate, refusal_reasons
 from reduction_strategies import pooled_gemm_graphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -36,9 +34,7 @@ def _pooled(p: int = 4, kind: str = "max", product_out: bool = False, dtype: str
 
 
 def _refusals(g) -> list[str]:
-    cx = Ctx(g)
-    _options(cx)
-    return [r.reason for r in cx.refused if r.rule == "fuse_pool_epilogue"]
+    return refusal_reasons(g, "fuse_pool_epilogue")
 
 
 @pytest.mark.parametrize("name", ["gemm_maxpool", "gemm_avgpool"])

@@ -14,9 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from leantile import dag
 from leantile.derive import candidates, derive
-from leantile.derive.context import Ctx
-from leantile.derive.engine import _options
-from plan_checks import check_every_candidate
+from plan_checks import check_every_candidate, refusal_reasons
 from reduction_strategies import normed_gemm_graphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -35,9 +33,7 @@ def _normed(c: int = 100, kind: str = "layer", product_out: bool = False, dtype:
 
 
 def _refusals(g) -> list[str]:
-    cx = Ctx(g)
-    _options(cx)
-    return [r.reason for r in cx.refused if r.rule == RULE]
+    return refusal_reasons(g, RULE)
 
 
 def test_the_suites_groupnorm_after_a_gemm_is_one_kernel_storing_only_the_output():
