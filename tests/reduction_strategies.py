@@ -273,8 +273,9 @@ def normed_gemm_graphs(draw):
     """A norm over the columns of a GEMM's output (issue 49; rules/row_epilogue.py fuses it into
     the GEMM's epilogue where one column tile holds the axis): y[(h,) b, (g,) c] = X W with
     W [k, (g,) c] (a GroupNorm's groups of c channels; X maybe normalised first: RMSNorm, LayerNorm
-    with a gain, whose pullouts undo in the same epilogue), maybe a bias or an activation first, then
-    a LayerNorm, an RMSNorm, a softmax, a log-softmax or x - max over c, maybe a gain and a bias
+    with a gain, whose pullouts undo in the same epilogue), maybe a bias, an activation or a cast
+    first, then a LayerNorm, an RMSNorm, a softmax (maybe under a mask of positions), a log-softmax
+    or x - max over c, maybe a gain and a bias
     over (g, c) after; c mostly 16..256 positions (no multiple of the tile: 24, 100, 129, 200),
     sometimes 1..15 or past 256 (refused: a row kernel of its own); maybe the product or a row
     statistic an output too (stored by the GEMM); sizes that do not divide the tiles, size-1
@@ -289,11 +290,14 @@ def normed_gemm_graphs(draw):
     cols = [*(["g"] if groups else []), "c"]
     x = _maybe_normalised(draw, g, g.input("X", [*(["h"] if batch else []), "b", "k"], dt), dt)
     y = g.matmul(x, g.input("W", ["k", *cols], dt), "k", "k")
-    pre = draw(st.sampled_from(["none", "bias", "relu"]))
-    z = y if pre == "none" else g.add(y, g.input("B", cols, dt)) if pre == "bias" else g.max(y, g.const("0"))
-    kind = draw(st.sampled_from(["layer", "rms", "softmax", "log_softmax", "centre_max"]))
+    pre = draw(st.sampled_from(["none", "bias", "relu", "cast"]))
+    z = y if pre == "none" else g.add(y, g.input("B", cols, dt)) if pre == "bias" else \
+        g.max(y, g.const("0")) if pre == "relu" else g.cast(y, "f32" if dt != "f32" else "bf16")
+    kind = draw(st.sampled_from(["layer", "rms", "softmax", "log_softmax", "centre_max", "masked_softmax"]))
     stat = None
-    if kind == "layer":
+    if kind == "masked_softmax":  # positions c > b masked (row 0 keeps c = 0): a coordinate mask in the epilogue
+        out = g.softmax(g.select(g.le(g.iota("c"), g.iota("b")), z, g.const("-inf")), "c")
+    elif kind == "layer":
         out = g.layer_norm(z, "c")
     elif kind == "rms":
         out = g.rms_norm(z, "c")

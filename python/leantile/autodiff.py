@@ -97,8 +97,9 @@ def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
 def training_forward(g: ir.Graph) -> tuple[ir.Graph | None, dict[str, int]]:
     """(the forward that also stores what the backward reads of g under default_saved beyond g's own
     outputs, those values {backward input name: forward node}); (None, {}) where the backward reads
-    nothing of it, or only its outputs (a log-softmax's): the inference forward serves training too. leantile.torch.op compiles it beside
-    the inference forward; leantile.precompile compiles it ahead."""
+    nothing of it, or only its outputs (a log-softmax's): the inference forward serves training
+    too. leantile.torch.op compiles it beside the inference forward; leantile.precompile compiles
+    it ahead."""
     save = default_saved(g)
     bw = vjp(g, save=save) if save else None
     if bw is None or not bw.saved:

@@ -13,7 +13,7 @@ import torch
 
 from leantile import dag, interp, reference
 from leantile.derive import candidates, derive
-from leantile.derive.rules.regions import padded
+from leantile.derive.rules.base import padded
 from leantile.plan import Reduce
 
 from plan_checks import rel_err

@@ -59,10 +59,10 @@ def analyse(cx: Ctx, peel: bool = True) -> Sites:
     gemms = gemm_sites(cx, {i for s in flash for i in s.nodes}, peel)
     # a softmax over a GEMM's columns that its epilogue computes (fuse_row_epilogue) is no row
     # site; one the epilogue computes in part stays one, and that GEMM keeps its rows apart
-    for g in gemms:
-        if any(set(s.nodes) & set(g.rows) and not set(s.nodes) <= set(g.rows) for s in rows):
-            g.rows = ()
-    fused = {i for g in gemms for i in g.rows}
+    for site in gemms:
+        if any(set(s.nodes) & set(site.rows) and not set(s.nodes) <= set(site.rows) for s in rows):
+            site.rows = ()
+    fused = {i for site in gemms for i in site.rows}
     return Sites(flash, [s for s in rows if not set(s.nodes) <= fused], gemms)
 
 

@@ -23,7 +23,8 @@ from .context import Ctx
 from .grids import flash_grid, grid_tile, tiled_grid
 from .online_update import online_update
 from .rules.masks import boundary_closure
-from .rules.regions import padded, row_block, row_threads, streamed_rows
+from .rules.base import padded
+from .rules.regions import row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .sites import FlashSite, GemmSite, SoftmaxSite, row_peels
 
@@ -463,7 +464,7 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
     n_axis = next((a for a in reversed(out_axes) if a not in base.axes), None)
     tiled = {a: p for a, p in ((m_axis, "block_m"), (n_axis, "block_n")) if a}
     what = "dual GEMM" if len(mms) == 2 else "GEMM"
-    grid, packed, pooled = tiled_grid(out_axes, tiled, tiles), (), ""
+    grid, packed, placed = tiled_grid(out_axes, tiled, tiles), (), ""  # placed: a pool or norm
     if c.pool is not None and not split:  # fuse_pool_epilogue: (n, p) one column tile of block_n
         p = g.node(c.pool).axis
         q, P = out_axes[-2], g.axes[p]
@@ -472,13 +473,13 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
                                  f"all {P} of {p} (fuse_pool_epilogue): choose a multiple of {2 * P}"])
         grid = [grid_tile(p, P, FIXED)] + [grid_tile(q, tiles["block_n"] // P, "block_n", P) if t.axis == q else t
                                            for t in grid if t.axis != p]
-        packed, pooled = (q, p), f", pooled over {p} in the epilogue"
+        packed, placed = (q, p), f", pooled over {p} in the epilogue"
     if c.rows and not split:  # fuse_row_epilogue: one column tile holds every position of n
         grid = [grid_tile(n_axis, padded(g.axes[n_axis]), FIXED) if t.axis == n_axis else t for t in grid]
-        pooled = f", reduced over {n_axis} in the epilogue"
+        placed = f", reduced over {n_axis} in the epilogue"
     kb = KernelBuilder(g.names.user, f"gemm_{'_'.join(map(str, s.matmuls))}",
                        f"{what} over {s.axis}" + (" with pulled-out row scale" if c.scale else "")
-                       + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else "") + pooled,
+                       + (" and mean" if c.mean else "") + (", fused epilogue" if c.epilogue else "") + placed,
                        ([grid_tile(split, 1, None)] if split else []) + grid,
                        _split(_stream(s.axis, "block_k", tiles, [mm.axis_b for mm in mms]), split), tiles["threads"])
     kb.packed = packed
@@ -525,9 +526,9 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
             else:
                 kb.epilogue.append(Map(dst=acc, fn="mul", args=(acc, vec)))
         have[mm.id] = acc
-    for i in c.epilogue:  # fuse_elementwise (and fuse_pool_epilogue's reduce)
+    for i in c.epilogue:  # fuse_elementwise (and the reductions of fuse_pool_epilogue, fuse_row_epilogue)
         n = g.node(i)
-        if isinstance(n, ir.Reduce):  # every position of the pooled axis is in this tile
+        if isinstance(n, ir.Reduce):  # every position of the pooled or normalised axis is in this tile
             dst = kb.buf(g.value(i), n.axes, "fragment", "acc", i, key=("value", i))
             kb.epilogue.append(Reduce(dst=dst, src=have[n.x], kind=n.kind, axis=n.axis))
             have[i] = dst

@@ -16,7 +16,8 @@ from ..plan import FIXED, Fill, Iota, Load, Map, Pivot, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
-from .rules.regions import RegionSite, column_layout, padded, row_block, row_threads, streamed_rows, two_pass_rows
+from .rules.base import padded
+from .rules.regions import RegionSite, column_layout, row_block, row_threads, streamed_rows, two_pass_rows
 
 
 def _args(cx: Ctx, site: RegionSite, i: int) -> tuple[int, ...]:

@@ -223,9 +223,9 @@ class Reduce(_M):
 
 
 class Pivot(_M):
-    """On the first block the CTA streams only (a slice's first, of a split stream): dst = src at position 0 of the streamed `axis`
-    (src an on-chip tile of it, dst the same axes less `axis`); later blocks keep dst. A
-    per-row value of the first tile that stays fixed for the whole stream: the pivot p of
+    """On the first block the CTA streams (a split stream's slice: its first) only: dst = src at
+    position 0 of the streamed `axis` (src an on-chip tile of it, dst its axes less `axis`); later
+    blocks keep dst. A per-row value of the first tile, fixed for the whole stream: the pivot p of
     shifted statistics, sum (x - p) and sum (x - p)^2 (derive.kernels._row_program). Taken
     from the tile the body loads anyway: a load of its own before the stream costs a global
     round trip per CTA (measured 4% of a fused LayerNorm -> GEMM kernel on an H100)."""

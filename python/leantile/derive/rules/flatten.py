@@ -19,6 +19,7 @@ is the nested sum over Fin a and Fin b through finProdFinEquiv (row-major), and 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ... import ir
@@ -76,10 +77,7 @@ def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...],
     parts = _adjacent(g.node(g.node(run[0]).x).axes, parts_set)
     if parts is None:
         return None
-    size = 1
-    for a in parts:
-        size *= g.axes[a]
-    if size > ir.MAX_AXIS_SIZE:
+    if _product(g, parts) > ir.MAX_AXIS_SIZE:
         return None
     # every run whose first reductions reduce exactly these axes is merged too; their inner
     # results (which have some of the axes, not all) disappear
@@ -153,10 +151,7 @@ def apply_merge(g: ir.Graph, m: Merge) -> ir.Graph:
 
 
 def _product(g: ir.Graph, parts) -> int:
-    out = 1
-    for a in parts:
-        out *= g.axes[a]
-    return out
+    return math.prod(g.axes[a] for a in parts)
 
 
 class FlattenReduction(Rule):

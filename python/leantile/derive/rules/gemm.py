@@ -195,7 +195,7 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
         s.coordinates = frozenset(coordinate_nodes(cx, s.epilogue, s.matmuls))
         r = POOL.match(cx, s.matmuls, s.epilogue)
         s.pool = () if r is None else (r, *EPILOGUE.match(cx, [r]))  # the pool, then its own epilogue
-        if not s.pool and len(s.matmuls) == 1:
+        if not s.pool:  # (one matmul only: ROWS.match)
             s.rows = ROWS.match(cx, s.matmuls, s.epilogue, EPILOGUE.match)
     return sites
 

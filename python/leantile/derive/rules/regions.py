@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ... import ir
 from ..context import Ctx
 from ..sites import ELEMENTWISE
-from .base import Option, Rule, padded, sym  # noqa: F401  (padded: the regions' row extents)
+from .base import Option, Rule, padded, sym
 
 ON_CHIP = 16384  # elements of one on-chip row tile: 32 float32 registers per thread at 512 threads
 # the elements one CTA reduces where the grid has nothing else to spread (a reduction into a
