@@ -94,23 +94,27 @@ class RowEpilogue(Rule):
             S.sp.Symbol(g.node(r).axis))
 
     def check(self) -> bool:
-        """A LayerNorm over the columns of X W computed from the whole product equals the one
-        computed row by row from the tile (each row's values alone)."""
+        """A LayerNorm over the columns of X W equals the one the epilogue computes from a column
+        tile padded past the axis's end (the padded products are 0: the weight's zero-filled
+        loads), its reductions masked to the real columns; unmasked, the padding would shift the
+        mean and the variance (so the check fails without the mask)."""
         S = sym()
         sp = S.sp
         prod = S.X * S.W
         rows, cols = prod.shape
 
-        def norm(row):
-            mu = sum(row) / len(row)
-            var = sum((v - mu) ** 2 for v in row) / len(row)
+        def norm(row, keep):
+            n = sum(keep)
+            mu = sum(v * k for v, k in zip(row, keep)) / n
+            var = sum((v - mu) ** 2 * k for v, k in zip(row, keep)) / n
             return [(v - mu) / sp.sqrt(var + 1) for v in row]
-        whole = [norm([prod[i, j] for j in range(cols)]) for i in range(rows)]
-        for i in range(rows):  # a tile of one row: the row's product alone
-            tile = (S.X[i, :] * S.W)
-            if any(not S.zero(a - b) for a, b in zip(norm([tile[0, j] for j in range(cols)]), whole[i])):
+        for i in range(rows):
+            row = [prod[i, j] for j in range(cols)]
+            whole = norm(row, [1] * cols)
+            tile = norm(row + [0], [1] * cols + [0])[:cols]  # one padded column, masked
+            if any(not S.zero(a - b) for a, b in zip(tile, whole)):
                 return False
-        return True
-
+        unmasked = norm([prod[0, j] for j in range(cols)] + [0], [1] * (cols + 1))[:cols]
+        return not S.zero(unmasked[0] - norm([prod[0, j] for j in range(cols)], [1] * cols)[0])
 
 ROWS = RowEpilogue()
