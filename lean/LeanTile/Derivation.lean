@@ -54,7 +54,8 @@ def ruleTheorems : List (String × String) :=
   , ("fuse_pool_epilogue", "LeanTile.pool_epilogue_eval")
   , ("gain_fold", "LeanTile.gain_fold")
   , ("flatten_reduction", "LeanTile.sum_fin_prod")
-  , ("fuse_row_epilogue", "LeanTile.row_epilogue_eval") ]
+  , ("fuse_row_epilogue", "LeanTile.row_epilogue_eval")
+  , ("flash_backward", "LeanTile.flash_backward_blocks") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.

@@ -75,7 +75,9 @@ def default_saved(g: ir.Graph) -> frozenset[int]:
     log-softmax that is an output (below). Everything else is recomputed from the inputs:
     elementwise values and row statistics cost one read of what the backward reads anyway."""
     budget = sum(math.prod(g.shape(n.id)) for n in g.inputs())
-    gemms = {n.id for n in g.nodes if isinstance(n, ir.Matmul) and math.prod(g.shape(n.id)) <= budget}
+    scores = attention_scores(g)
+    gemms = {n.id for n in g.nodes if isinstance(n, ir.Matmul) and math.prod(g.shape(n.id)) <= budget
+             and n.id not in scores}
     # a log-sum-exp row (a cross-entropy's, a logsumexp's: one value a row) and a softmax or
     # log-softmax the graph outputs anyway: their closed-form cotangents (back_row) then need no
     # row statistics again. Recomputed, the cross-entropy backward streamed its 8192 x 32000 logits
@@ -84,6 +86,28 @@ def default_saved(g: ir.Graph) -> frozenset[int]:
     outs = set(g.outputs.values())
     rows = {r for r, (form, _, _) in row_forms(g).items() if form == "logsumexp" or r in outs}
     return frozenset(gemms | rows)
+
+
+def attention_scores(g: ir.Graph) -> set[int]:
+    """The products that are attention's scores: a matmul under a softmax row over one of its
+    axes (through elementwise nodes: a scale, a mask), the row contracted over that axis by
+    another matmul (P V). Never saved, at any size: the backward's flash_backward kernels
+    recompute them tile by tile, and a saved [t_q, t_kv] product would be the memory the flash
+    backward exists to avoid (at test sizes it is smaller than the inputs, and saving it there
+    alone would test another backward than the one that runs at scale)."""
+    users, out = g.users(), set()
+    for r, (form, z, u) in row_forms(g).items():
+        if form != "softmax" or not any(isinstance(g.nodes[v], ir.Matmul) and g.nodes[v].a == r
+                                        and g.nodes[v].axis_a == u for v in users[r]):
+            continue
+        stack = [z]
+        while stack:
+            n = g.nodes[stack.pop()]
+            if isinstance(n, ir.Matmul) and u in n.axes:
+                out.add(n.id)
+            elif isinstance(n, (ir.Unary, ir.Binary, ir.Select, ir.Cast)):
+                stack += list(n.args())
+    return out
 
 
 def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
@@ -409,15 +433,20 @@ class _Reverse:
         b_rest = [x for x in B.axes if x != kb and x not in a_free]
         a_only = [x for x in a_free if x not in B.axes]
         if n.a in self.need:  # dA over B's contraction axis, renamed after: A's name for it is in no other
-            t = self._side(dy, self.fwd(n.b), b_rest, first=True)
+            t = self._side(dy, self.fwd(n.b), b_rest, first=True, want=A.axes if ka == kb else ())
             self.give(n.a, t if ka == kb else self.rename(t, kb, ka))
         if n.b in self.need:  # dB: A renamed before (dY may carry a free axis of B named like A's)
             a = self.fwd(n.a) if ka == kb else self.rename(self.fwd(n.a), ka, kb)
-            self.give(n.b, self._side(dy, a, a_only, first=False))
+            self.give(n.b, self._side(dy, a, a_only, first=False, want=B.axes))
 
-    def _side(self, dy: int, other: int, over: list[str], first: bool) -> int:
+    def _side(self, dy: int, other: int, over: list[str], first: bool, want: tuple[str, ...] = ()) -> int:
         """Σ over `over` (Y's axes the gradient's operand lacks) of dY times the other operand: a
-        contraction over the longest, sums over the rest, a broadcast product where there is none."""
+        contraction over the longest, sums over the rest, a broadcast product where there is none.
+        The contraction's operands go in the order whose product has its axes in `want`'s order
+        (the operand's own) where one does: attention's dK = dSᵀ Q as matmul(dS, Q) over the
+        queries is [h, t_kv, d_h], K's layout; matmul(Q, dS) was [h, d_h, t_kv], which in_order then
+        turned back by a zero-add (the GEMM's output stored transposed, and no attention-backward
+        site could see the product)."""
         b = self.b
         if not over:
             return b.mul(dy, other)
@@ -425,7 +454,13 @@ class _Reverse:
         # holds the others as batch axes (GQA's dK = sum over the group and the queries of dS Q:
         # contracting the group of 4 first held [h_kv, t_q, d_h, t_kv], 2^31 values at t = 2048)
         e = max(over, key=lambda a: self.g.axes[a])
-        t = b.matmul(dy, other, e, e) if first else b.matmul(other, dy, e, e)
+        pairs = [(dy, other), (other, dy)] if first else [(other, dy), (dy, other)]
+
+        def ordered(x: int, y: int) -> bool:
+            got = tuple(a for a in ir.matmul_axes(self.axes(x), self.axes(y), e, e) if a not in over)
+            return got == tuple(a for a in want if a in got)
+        x, y = next((p for p in pairs if ordered(*p)), pairs[0])
+        t = b.matmul(x, y, e, e)
         for x in over:
             if x != e:
                 t = b.red("sum", t, x)

@@ -6,6 +6,7 @@ from html.parser import HTMLParser
 import pytest
 
 from leantile import architectures
+from leantile.autodiff import vjp
 from leantile.cli import main
 from leantile.derive import RULES
 from leantile.derive.rules import run_sympy_checks, sympy_checks
@@ -157,7 +158,8 @@ def test_every_rule_has_a_formula_and_a_sympy_check():
                                        lambda g: g.red("sum", g.red("sum", g.input("X", ["n", "c", "h", "w"]), "w"), "h")),
                build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold
                                        lambda g: g.matmul(g.mul(g.rms_norm(g.input("X", ["m", "k"]), "k"), g.input("G", ["k"])),
-                                                          g.input("W", ["k", "n"]), "k", "k"))]
+                                                          g.input("W", ["k", "n"]), "k", "k")),
+               vjp(architectures.build("causal_attention", h=2, t_q=40, t_kv=40, d_h=16)).graph]  # flash_backward
     for g in graphs:
         name = g.name
         for c in candidates(g):

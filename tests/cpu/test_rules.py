@@ -113,6 +113,7 @@ def test_decide_follows_the_steps(tiny_graphs):
 @pytest.fixture
 def tiny_graphs():
     from leantile import architectures
+    from leantile.autodiff import vjp
     from leantile.dag import build_graph_with_output
 
     def norm(g):  # a standalone LayerNorm: a region no pattern rule claims
@@ -138,4 +139,5 @@ def tiny_graphs():
                                                                 "k", "k"), "c")),
         build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold
                                 lambda g: g.matmul(g.mul(g.rms_norm(g.input("X", ["m", "k"]), "k"), g.input("G", ["k"])),
-                                                   g.input("W", ["k", "n"]), "k", "k"))]
+                                                   g.input("W", ["k", "n"]), "k", "k")),
+        vjp(architectures.build("causal_attention", h=2, t_q=40, t_kv=40, d_h=16)).graph]  # flash_backward

@@ -9,7 +9,8 @@ from . import kernels as K
 from .context import Ctx
 from .region_kernels import gain_fold_kernel, region_kernel, region_loads
 from .rules.regions import RegionSite
-from .sites import FlashSite, SoftmaxSite, row_peels
+from .flash_backward_kernels import flash_backward
+from .sites import FlashBackwardSite, FlashSite, SoftmaxSite, row_peels
 from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .wide_outputs import wide_copies
 
@@ -37,7 +38,12 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     region_splits: dict[int, int] = {}  # a split region's first member -> its slices (split_reduction)
     for c in picked:
         s = c.site
-        if isinstance(s, FlashSite) and c.split:
+        if isinstance(s, FlashBackwardSite):
+            parts, bufs = flash_backward(cx, s, c.exp2, tiles, c.skip)
+            for kern, reads, writes in parts:
+                add(kern, reads, writes)
+            extra_globals += bufs
+        elif isinstance(s, FlashSite) and c.split:
             qk, pv = cx.node(s.qk), cx.node(s.pv)
             sliced, merge, bufs = split_flash(cx, c, tiles, axes)
             add(sliced, [qk.a, qk.b, pv.b, *s.leaves], [b.name for b in bufs])

@@ -35,7 +35,9 @@ from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
                           swap_rows, wave_tiles)
-from .sites import FlashSite, GemmSite, Sites, SoftmaxSite, row_peels
+from .flash_backward_kernels import flash_backward
+from .rules.flash_backward import FLASH_BWD
+from .sites import FlashBackwardSite, FlashSite, GemmSite, Sites, SoftmaxSite, row_peels
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
 
 # Candidates are one option per site. Up to this many combinations are all enumerated; past
@@ -56,14 +58,17 @@ class Candidate:
 def analyse(cx: Ctx, peel: bool = True) -> Sites:
     """Every site of the graph, each found (and its side conditions checked) by its rules."""
     flash, rows = ONLINE.match(cx)
-    gemms = gemm_sites(cx, {i for s in flash for i in s.nodes}, peel)
+    backward = FLASH_BWD.match(cx, rows)  # attention's backward: its softmax row is the site's
+    taken = {i for s in backward for i in s.nodes}
+    rows = [s for s in rows if s.div not in taken]
+    gemms = gemm_sites(cx, {i for s in flash for i in s.nodes} | taken, peel)
     # a softmax over a GEMM's columns that its epilogue computes (fuse_row_epilogue) is no row
     # site; one the epilogue computes in part stays one, and that GEMM keeps its rows apart
     for site in gemms:
         if any(set(s.nodes) & set(site.rows) and not set(s.nodes) <= set(site.rows) for s in rows):
             site.rows = ()
     fused = {i for site in gemms for i in site.rows}
-    return Sites(flash, [s for s in rows if not set(s.nodes) <= fused], gemms)
+    return Sites(flash, [s for s in rows if not set(s.nodes) <= fused], gemms, backward)
 
 
 @dataclass
@@ -91,6 +96,8 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     """The fused kernels option o builds (stores aside): what its shared memory is judged by."""
     c = decide(o)
     s = c.site  # o.site as its steps decided (a region's exp2 exps)
+    if isinstance(s, FlashBackwardSite):
+        return [k for k, _, _ in flash_backward(cx, s, c.exp2, tiles, c.skip)[0]]
     if isinstance(s, FlashSite):
         return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack)]
     if isinstance(s, SoftmaxSite):
@@ -132,7 +139,8 @@ def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
 
-    out = [_split_first(cx, SPLIT_KV, s, opts) for s, opts in zip(sites.flash, flash) if opts]
+    out = [opts for opts in ([o for o in FLASH_BWD.options(s) if _fits(cx, o)] for s in sites.backward) if opts]
+    out += [_split_first(cx, SPLIT_KV, s, opts) for s, opts in zip(sites.flash, flash) if opts]
     out += [_on_chip(cx, s) + _split_first(cx, SPLIT_ROW, s, online_options(s, "online_row")) for s in rows]
     out += [opts for opts in (_gemm_options(cx, s) for s in sites.gemms) if opts]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
@@ -223,7 +231,7 @@ def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
     out = {n.id for n in cx.nodes if isinstance(n, ir.Matmul)}
     for opts in options:
         s = opts[0].site
-        if isinstance(s, FlashSite):
+        if isinstance(s, (FlashSite, FlashBackwardSite)):
             out |= set(s.nodes)
         elif isinstance(s, (SoftmaxSite, RegionSite)):  # a softmax row: online or on chip
             for o in opts:

@@ -10,7 +10,7 @@ from ..plan.passes import PINGPONG_BLOCK_M, PINGPONG_DTYPES, PINGPONG_THREADS, S
 from ..plan.verify import DTYPE_BYTES
 from . import kernels as K
 from .context import Ctx
-from .sites import FlashSite, SoftmaxSite
+from .sites import FlashBackwardSite, FlashSite, SoftmaxSite
 
 
 def default_tiles(cx: Ctx) -> dict:
@@ -29,6 +29,20 @@ def default_tiles(cx: Ctx) -> dict:
     return {**t, "block_m": t["block_m"] // wide, "block_k": t["block_k"] // wide}
 
 
+# Attention's backward (rules.flash_backward): a CTA's 128 query rows (keys in the dK/dV kernel) by
+# 64 streamed positions on two warpgroups where such tiles fill a wave, else 64 rows on one.
+# H200, the backward alone (benchmarks/flash_backward/variants.py, results/variants-h200-2026-11-29-first.json):
+# 16 heads x 2048^2 x 128, 64 x 64 on 128 threads -> 128 x 64 on 256: 0.433 -> 0.322 ms, causal
+# 0.561 -> 0.457, with the scale 0.741 -> 0.443; causal 4 heads x 1000^2 x 64 (32 CTAs of 128
+# rows) 0.060 -> 0.074; 64 x 128 tiles leave 256 threads no whole-row split of the score tile.
+FLASH_BACKWARD_TILES = {"block_m": 64, "block_n": 64, "threads": 128, "stages": 2}
+FLASH_BACKWARD_WIDE_TILES = {"block_m": 128, "block_n": 64, "threads": 256, "stages": 2}
+
+
+def _backward_ctas(cx: Ctx, s, rows: int) -> int:
+    """The fewer CTAs of a flash_backward site's query-tile and key-tile kernels at `rows` rows."""
+    batch = math.prod(cx.axes[a] for a in cx.node(s.softmax.div).axes if a not in (s.row, s.axis))
+    return batch * min(math.ceil(cx.axes[s.row] / rows), math.ceil(cx.axes[s.axis] / rows))
 # The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
 # tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
 # 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion/fusion_tiles_probe.py).
@@ -211,6 +225,10 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True, pow2: bool = False) ->
     of 64-row tiles (wave_tiles), a GEMM split over k 4 stages (SPLIT_GEMM_TILES), any
     other GEMM 3 stages (GEMM_TILES). With `pow2`, blocks are powers of two only (a kernel that
     reduces a tile filled elementwise: plan.verify.reduce_layout_problem)."""
+    backward = [c.site for c in picked if isinstance(c.site, FlashBackwardSite)]
+    if backward:
+        return dict(FLASH_BACKWARD_WIDE_TILES if all(_backward_ctas(cx, s, 128) >= cx.target.sms for s in backward)
+                    else FLASH_BACKWARD_TILES)
     matmuls = [n for n in cx.nodes if isinstance(n, ir.Matmul)]
     rows = [gemm_rows(cx, n) for n in matmuls]
     flash_site = any(isinstance(c.site, FlashSite) for c in picked)

@@ -56,6 +56,45 @@ class FlashSite:
 
 
 @dataclass(frozen=True)
+class FlashBackwardSite:
+    """Attention's backward as reverse mode writes it (leantile.autodiff.vjp): the softmax P of
+    the scores recomputed (S = Q K^T, the score function, the row), dP = dO V^T, the row term
+    D = sum_t dP P, dS0 = P (dP - D), the score function's cotangent from dS0 to dS (a scale, a
+    mask's select), and the products dQ = dS K, dK = dS^T Q, dV = P^T dO (any may be absent:
+    an input needing no gradient). `tile` is every node computed on a tile of scores, in id order
+    (coordinates such as a causal mask's positions recomputed there); `leaves` what those read
+    from device memory beside Q, K, V and dO."""
+    qk: int
+    softmax: SoftmaxSite
+    dp: int
+    prod: int  # dP * P
+    dsum: int  # D = sum over t of dP * P
+    diff: int  # dP - D
+    ds0: int  # P * (dP - D)
+    ds: int  # the cotangent of the scores the products read (ds0, or past the score function's)
+    tile: tuple[int, ...]
+    leaves: tuple[int, ...]
+    row: str  # the query axis
+    dq: int | None = None
+    dk: int | None = None
+    dv: int | None = None
+    # skip_masked_tiles: the forward mask's select and comparison nodes and the key bounds they
+    # give (plan.KeyBound), where dS is zero wherever the mask drops a key (the cotangent's chain
+    # ends in the mask's select with 0): a block no row keeps adds nothing to dQ, dK, dV or D
+    skip_at: tuple[int, ...] = ()
+    bounds: tuple = ()
+
+    @property
+    def axis(self) -> str:
+        return self.softmax.axis
+
+    @property
+    def nodes(self) -> tuple[int, ...]:
+        """Every node the site's kernels compute (the products included)."""
+        return tuple(sorted({*self.tile, *(i for i in (self.dq, self.dk, self.dv) if i is not None)}))
+
+
+@dataclass(frozen=True)
 class Peel:
     kind: str  # "scale" (mul by s), "mean" (sub mu) or "gain" (mul by g over the contraction axis)
     node: int  # the mul / sub node
@@ -119,3 +158,4 @@ class Sites:
     flash: list[FlashSite]
     rows: list[SoftmaxSite]
     gemms: list[GemmSite]  # every matmul group, fused or not
+    backward: list[FlashBackwardSite] = field(default_factory=list)  # attention backwards (flash_backward)

@@ -12,6 +12,7 @@
     masks.py    skip_masked_tiles                        (attention under a position mask)
     group.py    pack_query_group                         (grouped-query attention: heads share K, V)
     flatten.py  flatten_reduction                        (nested reductions over adjacent axes: one)
+    flash_backward.py flash_backward                     (attention's backward: three kernels, no score matrix stored)
 
 Every table about rules is derived from RULES: rule -> theorem (cited in every step, checked
 by `leantile check-lean`), -> Lean file, -> parameter meanings, -> formula and sympy check.
@@ -19,6 +20,7 @@ by `leantile check-lean`), -> Lean file, -> parameter meanings, -> formula and s
 from __future__ import annotations
 
 from .base import Option, Rule  # noqa: F401
+from .flash_backward import FLASH_BWD
 from .flatten import FLATTEN
 from .gemm import DUAL, EPILOGUE
 from .group import PACK
@@ -33,7 +35,7 @@ from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
                           SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL,
-                          GAIN, FLATTEN, ROWS)
+                          GAIN, FLATTEN, ROWS, FLASH_BWD)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

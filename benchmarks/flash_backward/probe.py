@@ -1,0 +1,117 @@
+"""Attention's backward alone (issue 50): the vjp graph of each attention built-in at a training
+shape, compiled by leantile (its default plan: flash_backward's three kernels), checked against
+the float32 reference on fresh inputs, timed (do_bench, L2 flushed; do_bench_cudagraph too) beside the SDPA backward
+(cuDNN, flash) and the torch.compile backward of the same attention, with each kernel's share
+from the torch profiler. Prints a table and writes JSON.
+
+    python benchmarks/flash_backward/probe.py --out DIR [NAME ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton.testing as tt
+from torch.profiler import ProfilerActivity, profile
+
+SHAPES = {
+    "attention": {"h": 16, "t_q": 2048, "t_kv": 2048, "d_h": 128},
+    "causal_attention": {"h": 16, "t_q": 2048, "t_kv": 2048, "d_h": 128},
+    "gqa_attention": {"h_kv": 4, "g": 4, "t_q": 2048, "t_kv": 2048, "d_h": 128},
+    "sliding_window_attention": {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128},
+}
+
+
+def kernel_times(fn, runs: int = 20) -> dict[str, float]:
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if us:
+            out[e.key[:50]] = round(us / runs / 1e3, 4)
+    return out
+
+
+def sdpa_backward(q, k, v, do, causal: bool, backend, groups: int = 1):
+    """SDPA's backward alone: the forward run once, its graph kept, the backward timed."""
+    from torch.nn.attention import sdpa_kernel
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    with sdpa_kernel(backend):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=groups > 1)
+    return lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("names", nargs="*")
+    args = ap.parse_args(argv)
+    from torch.nn.attention import SDPBackend
+
+    import leantile
+    from leantile import architectures
+    from leantile.autodiff import vjp
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.names or list(SHAPES):
+        g = architectures.build(name, **SHAPES[name])
+        bw = vjp(g)
+        row = {"case": name, "shape": SHAPES[name]}
+        try:
+            k = leantile.compile(bw.graph)
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:400]
+            rows.append(row)
+            print(name, "compile error", row["error"], flush=True)
+            continue
+        row["candidate"], row["kernels"] = k.plan.candidate, [x.name for x in k.plan.kernels]
+        inputs = k.random_inputs(0)
+        v = k.verify(inputs)
+        row["ok"], row["rel_err"] = bool(v["ok"]), {o: float(e) for o, e in v.get("rel_err", {}).items()} \
+            if isinstance(v.get("rel_err"), dict) else v.get("rel_err")
+        row["leantile_ms"] = tt.do_bench(lambda: k.run(inputs), warmup=10, rep=100, return_mode="median")
+        row["leantile_graph_ms"] = tt.do_bench_cudagraph(lambda: k.run(inputs), rep=100, return_mode="median")
+        row["leantile_kernels"] = kernel_times(lambda: k.run(inputs))
+        # the same attention in torch: [h, t, d] tensors (a GQA's K/V heads repeated for SDPA's enable_gqa)
+        dev = "cuda"
+        q = inputs["Q"].reshape(1, -1, SHAPES[name]["t_q"], SHAPES[name]["d_h"]).to(dev)
+        kk = inputs["K"].reshape(1, -1, SHAPES[name]["t_kv"], SHAPES[name]["d_h"]).to(dev)
+        vv = inputs["V"].reshape(1, -1, SHAPES[name]["t_kv"], SHAPES[name]["d_h"]).to(dev)
+        do = inputs["d_out"].reshape(q.shape).to(dev)
+        groups = q.shape[1] // kk.shape[1]
+        causal = name == "causal_attention"
+        row["vendor_ms"] = {}
+        if name != "sliding_window_attention":
+            for label, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+                try:
+                    f = sdpa_backward(q, kk, vv, do, causal, backend, groups)
+                    f()
+                    # (do_bench: autograd.grad of a kept graph cannot be captured in a CUDA graph)
+                    row["vendor_ms"][label] = tt.do_bench(f, warmup=10, rep=100, return_mode="median")
+                except Exception as e:
+                    row["vendor_ms"][label] = f"{type(e).__name__}: {str(e)[:120]}"
+        best = min((x for x in row["vendor_ms"].values() if isinstance(x, float)), default=math.nan)
+        row["vs_best_sdpa"] = best / row["leantile_ms"] if math.isfinite(best) else math.nan
+        rows.append(row)
+        print(f"{name:26s} ok={row['ok']} leantile {row['leantile_ms']:.4f} ms  vendor {row['vendor_ms']}  "
+              f"x{row['vs_best_sdpa']:.2f}  kernels {row['leantile_kernels']}", flush=True)
+        tmp = out / "flash-backward.json.tmp"
+        tmp.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1, default=str))
+        tmp.replace(out / "flash-backward.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+    sys.exit(main())

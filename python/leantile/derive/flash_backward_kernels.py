@@ -1,0 +1,302 @@
+"""The kernels of flash_backward (rules/flash_backward.py): statistics, dQ, dK/dV.
+
+Every [t_q, t_kv] value lives on chip, one tile at a time; what crosses kernels is one float32
+per query row: the scores' running max (raw, before the scale: P = exp(c (s - m)) / l is then
+exact near the max, as online_update's exponent is), the softmax's sum l (the graph's sum node)
+and D (the graph's row term). The dK/dV kernel holds its tiles transposed, keys as rows: a
+buffer's axes name its layout, every statement broadcasts by name.
+
+Positions past the end of the streamed axis (zero-filled loads) get P = 0 and dS = 0 before
+they reach a product (a Mask), so a padded key or query adds nothing to dQ, dK or dV whatever
+the score function makes of a zero score.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import ir
+from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store
+from .context import Ctx
+from .grids import grid_tile
+from .kernels import KernelBuilder, _stream, node_map
+from .online_update import _exponent, online_update
+from .rules.flash_backward import transposed_bounds
+from .sites import FlashBackwardSite
+
+# The tiles: a CTA's rows (query rows, or keys in the dK/dV kernel) are block_m, a streamed block
+# block_n, on `threads`; the shape's defaults are shape_tiles.FLASH_BACKWARD_TILES.
+
+
+def _grid(batch: tuple[str, ...], rows: str, tiles: dict) -> list:
+    """One CTA per batch position (heads) and block_m rows of `rows`."""
+    return [grid_tile(a, 1, None) for a in batch] + [grid_tile(rows, tiles["block_m"], "block_m")]
+
+
+def _other_axes(s: FlashBackwardSite, cx: Ctx) -> tuple[str, ...]:
+    """The batch axes of the score tile (heads, a GQA group's heads): one per CTA."""
+    return tuple(a for a in cx.node(s.softmax.div).axes if a not in (s.row, s.axis))
+
+
+def _pre_nodes(cx: Ctx, s: FlashBackwardSite) -> list[int]:
+    """The tile's nodes computed from the scores before the softmax: the score function and the
+    positions and values the cotangent's chain reads (a mask), in id order."""
+    sm = s.softmax
+    core = {s.qk, *sm.nodes, s.dp, s.prod, s.dsum, s.diff, s.ds0}
+    chain = _chain(cx, s)
+    return [i for i in s.tile if i not in core and i not in chain]
+
+
+def _chain(cx: Ctx, s: FlashBackwardSite) -> list[int]:
+    """dS0's single-user path to dS (the score function's cotangent), in order."""
+    out, i = [], s.ds0
+    while i != s.ds:
+        i = cx.users[i][0]
+        out.append(i)
+    return out
+
+
+def _needed_by(cx: Ctx, pre: list[int], root: int) -> list[int]:
+    """The nodes of `pre` that root depends on (root too if it is one)."""
+    want, out = {root}, []
+    for i in reversed(pre):
+        if i in want:
+            out.append(i)
+            want.update(cx.node(i).args())
+    return out[::-1]
+
+
+def _reciprocal(n, dst: str, args: tuple) -> Map | None:
+    """x / c for a literal c as x * (1 / c): a division per score is an IEEE division (about ten
+    instructions) where the reciprocal is one multiply, within an ulp of it. The cotangent of the
+    scale 1 / sqrt(d_h) divides every dS: on an H200 the scaled attention backward ran 0.74 ms
+    against 0.43 unscaled, same tiles (benchmarks/flash_backward/results/variants-h200-2026-11-29-first.json).
+    None where the divisor is no finite nonzero literal (the division as it is)."""
+    if not (isinstance(n, ir.Binary) and n.op == "div" and args[1].startswith("#")):
+        return None
+    c = float(args[1][1:])
+    if c == 0.0 or not math.isfinite(c):
+        return None
+    return Map(dst=dst, fn="mul", args=(args[0], f"#{repr(1.0 / c)}"))
+
+
+class _Tile:
+    """One kernel's score tile: its axes (in the kernel's layout), the values held, the leaves
+    loaded, and the statements that compute graph nodes on it."""
+
+    def __init__(self, cx: Ctx, kb: KernelBuilder, axes: tuple[str, ...], stream_axis: str):
+        self.cx, self.kb, self.axes, self.stream_axis = cx, kb, axes, stream_axis
+        self.have: dict[int, str] = {}
+
+    def value(self, i: int, name: str | None = None) -> str:
+        return self.kb.buf(name or self.cx.value(i), self.axes, "fragment", "acc", i, key=("value", i))
+
+    def arg(self, a: int, into: list) -> str:
+        lit = self.cx.literal(a)
+        if lit:
+            return lit
+        if a in self.have:
+            return self.have[a]
+        n = self.cx.node(a)  # a leaf: loaded per block (into the body) if it runs along the stream, else once
+        dst = self.kb.buf(f"{self.cx.value(a)}_shared", n.axes, "shared", "acc", a, key=("leaf", a))
+        (into if self.stream_axis in n.axes else self.kb.prologue).append(Load(src=self.cx.value(a), dst=dst))
+        if self.stream_axis not in n.axes:
+            self.have[a] = dst  # a per-block leaf is loaded again by each kernel part that reads it
+        return dst
+
+    def compute(self, nodes, into: list) -> None:
+        for i in nodes:
+            n = self.cx.node(i)
+            args = tuple(self.arg(a, into) for a in n.args())
+            into.append(_reciprocal(n, self.value(i), args) or node_map(n, self.value(i), args))
+            self.have[i] = self.value(i)
+
+
+
+def _common(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, tile: _Tile, transposed: bool):
+    """Q, K, V, dO's shared tiles, and the scores' GEMM statement (S, or S^T keys first)."""
+    qk, dp = cx.node(s.qk), cx.node(s.dp)
+    q, k, v, do = (cx.node(i) for i in (qk.a, qk.b, dp.b, dp.a))
+    sh = {x.id: kb.buf(f"{cx.value(x.id)}_shared", x.axes, "shared", cx.dtype_of(x.id), x.id, key=("tile", x.id))
+          for x in (q, k, v, do)}
+    S = tile.value(s.qk)
+    gemm = Gemm(a=sh[k.id], b=sh[q.id], acc=S, axis_a=qk.axis_b, axis_b=qk.axis_a, clear=True) if transposed else \
+        Gemm(a=sh[q.id], b=sh[k.id], acc=S, axis_a=qk.axis_a, axis_b=qk.axis_b, clear=True)
+    tile.have[s.qk] = S
+    return q, k, v, do, sh, gemm
+
+
+def _skipping(kb: KernelBuilder, bounds: tuple) -> None:
+    """skip_masked_tiles: the stream runs only the blocks some row of the CTA's tile keeps."""
+    if bounds:
+        kb.stream = kb.stream.model_copy(update={"skip": tuple(bounds)})
+        kb.role += ", masked blocks skipped"
+
+
+def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False) -> Kernel:
+    """Per query tile, streaming the keys: the softmax's running max (raw) and sum, and D as the
+    softmax-weighted sum of dP (rescaled with the sum: online_softmax_ratio with dP for v)."""
+    sm, t = s.softmax, s.axis
+    batch = _other_axes(s, cx)
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_stats_{s.dsum}",
+                       f"attention backward, statistics: the softmax's max and sum and D = sum dP P, {t} streamed",
+                       _grid(batch, s.row, tiles), _stream(t, "block_n", tiles), tiles["threads"])
+    _skipping(kb, s.bounds if skip else ())
+    tile = _Tile(cx, kb, cx.node(sm.div).axes, t)
+    q, k, v, do, sh, gemm_s = _common(cx, s, kb, tile, transposed=False)
+    kb.prologue = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id])]
+    body = [Load(src=cx.value(k.id), dst=sh[k.id]), gemm_s]
+    tile.compute(_needed_by(cx, _pre_nodes(cx, s), sm.src), body)
+    src = tile.have[sm.src]
+    P = tile.value(sm.exp)
+    update, m, l, alpha = online_update(cx, kb, sm, src, P, exp2, cx.node(sm.mx).axes)
+    rows = cx.node(s.dsum).axes
+    d = kb.buf(cx.value(s.dsum), rows, "fragment", "acc", s.dsum, key=("value", s.dsum))
+    dP = tile.value(s.dp)
+    kb.states.append(State(buffer=d, init="0", combine="rescaled_sum"))
+    kb.prologue.append(Fill(dst=d, value="0"))
+    prod = kb.buf("weighted_dP", tile.axes, "fragment", "acc", key=("weighted",))  # exp(c (s - m)) dP
+    kb.body = body + update + [
+        Load(src=cx.value(v.id), dst=sh[v.id]),
+        Gemm(a=sh[do.id], b=sh[v.id], acc=dP, axis_a=cx.node(s.dp).axis_a, axis_b=cx.node(s.dp).axis_b, clear=True),
+        Map(dst=prod, fn="mul", args=(P, dP)),
+        Map(dst=d, fn="mul", args=(d, alpha)),
+        Reduce(dst=d, src=prod, kind="sum", axis=t, accumulate=True)]
+    kb.epilogue = [Map(dst=d, fn="div", args=(d, l)), Store(src=m, dst=m_raw), Store(src=l, dst=cx.value(sm.sm)),
+                   Store(src=d, dst=cx.value(s.dsum))]
+    return kb.build()
+
+
+def _backward_tile(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, tile: _Tile, exp2: bool, rows: dict,
+                   sh: dict, do, v, stream: str) -> tuple[list, str, str]:
+    """The body's statements after the scores' GEMM: the score function, P from the stored
+    statistics (`rows`: on-chip buffers of the raw max, 1 / l and D), dP, dS through the
+    cotangent's chain, P and dS zeroed past the stream's end. Returns (statements, P, dS)."""
+    sm = s.softmax
+    body: list = []
+    tile.compute(_pre_nodes(cx, s), body)
+    P = tile.value(sm.div)
+    body += _exponent(sm, P, tile.have[sm.src], rows["max"], exp2)
+    body.append(Map(dst=P, fn="mul", args=(P, rows["inv_sum"])))
+    padded = cx.axes[stream] % kb.stream.block != 0
+    if padded:
+        body.append(Mask(dst=P, axis=stream, value="0"))
+    tile.have[sm.div] = P
+    dP = tile.value(s.dp)
+    dpn = cx.node(s.dp)
+    # dP (or dP^T, keys first, in the dK/dV kernel): the product's operands in the tile's order
+    keys_first = tile.axes.index(s.axis) < tile.axes.index(s.row)
+    gemm = Gemm(a=sh[v.id], b=sh[do.id], acc=dP, axis_a=dpn.axis_b, axis_b=dpn.axis_a, clear=True) if keys_first \
+        else Gemm(a=sh[do.id], b=sh[v.id], acc=dP, axis_a=dpn.axis_a, axis_b=dpn.axis_b, clear=True)
+    body += [Load(src=cx.value(v.id), dst=sh[v.id]), gemm]
+    tile.have[s.dp] = dP
+    tile.have[s.dsum] = rows["D"]
+    tile.compute([s.diff, s.ds0, *_chain(cx, s)], body)
+    dS = tile.have[s.ds]
+    if padded:
+        body.append(Mask(dst=dS, axis=stream, value="0"))
+    return body, P, dS
+
+
+def _operand(cx: Ctx, kb: KernelBuilder, src: str, axes, i: int, dt: str) -> tuple[list, str]:
+    """A 16-bit copy of tile value `src` as a GEMM's A operand: in registers (the FA2 layout trick),
+    through shared memory for a 32-bit graph (TileLang has no register layout for TF32 A)."""
+    scope = "shared" if dt in ("f32", "f64") else "fragment"
+    dst = kb.buf(f"{src}_cast", axes, scope, dt, i, key=("cast", i))
+    return [Map(dst=dst, fn="copy", args=(src,))], dst
+
+
+def dq_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False) -> Kernel:
+    """Per query tile, streaming the keys: dQ += dS K."""
+    sm, t = s.softmax, s.axis
+    batch = _other_axes(s, cx)
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_dq_{s.dq}",
+                       f"attention backward, dQ = dS K: P and dS recomputed per key block, {t} streamed",
+                       _grid(batch, s.row, tiles), _stream(t, "block_n", tiles), tiles["threads"])
+    _skipping(kb, s.bounds if skip else ())
+    tile = _Tile(cx, kb, cx.node(sm.div).axes, t)
+    q, k, v, do, sh, gemm_s = _common(cx, s, kb, tile, transposed=False)
+    rows = _row_loads(cx, s, kb, m_raw, cx.node(s.dsum).axes, "fragment", kb.prologue)
+    kb.prologue[:0] = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id])]
+    rest, P, dS = _backward_tile(cx, s, kb, tile, exp2, rows, sh, do, v, t)
+    cast, dSh = _operand(cx, kb, dS, tile.axes, s.ds, cx.dtype_of(q.id))
+    acc = kb.buf(cx.value(s.dq), cx.node(s.dq).axes, "fragment", "acc", s.dq, key=("value", s.dq))
+    kb.states.append(State(buffer=acc, init="0", combine="sum"))
+    kb.prologue.append(Fill(dst=acc, value="0"))
+    dqn = cx.node(s.dq)
+    kb.body = [Load(src=cx.value(k.id), dst=sh[k.id]), gemm_s, *rest, *cast,
+               Gemm(a=dSh, b=sh[k.id], acc=acc, axis_a=dqn.axis_a, axis_b=dqn.axis_b)]
+    kb.epilogue = [Store(src=acc, dst=cx.value(s.dq))]
+    return kb.build()
+
+
+def _row_loads(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, m_raw: str, axes, scope: str, into: list) -> dict:
+    """The stored row statistics loaded (raw max, sum, D) and 1 / sum, into `into`."""
+    sm = s.softmax
+    m = kb.buf(f"{m_raw}_rows", axes, scope, "acc", key=("rows", "max"))
+    l = kb.buf(f"{cx.value(sm.sm)}_rows", axes, scope, "acc", sm.sm, key=("rows", "sum"))
+    inv = kb.buf("inv_sum", axes, scope, "acc", key=("rows", "inv"))
+    D = kb.buf(f"{cx.value(s.dsum)}_rows", axes, scope, "acc", s.dsum, key=("rows", "D"))
+    into += [Load(src=m_raw, dst=m), Load(src=cx.value(sm.sm), dst=l), Load(src=cx.value(s.dsum), dst=D),
+             Map(dst=inv, fn="div", args=("#1.0", l))]
+    return {"max": m, "inv_sum": inv, "D": D}
+
+
+def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False) -> Kernel:
+    """Per key tile, streaming the queries, the tile transposed (keys as rows): dV += P^T dO,
+    dK += dS^T Q."""
+    t, row = s.axis, s.row
+    batch = _other_axes(s, cx)
+    made = " and ".join(x for x, i in (("dK = dS^T Q", s.dk), ("dV = P^T dO", s.dv)) if i is not None)
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_dkdv_{s.dk if s.dk is not None else s.dv}",
+                       f"attention backward, {made}: the tile keys first, {row} streamed",
+                       _grid(batch, t, tiles), _stream(row, "block_n", tiles), tiles["threads"])
+    _skipping(kb, transposed_bounds(s.bounds, t) if skip else ())
+    tile = _Tile(cx, kb, (*batch, t, row), row)
+    q, k, v, do, sh, gemm_s = _common(cx, s, kb, tile, transposed=True)
+    kb.prologue = [Load(src=cx.value(k.id), dst=sh[k.id]), Load(src=cx.value(v.id), dst=sh[v.id])]
+    loads: list = []
+    rows = _row_loads(cx, s, kb, m_raw, cx.node(s.dsum).axes, "shared", loads)
+    rest, P, dS = _backward_tile(cx, s, kb, tile, exp2, rows, sh, do, v, row)
+    rest = [x for x in rest if not (isinstance(x, Load) and x.src == cx.value(v.id))]  # V is the CTA's own
+    dt = cx.dtype_of(q.id)
+    body = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id]), *loads, gemm_s, *rest]
+    stores = []
+    if s.dv is not None:
+        castP, Ph = _operand(cx, kb, P, tile.axes, s.softmax.div, dt)
+        dv = kb.buf(cx.value(s.dv), cx.node(s.dv).axes, "fragment", "acc", s.dv, key=("value", s.dv))
+        kb.states.append(State(buffer=dv, init="0", combine="sum"))
+        kb.prologue.append(Fill(dst=dv, value="0"))
+        # after P is final and before dP's GEMM reuses nothing of it: right after P's mask
+        at = next(j for j, x in enumerate(body) if isinstance(x, Gemm) and x.acc == tile.have[s.dp])
+        body[at:at] = [*castP, Gemm(a=Ph, b=sh[do.id], acc=dv, axis_a=row, axis_b=cx.node(s.dv).axis_b)]
+        stores.append(Store(src=dv, dst=cx.value(s.dv)))
+    if s.dk is not None:
+        castS, dSh = _operand(cx, kb, dS, tile.axes, s.ds, dt)
+        dk = kb.buf(cx.value(s.dk), cx.node(s.dk).axes, "fragment", "acc", s.dk, key=("value", s.dk))
+        kb.states.append(State(buffer=dk, init="0", combine="sum"))
+        kb.prologue.append(Fill(dst=dk, value="0"))
+        body += [*castS, Gemm(a=dSh, b=sh[q.id], acc=dk, axis_a=row, axis_b=cx.node(s.dk).axis_b)]
+        stores.append(Store(src=dk, dst=cx.value(s.dk)))
+    kb.body = body
+    kb.epilogue = stores
+    return kb.build()
+
+
+def flash_backward(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, skip: bool = False) -> tuple[list, list[Buffer]]:
+    """[(kernel, nodes or buffers it reads, nodes or buffers it writes)] in launch order, and the
+    global buffers that are no graph node (the raw running max)."""
+    sm = s.softmax
+    qk, dp = cx.node(s.qk), cx.node(s.dp)
+    m_raw = cx.names.extra(("raw_max", sm.mx), f"{cx.value(sm.mx)}_raw")
+    buf = Buffer(name=m_raw, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
+                 why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
+                     "backward's kernels")
+    inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
+    out = [(stats_kernel(cx, s, exp2, tiles, m_raw, skip), inputs, [m_raw, sm.sm, s.dsum])]
+    stats = [m_raw, sm.sm, s.dsum]
+    if s.dq is not None:
+        out.append((dq_kernel(cx, s, exp2, tiles, m_raw, skip), inputs + stats, [s.dq]))
+    if s.dk is not None or s.dv is not None:
+        out.append((dkdv_kernel(cx, s, exp2, tiles, m_raw, skip), inputs + stats,
+                    [i for i in (s.dk, s.dv) if i is not None]))
+    return out, [buf]

@@ -1,0 +1,159 @@
+"""flash_backward (issue 50): attention's backward in three kernels that keep every [t_q, t_kv]
+value on chip. Every candidate of attention backwards (built-ins, masks with a window narrower
+than the tiles, grouped heads, generated user attention) equals the backward graph's float64
+reference through the interpreter, at tiles that divide nothing; the default plan stores no
+score-sized tensor; a causal backward skips the masked blocks of both streams; the kernels lower
+to CUDA."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import strategies
+from profiles import examples
+
+from leantile import architectures, interp, ir, reference
+from leantile.autodiff import vjp
+from leantile.dag import DagM
+from leantile.derive import candidates, derive
+from leantile.derive.rules.flash_backward import FLASH_BWD, transposed_bounds
+from leantile.plan import KeyBound, key_block_range
+
+_SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+
+
+def _f64(g: ir.Graph) -> ir.Graph:
+    return strategies.inputs_in(g, "f64")
+
+
+def _window_attention(t_q: int, t_kv: int, d: int, window: int, heads: int = 2, scale: bool = True) -> ir.Graph:
+    """Sliding-window attention with a window narrower than the tiles (both bounds bite)."""
+    g = DagM("window_attention", {"h": heads, "t_q": t_q, "t_kv": t_kv, "d_h": d})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f64") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    i, j = g.iota("t_q"), g.iota("t_kv")
+    last = g.add(i, g.const(str(t_kv - t_q)))
+    keep = g.mul(g.le(j, last), g.gt(j, g.sub(last, g.const(str(window)))))
+    s = g.select(keep, g.matmul(q, k, "d_h", "d_h"), g.const("-inf"))
+    if scale:
+        s = g.div(s, g.sqrt(g.size_const("d_h")))
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
+def _equal_everywhere(bw: ir.Graph, tiles_list, seed: int) -> set[str]:
+    """Every candidate of bw at each tiles equals the reference in float64; returns the
+    candidates' rules (to see flash_backward was among them)."""
+    inputs = reference.random_inputs(bw, seed=seed)
+    want = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
+    rules = set()
+    for c in candidates(bw):
+        rules |= {st_.rule for st_ in c.steps}
+        for tiles in tiles_list:
+            got = interp.run(derive(bw, c.name, tiles), inputs, dtype=torch.float64)
+            for o in bw.outputs:
+                finite = torch.isfinite(want[o])
+                assert (torch.isfinite(got[o]) | ~finite).all(), (bw.name, c.name, tiles, o)
+                err = (got[o].double() - want[o]).abs()[finite]
+                scale = 1 + (want[o][finite].abs().max().item() if finite.any() else 0)
+                assert not err.numel() or err.max().item() <= 1e-9 * scale, (bw.name, c.name, tiles, o, err.max().item())
+    return rules
+
+
+_TILES = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]), "block_n": st.sampled_from([1, 2, 3, 5, 8])})
+
+
+@pytest.mark.parametrize("name", ["attention", "causal_attention", "gqa_attention", "sliding_window_attention"])
+def test_builtin_attention_backwards_take_it_and_equal_their_reference(name):
+    sizes = {"h": 2, "h_kv": 2, "g": 3, "t_q": 7, "t_kv": 11, "d_h": 5}
+    mod = architectures.module(name)
+    g = _f64(architectures.build(name, **{a: sizes.get(a, 3) for a in mod.DEFAULT_SIZES}))
+    bw = vjp(g).graph
+    assert candidates(bw)[0].name == "flash_backward_exp2"
+    rules = _equal_everywhere(bw, [None, {"block_m": 2, "block_n": 4}, {"block_m": 3, "block_n": 2}], seed=1)
+    assert FLASH_BWD.name in rules
+
+
+@settings(max_examples=examples(20, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(t_q=st.integers(1, 13), extra=st.integers(0, 6), d=st.integers(1, 6), window=st.integers(1, 9),
+       scale=st.booleans(), tiles=_TILES, seed=st.integers(0, 2 ** 16))
+def test_a_window_narrower_than_the_tiles_skips_blocks_in_both_streams(t_q, extra, d, window, scale, tiles, seed):
+    """A window mask's two bounds, transposed for the dK/dV kernel's stream of queries: every
+    candidate equals the reference at tiles that divide nothing (t_kv >= t_q: no empty row)."""
+    bw = vjp(_window_attention(t_q, t_q + extra, d, window, scale=scale)).graph
+    first = candidates(bw)[0]
+    assert "skip_masked_tiles" in {s.rule for s in first.steps}
+    plan = derive(bw, first.name, tiles)
+    skipped = [k for k in plan.kernels if k.stream is not None and k.stream.skip]
+    assert len(skipped) == 3, [k.name for k in plan.kernels]
+    _equal_everywhere(bw, [tiles], seed)
+
+
+@settings(max_examples=examples(25, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
+@given(gc=strategies.user_graphs(strategies.ALL_CLASSES - {15}), seed=st.integers(0, 2 ** 16), tiles=_TILES)
+def test_generated_attention_backwards_equal_their_reference(gc, seed, tiles):
+    """The backward of generated user graphs (attention with computed Q/K/V, grouped heads,
+    decode; softmax rows; GEMMs): every candidate, flash_backward's where it fires, equals the
+    reference."""
+    bw = vjp(_f64(gc[0])).graph
+    if bw is None:
+        return
+    _equal_everywhere(bw, [None, tiles], seed)
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(side=st.sampled_from(["lo", "hi"]), coef=st.sampled_from([-1, 1]), offset=st.integers(-6, 6),
+       key=st.integers(0, 12), q=st.integers(0, 12))
+def test_transposed_bounds_keep_the_same_pairs(side, coef, offset, key, q):
+    """A (query, key) pair a bound keeps is a pair its transpose keeps, and no other."""
+    b = KeyBound(side=side, row="t_q", coef=coef, offset=offset)
+    (tb,) = transposed_bounds((b,), "t_kv")
+
+    def keeps(bound, k_pos, r_pos):
+        lim = bound.offset + bound.coef * r_pos
+        return k_pos <= lim if bound.side == "hi" else k_pos >= lim
+    assert keeps(b, key, q) == keeps(tb, q, key)
+    # and the dK/dV kernel's block range over the queries holds every kept query of the key tile
+    first, stop = key_block_range((tb,), key, 1, 3, 5)
+    if keeps(tb, q, key) and q < 15:
+        assert first <= q // 3 < stop
+
+
+def test_the_default_plan_stores_nothing_score_sized():
+    """At a training shape the plan's globals hold no [t_q, t_kv] tensor (the generic backward
+    stored four of them in float32: 1 GiB at 16 heads x 2048^2), and a causal backward's three
+    kernels skip the masked blocks."""
+    bw = vjp(architectures.build("causal_attention", h=16, t_q=2048, t_kv=2048, d_h=128)).graph
+    plan = derive(bw)
+    assert [k.name.split("_")[2] for k in plan.kernels] == ["stats", "dq", "dkdv"]
+    assert not [b.name for b in plan.globals if {"t_q", "t_kv"} <= set(b.axes)]
+    assert all(k.stream.skip for k in plan.kernels)
+
+
+def test_the_forward_never_saves_attention_scores():
+    """At sizes where Q K^T is smaller than the inputs (tests' sizes) the forward saves it no more
+    than at scale: the backward recomputes the scores as flash_backward does."""
+    from leantile.autodiff import attention_scores, default_saved
+    g = architectures.build("attention", h=2, t_q=3, t_kv=4, d_h=8)
+    scores = attention_scores(g)
+    assert scores and not scores & default_saved(g)
+    assert vjp(g).saved == {}
+
+
+def test_lowers_to_cuda():
+    """The three kernels of a causal backward at a training shape lower to CUDA C for sm_90 (nvcc
+    compiles them too where it is installed)."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed")
+    from lowering_sweeps import load_module
+
+    from leantile.emit.tilelang import emit_module
+    from leantile.lower import compile_cuda, lower_to_cuda, nvcc_path
+    bw = vjp(architectures.build("causal_attention", h=4, t_q=1000, t_kv=1000, d_h=64)).graph
+    plan = derive(bw)
+    mod = load_module(emit_module(plan), "flash_backward_lowering")
+    for name, f in mod.build_kernel().items():
+        cu = lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+        assert f"{name}_kernel" in cu
+        if nvcc_path():
+            compile_cuda(cu)
