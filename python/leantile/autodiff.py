@@ -85,21 +85,36 @@ def default_saved(g: ir.Graph) -> frozenset[int]:
     # on an H200; with the row's lse saved it reads them once
     outs = set(g.outputs.values())
     rows = {r for r, (form, _, _) in row_forms(g).items() if form == "logsumexp" or r in outs}
-    return frozenset(gemms | rows)
+    # attention's output P V (the graph's output: handed over, nothing stored): the backward's row
+    # term is then rowsum(dO O) (back_row), not a pass over the keys with dP = dO V^T per block
+    outputs = {pv for pv, _, _ in attention_rows(g).values()}
+    return frozenset(gemms | rows | outputs)
+
+
+def attention_rows(g: ir.Graph) -> dict[int, tuple[int, int, int]]:
+    """{softmax row P: (the product P V over the row's axis, the row's max, its sum)} for each
+    softmax row (row_forms) that a matmul contracts over its axis as its first operand: attention.
+    The backward reads the output O = P V for its row term (D = rowsum(dO O), back_row)."""
+    users, out = g.users(), {}
+    for r, (form, z, u) in row_forms(g).items():
+        pv = [v for v in users[r] if isinstance(g.nodes[v], ir.Matmul) and g.nodes[v].a == r and g.nodes[v].axis_a == u]
+        if form == "softmax" and len(pv) == 1:
+            sm = g.nodes[r].b
+            mx = g.nodes[g.nodes[g.nodes[r].a].x].b  # exp(z - max) / sum: the sub's max
+            out[r] = (pv[0], mx, sm)
+    return out
 
 
 def attention_scores(g: ir.Graph) -> set[int]:
-    """The products that are attention's scores: a matmul under a softmax row over one of its
-    axes (through elementwise nodes: a scale, a mask), the row contracted over that axis by
-    another matmul (P V). Never saved, at any size: the backward's flash_backward kernels
-    recompute them tile by tile, and a saved [t_q, t_kv] product would be the memory the flash
-    backward exists to avoid (at test sizes it is smaller than the inputs, and saving it there
-    alone would test another backward than the one that runs at scale)."""
-    users, out = g.users(), set()
-    for r, (form, z, u) in row_forms(g).items():
-        if form != "softmax" or not any(isinstance(g.nodes[v], ir.Matmul) and g.nodes[v].a == r
-                                        and g.nodes[v].axis_a == u for v in users[r]):
-            continue
+    """The products that are attention's scores: a matmul under an attention row (attention_rows)
+    over one of its axes (through elementwise nodes: a scale, a mask). Never saved, at any size:
+    the backward's flash_backward kernels recompute them tile by tile, and a saved [t_q, t_kv]
+    product would be the memory the flash backward exists to avoid (at test sizes it is smaller
+    than the inputs, and saving it there alone would test another backward than the one that
+    runs at scale)."""
+    forms, out = row_forms(g), set()
+    for r in attention_rows(g):
+        _, z, u = forms[r]
         stack = [z]
         while stack:
             n = g.nodes[stack.pop()]
@@ -244,7 +259,9 @@ class _Reverse:
         self.copied: dict[int, int] = {}
         self.saved: dict[str, int] = {}
         self.ct: dict[int, list[int]] = {}
+        self.totals: dict[int, int] = {}  # a forward node's cotangent, once its users are all walked
         self._dtypes: list[str] = []
+        self._attention = attention_rows(g)
 
     # -- the forward's values, in the backward graph --------------------------------------------
     def fwd(self, i: int) -> int:
@@ -366,7 +383,8 @@ class _Reverse:
                 self.ct.setdefault(i, []).append(b.input(name, g.nodes[i].axes, self.dtypes[i]))
         for n in reversed(g.nodes):
             if n.id in self.ct and not isinstance(n, ir.Input):
-                self.back(n, self.total(n.id))
+                self.totals[n.id] = self.total(n.id)
+                self.back(n, self.totals[n.id])
         grads: dict[str, Gradient] = {}
         for n in g.inputs():
             if n.id in self.ct and n.name in self.wrt:
@@ -414,13 +432,35 @@ class _Reverse:
 
         def total(t: int) -> int:
             return b.red("sum", t, u) if u in self.axes(t) else b.mul(t, b.size_const(u))
-        if form == "softmax":
+        pv = self._saved_attention_output(n)
+        if form == "softmax" and pv is not None:
+            # attention whose output O = P V the forward hands over: sum_u dy P, dy = dO V^T, is
+            # sum over the value axes of dO O (LeanTile.attention_row_term, Rules/FlashBackward.lean:
+            # the two sums commute); FlashAttention's D. The backward then reads two [t_q, d]
+            # tensors for it instead of a pass over the keys (flash_backward's statistics kernel
+            # computed dP = dO V^T again for it: 0.09 of the 0.32 ms backward of 16 x 2048^2 x 128)
+            o = self.g.nodes[pv]
+            d_o = self.totals[pv]
+            t = b.mul(d_o, self.fwd(pv))
+            for a in o.axes:
+                if a not in self.g.nodes[n.id].axes and a in self.axes(t):
+                    t = b.red("sum", t, a)
+            c = b.mul(y, b.sub(dy, t))
+        elif form == "softmax":
             c = b.mul(y, b.sub(dy, total(b.mul(dy, y))))
         elif form == "log_softmax":
             c = b.sub(dy, b.mul(b.exp(y), total(dy)))
         else:
             c = b.mul(dy, b.exp(b.sub(self.fwd(z), y)))
         self.give(z, c, self.g.nodes[z].axes)
+
+    def _saved_attention_output(self, n) -> int | None:
+        """The product O = P V where softmax row n is attention (attention_rows), P's only reader,
+        its value saved and its cotangent known; else None."""
+        found = self._attention.get(n.id)
+        if found is None or found[0] not in self.save or found[0] not in self.totals:
+            return None
+        return found[0] if self.g.users()[n.id] == [found[0]] else None
 
     def back_matmul(self, n, dy: int) -> None:
         """Y = A ·(axis_a, axis_b) B with batch axes shared: dA = Σ over Y's axes from B of dY B,

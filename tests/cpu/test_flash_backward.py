@@ -19,7 +19,7 @@ from leantile.autodiff import vjp
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.derive.rules.flash_backward import FLASH_BWD, transposed_bounds
-from leantile.plan import KeyBound, key_block_range
+from leantile.plan import Gemm, KeyBound, key_block_range
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 
@@ -126,19 +126,40 @@ def test_the_default_plan_stores_nothing_score_sized():
     kernels skip the masked blocks."""
     bw = vjp(architectures.build("causal_attention", h=16, t_q=2048, t_kv=2048, d_h=128)).graph
     plan = derive(bw)
-    assert [k.name.split("_")[2] for k in plan.kernels] == ["stats", "dq", "dkdv"]
+    flash = [k for k in plan.kernels if k.name.startswith("flash_bwd_")]
+    assert [k.name.split("_")[2] for k in flash] == ["stats", "dq", "dkdv"]
     assert not [b.name for b in plan.globals if {"t_q", "t_kv"} <= set(b.axes)]
-    assert all(k.stream.skip for k in plan.kernels)
+    assert all(k.stream.skip for k in flash)
+    # D = rowsum(dO O) from the forward's output: one row kernel, the statistics kernel one GEMM a block
+    assert len(plan.kernels) == 4
+    stats = flash[0]
+    assert sum(isinstance(x, Gemm) for x in stats.statements()) == 1
+
+
+@pytest.mark.parametrize("name", ["attention", "causal_attention", "gqa_attention"])
+def test_with_nothing_saved_the_statistics_kernel_folds_d(name):
+    """Without the forward's output (vjp(save=())) the row term is sum_t dP P: the statistics kernel
+    folds it online with a second GEMM a block; every candidate equals the reference."""
+    sizes = {"h": 2, "h_kv": 2, "g": 2, "t_q": 6, "t_kv": 9, "d_h": 4}
+    g = _f64(architectures.build(name, **{a: sizes.get(a, 3) for a in architectures.module(name).DEFAULT_SIZES}))
+    bw = vjp(g, save=frozenset()).graph
+    plan = derive(bw)
+    stats = next(k for k in plan.kernels if k.name.startswith("flash_bwd_stats"))
+    assert sum(isinstance(x, Gemm) for x in stats.statements()) == 2
+    assert FLASH_BWD.name in _equal_everywhere(bw, [None, {"block_m": 2, "block_n": 3}], seed=7)
 
 
 def test_the_forward_never_saves_attention_scores():
     """At sizes where Q K^T is smaller than the inputs (tests' sizes) the forward saves it no more
-    than at scale: the backward recomputes the scores as flash_backward does."""
-    from leantile.autodiff import attention_scores, default_saved
+    than at scale: the backward recomputes the scores as flash_backward does, and reads of the
+    forward only its output O (the row term rowsum(dO O)), which the forward hands over: the
+    training forward is the inference forward."""
+    from leantile.autodiff import attention_scores, default_saved, training_forward
     g = architectures.build("attention", h=2, t_q=3, t_kv=4, d_h=8)
     scores = attention_scores(g)
     assert scores and not scores & default_saved(g)
-    assert vjp(g).saved == {}
+    assert set(vjp(g).saved.values()) == {g.outputs["out"]}
+    assert training_forward(g) == (None, {})
 
 
 def test_lowers_to_cuda():

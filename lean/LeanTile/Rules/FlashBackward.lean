@@ -16,7 +16,9 @@ hold every `[t_q, t_kv]` value on chip, one block at a time:
   dQ and dK/dV kernels recompute `P` from the row's stored max and sum.
 * `flash_backward_row_term`: the statistics kernel folds `D` as online softmax folds `o`, with
   `dP` for the values: `o / l` is `Σ exp(s) dP / Σ exp(s) = Σ_t P dP` (`online_softmax_ratio`
-  at one value column).
+  at one value column), where no output is handed over.
+* `attention_row_term`: `Σ_t P_t (dO Vᵀ)_t = Σ_j dO_j (P V)_j`: where the forward's output is
+  handed over, reverse mode writes `D = rowsum(dO O)` (`leantile.autodiff`).
 
 Nothing here is checked by a Lean toolchain yet (see docs/lean.md).
 -/
@@ -50,6 +52,21 @@ theorem flash_backward_row_term (m₀ : ℝ) (tiles : List (Tile Unit)) :
       (tiles.flatten.map (fun p => Real.exp p.1 * p.2 ())).sum /
         (tiles.flatten.map (fun p => Real.exp p.1)).sum :=
   online_softmax_ratio m₀ tiles ()
+
+/-- **Attention's row term from its output.** With `dP = dO Vᵀ` and `O = P V`,
+`Σ_t P_t dP_t = Σ_j dO_j O_j`: the two sums commute. Reverse mode (`leantile.autodiff`, the
+softmax's closed-form cotangent) writes the row term so where the forward hands `O` over, and
+the backward reads two `[t_q, d]` tensors instead of a pass over the keys. -/
+theorem attention_row_term (P : ℕ → ℝ) (V : ℕ → ℕ → ℝ) (dO : ℕ → ℝ) (n d : ℕ) :
+    ∑ t ∈ Finset.range n, P t * (∑ j ∈ Finset.range d, dO j * V t j) =
+      ∑ j ∈ Finset.range d, dO j * (∑ t ∈ Finset.range n, P t * V t j) := by
+  simp only [Finset.mul_sum]
+  rw [Finset.sum_comm]
+  apply Finset.sum_congr rfl
+  intro j _
+  apply Finset.sum_congr rfl
+  intro t _
+  ring
 
 end
 

@@ -3,7 +3,8 @@
 Every [t_q, t_kv] value lives on chip, one tile at a time; what crosses kernels is one float32
 per query row: the scores' running max (raw, before the scale: P = exp(c (s - m)) / l is then
 exact near the max, as online_update's exponent is), the softmax's sum l (the graph's sum node)
-and D (the graph's row term). The dK/dV kernel holds its tiles transposed, keys as rows: a
+and D (the graph's row term: rowsum(dO O) where the forward hands its output over, computed by
+a row kernel of its own; else folded by the statistics kernel). The dK/dV kernel holds its tiles transposed, keys as rows: a
 buffer's axes name its layout, every statement broadcasts by name.
 
 Positions past the end of the streamed axis (zero-filled loads) get P = 0 and dS = 0 before
@@ -20,6 +21,7 @@ from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _stream, node_map
 from .online_update import _exponent, online_update
+from .rules.masks import boundary_closure
 from .rules.flash_backward import transposed_bounds
 from .sites import FlashBackwardSite
 
@@ -41,7 +43,7 @@ def _pre_nodes(cx: Ctx, s: FlashBackwardSite) -> list[int]:
     """The tile's nodes computed from the scores before the softmax: the score function and the
     positions and values the cotangent's chain reads (a mask), in id order."""
     sm = s.softmax
-    core = {s.qk, *sm.nodes, s.dp, s.prod, s.dsum, s.diff, s.ds0}
+    core = {s.qk, *sm.nodes, s.dp, s.prod, s.dsum, s.diff, s.ds0} - {None}
     chain = _chain(cx, s)
     return [i for i in s.tile if i not in core and i not in chain]
 
@@ -83,9 +85,10 @@ class _Tile:
     """One kernel's score tile: its axes (in the kernel's layout), the values held, the leaves
     loaded, and the statements that compute graph nodes on it."""
 
-    def __init__(self, cx: Ctx, kb: KernelBuilder, axes: tuple[str, ...], stream_axis: str):
+    def __init__(self, cx: Ctx, kb: KernelBuilder, axes: tuple[str, ...], stream_axis: str, boundary=()):
         self.cx, self.kb, self.axes, self.stream_axis = cx, kb, axes, stream_axis
         self.have: dict[int, str] = {}
+        self.boundary = frozenset(boundary)  # the exact selects: boundary blocks only
 
     def value(self, i: int, name: str | None = None) -> str:
         return self.kb.buf(name or self.cx.value(i), self.axes, "fragment", "acc", i, key=("value", i))
@@ -107,7 +110,8 @@ class _Tile:
         for i in nodes:
             n = self.cx.node(i)
             args = tuple(self.arg(a, into) for a in n.args())
-            into.append(_reciprocal(n, self.value(i), args) or node_map(n, self.value(i), args))
+            st_ = _reciprocal(n, self.value(i), args) or node_map(n, self.value(i), args)
+            into.append(st_.model_copy(update={"boundary_only": True}) if i in self.boundary else st_)
             self.have[i] = self.value(i)
 
 
@@ -133,36 +137,40 @@ def _skipping(kb: KernelBuilder, bounds: tuple) -> None:
 
 
 def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False) -> Kernel:
-    """Per query tile, streaming the keys: the softmax's running max (raw) and sum, and D as the
-    softmax-weighted sum of dP (rescaled with the sum: online_softmax_ratio with dP for v)."""
+    """Per query tile, streaming the keys: the softmax's running max (raw) and sum, and, where the
+    site computes D = sum_t dP P (no output handed over: site.prod), D as the softmax-weighted sum
+    of dP, rescaled with the sum (online_softmax_ratio with dP for v)."""
     sm, t = s.softmax, s.axis
     batch = _other_axes(s, cx)
-    kb = KernelBuilder(cx.names.user, f"flash_bwd_stats_{s.dsum}",
-                       f"attention backward, statistics: the softmax's max and sum and D = sum dP P, {t} streamed",
+    what = "the softmax's max and sum" + (" and D = sum dP P" if s.prod is not None else "")
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_stats_{sm.sm}", f"attention backward, statistics: {what}, {t} streamed",
                        _grid(batch, s.row, tiles), _stream(t, "block_n", tiles), tiles["threads"])
     _skipping(kb, s.bounds if skip else ())
-    tile = _Tile(cx, kb, cx.node(sm.div).axes, t)
+    tile = _Tile(cx, kb, cx.node(sm.div).axes, t, s.exact if skip else ())
     q, k, v, do, sh, gemm_s = _common(cx, s, kb, tile, transposed=False)
-    kb.prologue = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id])]
+    kb.prologue = [Load(src=cx.value(q.id), dst=sh[q.id])]
     body = [Load(src=cx.value(k.id), dst=sh[k.id]), gemm_s]
     tile.compute(_needed_by(cx, _pre_nodes(cx, s), sm.src), body)
     src = tile.have[sm.src]
     P = tile.value(sm.exp)
     update, m, l, alpha = online_update(cx, kb, sm, src, P, exp2, cx.node(sm.mx).axes)
-    rows = cx.node(s.dsum).axes
-    d = kb.buf(cx.value(s.dsum), rows, "fragment", "acc", s.dsum, key=("value", s.dsum))
+    kb.body = boundary_closure(kb.prologue, body + update)
+    kb.epilogue = [Store(src=m, dst=m_raw), Store(src=l, dst=cx.value(sm.sm))]
+    if s.prod is None:
+        return kb.build()
+    d = kb.buf(cx.value(s.dsum), cx.node(s.dsum).axes, "fragment", "acc", s.dsum, key=("value", s.dsum))
     dP = tile.value(s.dp)
     kb.states.append(State(buffer=d, init="0", combine="rescaled_sum"))
-    kb.prologue.append(Fill(dst=d, value="0"))
+    kb.prologue += [Load(src=cx.value(do.id), dst=sh[do.id]), Fill(dst=d, value="0")]
     prod = kb.buf("weighted_dP", tile.axes, "fragment", "acc", key=("weighted",))  # exp(c (s - m)) dP
-    kb.body = body + update + [
+    kb.body += [
         Load(src=cx.value(v.id), dst=sh[v.id]),
         Gemm(a=sh[do.id], b=sh[v.id], acc=dP, axis_a=cx.node(s.dp).axis_a, axis_b=cx.node(s.dp).axis_b, clear=True),
         Map(dst=prod, fn="mul", args=(P, dP)),
         Map(dst=d, fn="mul", args=(d, alpha)),
         Reduce(dst=d, src=prod, kind="sum", axis=t, accumulate=True)]
-    kb.epilogue = [Map(dst=d, fn="div", args=(d, l)), Store(src=m, dst=m_raw), Store(src=l, dst=cx.value(sm.sm)),
-                   Store(src=d, dst=cx.value(s.dsum))]
+    kb.body = boundary_closure(kb.prologue, kb.body)
+    kb.epilogue = [Map(dst=d, fn="div", args=(d, l)), *kb.epilogue, Store(src=d, dst=cx.value(s.dsum))]
     return kb.build()
 
 
@@ -213,7 +221,7 @@ def dq_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str
                        f"attention backward, dQ = dS K: P and dS recomputed per key block, {t} streamed",
                        _grid(batch, s.row, tiles), _stream(t, "block_n", tiles), tiles["threads"])
     _skipping(kb, s.bounds if skip else ())
-    tile = _Tile(cx, kb, cx.node(sm.div).axes, t)
+    tile = _Tile(cx, kb, cx.node(sm.div).axes, t, s.exact if skip else ())
     q, k, v, do, sh, gemm_s = _common(cx, s, kb, tile, transposed=False)
     rows = _row_loads(cx, s, kb, m_raw, cx.node(s.dsum).axes, "fragment", kb.prologue)
     kb.prologue[:0] = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id])]
@@ -223,8 +231,8 @@ def dq_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str
     kb.states.append(State(buffer=acc, init="0", combine="sum"))
     kb.prologue.append(Fill(dst=acc, value="0"))
     dqn = cx.node(s.dq)
-    kb.body = [Load(src=cx.value(k.id), dst=sh[k.id]), gemm_s, *rest, *cast,
-               Gemm(a=dSh, b=sh[k.id], acc=acc, axis_a=dqn.axis_a, axis_b=dqn.axis_b)]
+    kb.body = boundary_closure(kb.prologue, [Load(src=cx.value(k.id), dst=sh[k.id]), gemm_s, *rest, *cast,
+                                             Gemm(a=dSh, b=sh[k.id], acc=acc, axis_a=dqn.axis_a, axis_b=dqn.axis_b)])
     kb.epilogue = [Store(src=acc, dst=cx.value(s.dq))]
     return kb.build()
 
@@ -250,8 +258,10 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
     kb = KernelBuilder(cx.names.user, f"flash_bwd_dkdv_{s.dk if s.dk is not None else s.dv}",
                        f"attention backward, {made}: the tile keys first, {row} streamed",
                        _grid(batch, t, tiles), _stream(row, "block_n", tiles), tiles["threads"])
-    _skipping(kb, transposed_bounds(s.bounds, t) if skip else ())
-    tile = _Tile(cx, kb, (*batch, t, row), row)
+    bounds = transposed_bounds(s.bounds, t) if skip else ()
+    _skipping(kb, bounds)
+    # a select is exact here only where no bound was left out of the transpose
+    tile = _Tile(cx, kb, (*batch, t, row), row, s.exact if bounds and len(bounds) == len(s.bounds) else ())
     q, k, v, do, sh, gemm_s = _common(cx, s, kb, tile, transposed=True)
     kb.prologue = [Load(src=cx.value(k.id), dst=sh[k.id]), Load(src=cx.value(v.id), dst=sh[v.id])]
     loads: list = []
@@ -277,7 +287,7 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
         kb.prologue.append(Fill(dst=dk, value="0"))
         body += [*castS, Gemm(a=dSh, b=sh[q.id], acc=dk, axis_a=row, axis_b=cx.node(s.dk).axis_b)]
         stores.append(Store(src=dk, dst=cx.value(s.dk)))
-    kb.body = body
+    kb.body = boundary_closure(kb.prologue, body)
     kb.epilogue = stores
     return kb.build()
 
@@ -292,8 +302,9 @@ def flash_backward(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, skip:
                  why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
                      "backward's kernels")
     inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
-    out = [(stats_kernel(cx, s, exp2, tiles, m_raw, skip), inputs, [m_raw, sm.sm, s.dsum])]
-    stats = [m_raw, sm.sm, s.dsum]
+    stats = [m_raw, sm.sm, *([s.dsum] if s.prod is not None else [])]
+    out = [(stats_kernel(cx, s, exp2, tiles, m_raw, skip), inputs, stats)]
+    stats = [m_raw, sm.sm, s.dsum]  # (D computed elsewhere where the site reads it: a leaf, inputs has it)
     if s.dq is not None:
         out.append((dq_kernel(cx, s, exp2, tiles, m_raw, skip), inputs + stats, [s.dq]))
     if s.dk is not None or s.dv is not None:

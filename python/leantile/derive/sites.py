@@ -67,8 +67,8 @@ class FlashBackwardSite:
     qk: int
     softmax: SoftmaxSite
     dp: int
-    prod: int  # dP * P
-    dsum: int  # D = sum over t of dP * P
+    prod: int | None  # dP * P, where D is sum_t dP P here; None where D is read (rowsum(dO O))
+    dsum: int  # D: sum over t of dP * P (prod), or a row vector computed elsewhere
     diff: int  # dP - D
     ds0: int  # P * (dP - D)
     ds: int  # the cotangent of the scores the products read (ds0, or past the score function's)
@@ -83,6 +83,9 @@ class FlashBackwardSite:
     # ends in the mask's select with 0): a block no row keeps adds nothing to dQ, dK, dV or D
     skip_at: tuple[int, ...] = ()
     bounds: tuple = ()
+    # the selects (the forward's and the cotangent's) whose keep is exactly the bounds: run on
+    # boundary blocks only (Map.boundary_only), as the forward's flash kernel runs its mask
+    exact: tuple[int, ...] = ()
 
     @property
     def axis(self) -> str:

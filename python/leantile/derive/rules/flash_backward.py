@@ -71,26 +71,30 @@ class FlashBackward(Rule):
 
     def _site(self, cx: Ctx, s: SoftmaxSite) -> FlashBackwardSite | str | None:
         us, t, P = cx.users, s.axis, s.div
+        tile_axes = cx.node(P).axes
         found = None
-        for u in us[P]:  # D = sum_t (dP * P), dP a product over the values' axis
+        for u in us[P]:  # dS0 = P (dP - D), dP a product over the values' axis
             other = _mul_of(cx, u, P)
-            if other is None or len(us[u]) != 1:
-                continue
-            r = cx.node(us[u][0])
-            dp = cx.node(other)
-            if isinstance(r, ir.Reduce) and r.kind == "sum" and r.axis == t and isinstance(dp, ir.Matmul) \
-                    and t in dp.axes and dp.axes == cx.node(P).axes:
-                found = (u, r.id, dp.id)
+            diff = cx.node(other) if other is not None else None
+            if isinstance(diff, ir.Binary) and diff.op == "sub" and isinstance(cx.node(diff.a), ir.Matmul) \
+                    and cx.node(diff.a).axes == tile_axes and len(us[diff.id]) == 1:
+                found = (u, diff, diff.a, diff.b)
         if found is None:
             return None
-        prod, dsum, dp = found
-        if len(us[dsum]) != 1:
-            return f"D (node {dsum}) is read elsewhere"
-        diff = cx.node(us[dsum][0])
-        if not (isinstance(diff, ir.Binary) and diff.op == "sub" and diff.a == dp and diff.b == dsum):
+        ds0, diff, dp, dsum = found
+        D = cx.node(dsum)
+        prod = D.x if isinstance(D, ir.Reduce) and D.kind == "sum" and D.axis == t else None
+        if prod is not None and _mul_of(cx, prod, P) == dp and us[prod] == [dsum]:
+            # D = sum_t dP P, computed here (the statistics kernel folds it online)
+            if us[dsum] != [diff.id] or set(us[dp]) != {prod, diff.id}:
+                return "D or dP is read elsewhere"
+        elif t not in D.axes and set(D.axes) <= set(tile_axes) and not any(
+                x < dsum and depends_on(cx, dsum, x) for x in (dp, P)):
+            prod = None  # D read as it is (rowsum(dO O) from the forward's output: autodiff.back_row)
+            if set(us[dp]) != {diff.id}:
+                return f"dP (node {dp}) is read elsewhere"
+        else:
             return None
-        if set(us[dp]) != {prod, diff.id} or len(us[diff.id]) != 1 or _mul_of(cx, us[diff.id][0], diff.id) != P:
-            return "dP - D is read elsewhere, or not as P (dP - D)"
         ds0 = us[diff.id][0]
         tile_axes = cx.node(P).axes
         dpn = cx.node(dp)
@@ -105,8 +109,8 @@ class FlashBackward(Rule):
             chain.append(ds)
         # the forward's score function, from the softmax's raw scores down to Q K^T, and what the
         # cotangent's chain reads beside it (a mask's positions, a soft-capping's tanh)
-        tile = {*s.nodes, prod, dsum, diff.id, ds0, dp, *chain}
-        qk, leaves = None, set()
+        tile = {*s.nodes, diff.id, ds0, dp, *chain, *((prod, dsum) if prod is not None else ())}
+        qk, leaves = None, ({dsum} if prod is None else set())
         stack = [s.src, *(a for i in chain for a in cx.node(i).args())]
         while stack:
             i = stack.pop()
@@ -168,12 +172,12 @@ class FlashBackward(Rule):
         ends in selects with 0 of every masked select's condition (reverse mode's cotangent of
         select(keep, s, -inf)). A skipped block then adds 0 to D and to every product."""
         sm = site.softmax
-        core = {site.qk, *sm.nodes, site.dp, site.prod, site.dsum, site.diff, site.ds0, *chain}
+        core = {site.qk, *sm.nodes, site.dp, site.prod, site.dsum, site.diff, site.ds0, *chain} - {None}
         score = tuple(i for i in site.tile if i not in core and (i == sm.src or depends_on(cx, sm.src, i)))
         found = SKIP.match(cx, FlashSite(site.qk, sm, -1, score, site.leaves, site.row), site.row)
         if not found:
             return site
-        at, bounds, _ = found
+        at, bounds, exact = found
         conds = {cx.node(i).cond for i in at if isinstance(cx.node(i), ir.Select)}
         zeroed = set()
         for i in reversed(chain):  # the chain's last nodes: selects of 0
@@ -185,7 +189,11 @@ class FlashBackward(Rule):
             self.refuse(cx, [site.softmax.div], "attention backward: the cotangent of the scores is not zeroed where "
                         "the mask drops a key: every key block runs")
             return site
-        return dataclasses.replace(site, skip_at=at, bounds=bounds)
+        # the cotangent's selects of an exact mask's keep are exact too: on a block every row keeps
+        # whole they pass dS through, as the forward's select passes the scores
+        exact_conds = {cx.node(i).cond for i in exact}
+        exact = (*exact, *(i for i in chain if isinstance(cx.node(i), ir.Select) and cx.node(i).cond in exact_conds))
+        return dataclasses.replace(site, skip_at=at, bounds=bounds, exact=tuple(sorted(exact)))
 
     def options(self, s: FlashBackwardSite) -> list[Option]:
         """exp2 first (the default), as the forward's options; masked key blocks skipped where the
