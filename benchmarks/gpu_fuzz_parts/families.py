@@ -105,6 +105,10 @@ def families() -> dict:
         # training (issue 50): the backward graphs leantile.autodiff.vjp writes, derived like any graph;
         # the forward is kept so that the backward is taken of it in the drawn dtype (graph_stream)
         "backward": lambda: hyp(S.differentiable_graphs(), _backward),
+        # attention's backward (flash_backward: statistics, dQ and dK/dV kernels, masks skipped in
+        # both streams), masked forwards included: a wholly masked row is NaN in the reference too
+        "attention_backward": lambda: hyp((S._user_attention(S.ALL_CLASSES) | S.masked_attention_graphs()).map(
+            lambda gc: gc[0]), _backward),
     }
     out = {}
     for name, make in makers.items():
