@@ -24,12 +24,15 @@ CASES = [  # (name, sizes); "scaled_attention": softmax(Q K^T / sqrt(d_h)) V, ca
     ("causal_attention", {"h": 16, "t_q": 2048, "t_kv": 2048, "d_h": 128}),
     ("causal_attention", {"h": 4, "t_q": 1000, "t_kv": 1000, "d_h": 64}),  # tiles that do not divide
 ]
-VARIANTS = [  # (label, tiles, skip)
-    ("default", None, True),
-    ("no_skip", None, False),
-    ("m128_n64_t256", {"block_m": 128, "block_n": 64, "threads": 256}, True),
-    ("m64_n128", {"block_m": 64, "block_n": 128}, True),
-    ("stages1", {"stages": 1}, True),
+VARIANTS = [  # (label, tiles, skip, candidate)
+    ("default", None, True, None),
+    ("no_skip", None, False, None),
+    ("m128_n64_t256", {"block_m": 128, "block_n": 64, "threads": 256}, True, None),
+    ("m64_n128", {"block_m": 64, "block_n": 128}, True, None),
+    ("stages1", {"stages": 1}, True, None),
+    # dQ added atomically from the dK/dV kernel (flash_backward's dq="atomic")
+    ("atomic_dq", None, True, "flash_backward_exp2_atomic_dq"),
+    ("atomic_dq_m64_t128", {"block_m": 64, "block_n": 64, "threads": 128}, True, "flash_backward_exp2_atomic_dq"),
 ]
 
 
@@ -45,6 +48,8 @@ def _scaled(sizes: dict):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--variants", nargs="*", help="labels to run (default: all)")
+    ap.add_argument("--cases", nargs="*", help="case names to run (default: all)")
     args = ap.parse_args(argv)
     import leantile
     from leantile import architectures
@@ -55,14 +60,17 @@ def main(argv=None) -> int:
     rows = []
     skip_site = fb.FlashBackward._skip
     for name, sizes in CASES:
+        if args.cases and name not in args.cases:
+            continue
         bw = vjp(_scaled(sizes) if name == "scaled_attention" else architectures.build(name, **sizes)).graph
-        for label, tiles, skip in VARIANTS:
-            if "causal" not in name and label in ("no_skip", "m64_n128", "stages1"):
+        for label, tiles, skip, cand in VARIANTS:
+            if ("causal" not in name and label in ("no_skip", "m64_n128", "stages1")) or \
+                    (args.variants and label not in args.variants):
                 continue
             fb.FlashBackward._skip = skip_site if skip else (lambda self, cx, site, chain: site)
             row = {"case": name, "sizes": sizes, "variant": label, "tiles": tiles}
             try:
-                k = leantile.compile(bw, tiles=tiles)
+                k = leantile.compile(bw, tiles=tiles, candidate=cand)
                 inputs = k.random_inputs(0)
                 v = k.verify(inputs)
                 row["ok"] = bool(v["ok"])

@@ -48,6 +48,14 @@ class KernelCost:
     seconds: float
 
 
+# An accumulating store (plan.Store.accumulate: an atomic add) reads and writes its bytes in L2,
+# the CTAs adding into the same lines in turn: counted as this many plain stores. H200, attention's
+# backward 16 x 2048^2 x 128 with dQ added from the dK/dV kernel (16 key tiles each adding all of
+# dQ in float32, 268 MB) 0.310 ms against 0.289 with a dQ kernel of its own
+# (benchmarks/flash_backward/results/variants-h200-2026-11-29-atomic-dq.json)
+ATOMIC_TRAFFIC = 4
+
+
 def _elems(plan: Plan, k: Kernel, axes, tiles) -> int:
     return math.prod(extent(plan, k, a, tiles) for a in axes)
 
@@ -148,6 +156,8 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None, target: Target
                 on_chip = local[s.dst if isinstance(s, Load) else s.src]
                 g = globals_[s.src if isinstance(s, Load) else s.dst]
                 nbytes = _elems(plan, k, on_chip.axes, tiles) * DTYPE_BYTES.get(g.dtype, 4)
+                if isinstance(s, Store) and s.accumulate:
+                    nbytes *= ATOMIC_TRAFFIC
                 per_cta += nbytes * times
                 per_step += nbytes if per_block else 0
                 touched.add(g.name)

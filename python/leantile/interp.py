@@ -184,7 +184,11 @@ class _Env:
         kept = tuple(a for a in dst_axes if a in src_axes)
         src = self.local[s.src][tuple(slice(0, self.tile.valid(a)) for a in src_axes)]
         target = self.mem[s.dst]
-        target[idx] = reference.align(src, src_axes, kept).to(target.dtype)
+        value = reference.align(src, src_axes, kept).to(target.dtype)
+        if s.accumulate:  # (the kernel's atomic add: any order of the CTAs gives this sum)
+            target[idx] += value
+        else:
+            target[idx] = value
 
     def do_fill(self, s: Fill):
         self.local[s.dst].fill_(_literal(s.value))

@@ -19,7 +19,7 @@ from leantile.autodiff import vjp
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.derive.rules.flash_backward import FLASH_BWD, transposed_bounds
-from leantile.plan import Gemm, KeyBound, key_block_range
+from leantile.plan import Gemm, KeyBound, Store, key_block_range
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 
@@ -66,7 +66,7 @@ _TILES = st.fixed_dictionaries({"block_m": st.sampled_from([1, 2, 3, 4, 8]), "bl
 
 @pytest.mark.parametrize("name", ["attention", "causal_attention", "gqa_attention", "sliding_window_attention"])
 def test_builtin_attention_backwards_take_it_and_equal_their_reference(name):
-    sizes = {"h": 2, "h_kv": 2, "g": 3, "t_q": 7, "t_kv": 11, "d_h": 5}
+    sizes = {"h": 2, "h_kv": 2, "g": 3, "t_q": 7, "t_kv": 11, "d_h": 6}  # (an odd head dim: refused, below)
     mod = architectures.module(name)
     g = _f64(architectures.build(name, **{a: sizes.get(a, 3) for a in mod.DEFAULT_SIZES}))
     bw = vjp(g).graph
@@ -76,7 +76,7 @@ def test_builtin_attention_backwards_take_it_and_equal_their_reference(name):
 
 
 @settings(max_examples=examples(20, deep=True), deadline=None, suppress_health_check=_SUPPRESS)
-@given(t_q=st.integers(1, 13), extra=st.integers(0, 6), d=st.integers(1, 6), window=st.integers(1, 9),
+@given(t_q=st.integers(1, 13), extra=st.integers(0, 6), d=st.sampled_from([1, 2, 4, 6]), window=st.integers(1, 9),
        scale=st.booleans(), tiles=_TILES, seed=st.integers(0, 2 ** 16))
 def test_a_window_narrower_than_the_tiles_skips_blocks_in_both_streams(t_q, extra, d, window, scale, tiles, seed):
     """A window mask's two bounds, transposed for the dK/dV kernel's stream of queries: every
@@ -178,3 +178,58 @@ def test_lowers_to_cuda():
         assert f"{name}_kernel" in cu
         if nvcc_path():
             compile_cuda(cu)
+
+
+def test_atomic_dq_is_verified_and_equals_the_reference():
+    """dQ added from the dK/dV kernel (plan.Store.accumulate): the statistics kernel stores its float32
+    sums zero first, a last kernel casts them; every candidate equals the reference; the verifier
+    refuses an accumulating store before any plain one, and one into a 16-bit global."""
+    from leantile.plan.verify import verify
+    g = _f64(architectures.build("causal_attention", h=2, t_q=7, t_kv=9, d_h=6))
+    bw = vjp(g).graph
+    names = [c.name for c in candidates(bw)]
+    assert "flash_backward_exp2_atomic_dq" in names and names[0] == "flash_backward_exp2"
+    plan = derive(bw, "flash_backward_exp2_atomic_dq", {"block_m": 2, "block_n": 3})
+    adders = [k for k in plan.kernels if any(isinstance(s, Store) and s.accumulate for s in k.statements())]
+    assert [k.name.split("_")[2] for k in adders] == ["dkdv"]
+    assert not any(k.name.startswith("flash_bwd_dq_") and not k.name.startswith("flash_bwd_dq_out") for k in plan.kernels)
+    assert verify(plan, bw) == []
+    _equal_everywhere(bw, [{"block_m": 2, "block_n": 3}, {"block_m": 4, "block_n": 1}], seed=3)
+    stats = next(i for i, k in enumerate(plan.kernels) if k.name.startswith("flash_bwd_stats"))
+    dkdv = plan.kernels.index(adders[0])
+    order = list(plan.kernels)
+    order[stats], order[dkdv] = order[dkdv], order[stats]
+    assert any("added into" in p for p in verify(plan.model_copy(update={"kernels": tuple(order)}), bw))
+    acc = next(s.dst for s in adders[0].statements() if isinstance(s, Store) and s.accumulate)
+    narrow = tuple(b.model_copy(update={"dtype": "f16"}) if b.name == acc else b for b in plan.globals)
+    assert any("narrower than float32" in p for p in verify(plan.model_copy(update={"globals": narrow}), bw))
+
+
+def test_an_odd_head_dim_keeps_the_generic_backward():
+    """TileLang 0.1.15 lowers no dQ or dK/dV kernel over an odd head dim (GPU campaign s76, d_h = 5:
+    "no available layout found"): the site is refused with the reason, the generic backward stays
+    and equals the reference."""
+    from leantile.derive import refusals
+    bw = vjp(_f64(architectures.build("attention", h=2, t_q=5, t_kv=7, d_h=5))).graph
+    assert all(FLASH_BWD.name not in {s.rule for s in c.steps} for c in candidates(bw))
+    assert any("head dim d_h = 5 is odd" in r for r in refusals(bw))
+    _equal_everywhere(bw, [None], seed=2)
+
+
+@pytest.mark.parametrize("d_h", [1, 6, 96])
+def test_head_dims_the_kernels_lower_at(d_h):
+    """The three kernels lower to CUDA at head dims of 1, 6 and 96 (f32, whose P goes through shared memory)."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed")
+    from lowering_sweeps import load_module
+
+    from leantile.emit.tilelang import emit_module
+    from leantile.lower import lower_to_cuda
+    bw = vjp(strategies.inputs_in(architectures.build("attention", h=2, t_q=200, t_kv=300, d_h=d_h), "f32")).graph
+    # the atomic dQ too: rows of 6 floats are no multiple of 16 bytes, and its atomic add takes no
+    # window (plan.shared: the emitter and the plan's shared tiles agree; a generated graph found it)
+    for cand in (None, "flash_backward_exp2_atomic_dq"):
+        plan = derive(bw, cand)
+        assert any(k.name.startswith("flash_bwd_dkdv") for k in plan.kernels)
+        mod = load_module(emit_module(plan), f"flash_backward_d{d_h}_{cand}")
+        for name, f in mod.build_kernel().items():
+            assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))

@@ -39,7 +39,7 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
     for c in picked:
         s = c.site
         if isinstance(s, FlashBackwardSite):
-            parts, bufs = flash_backward(cx, s, c.exp2, tiles, c.skip)
+            parts, bufs = flash_backward(cx, c, tiles)
             for kern, reads, writes in parts:
                 add(kern, reads, writes)
             extra_globals += bufs

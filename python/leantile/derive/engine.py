@@ -35,7 +35,7 @@ from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
                           swap_rows, wave_tiles)
-from .flash_backward_kernels import flash_backward
+from .flash_backward_kernels import FlashBackwardChoice, flash_backward
 from .rules.flash_backward import FLASH_BWD
 from .sites import FlashBackwardSite, FlashSite, GemmSite, Sites, SoftmaxSite, row_peels
 from .steps import DerivationError, match  # noqa: F401  (DerivationError: re-exported)
@@ -84,7 +84,8 @@ def decide(o: Option):
     """What option o's steps decide for the kernel at its site: each step's rule applies its
     part, in order. This is the only place a step turns into a kernel choice."""
     choice = K.GemmChoice(o.site) if isinstance(o.site, GemmSite) else \
-        RegionChoice(o.site) if isinstance(o.site, RegionSite) else K.OnlineChoice(o.site)
+        RegionChoice(o.site) if isinstance(o.site, RegionSite) else \
+        FlashBackwardChoice(o.site) if isinstance(o.site, FlashBackwardSite) else K.OnlineChoice(o.site)
     for st in o.steps:
         BY_NAME[st.rule].apply(choice, st)
     if isinstance(choice, RegionChoice):  # the kernel computes as exp2 what the steps say, nothing else
@@ -97,7 +98,7 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
     c = decide(o)
     s = c.site  # o.site as its steps decided (a region's exp2 exps)
     if isinstance(s, FlashBackwardSite):
-        return [k for k, _, _ in flash_backward(cx, s, c.exp2, tiles, c.skip)[0]]
+        return [k for k, _, _ in flash_backward(cx, c, tiles)[0]]
     if isinstance(s, FlashSite):
         return list(split_flash(cx, c, tiles, {})[:2]) if c.split else [K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack)]
     if isinstance(s, SoftmaxSite):
@@ -116,6 +117,8 @@ def _fits(cx: Ctx, o: Option) -> bool:
     """Whether option o's kernels fit the target's shared memory at the default tiles (a
     head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains)."""
     tiles = default_tiles(cx)
+    if isinstance(o.site, FlashBackwardSite):  # judged at the tiles its plan takes (FLASH_BACKWARD_TILES)
+        tiles = {**tiles, **shape_tiles(cx, [decide(o)])}
     plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(), tiles=tiles)
     try:
         kernels = _site_kernels(cx, o, tiles)

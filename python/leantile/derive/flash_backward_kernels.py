@@ -14,6 +14,7 @@ the score function makes of a zero score.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store
@@ -136,7 +137,8 @@ def _skipping(kb: KernelBuilder, bounds: tuple) -> None:
         kb.role += ", masked blocks skipped"
 
 
-def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False) -> Kernel:
+def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False,
+                 dq_acc: str | None = None) -> Kernel:
     """Per query tile, streaming the keys: the softmax's running max (raw) and sum, and, where the
     site computes D = sum_t dP P (no output handed over: site.prod), D as the softmax-weighted sum
     of dP, rescaled with the sum (online_softmax_ratio with dP for v)."""
@@ -156,6 +158,9 @@ def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: 
     update, m, l, alpha = online_update(cx, kb, sm, src, P, exp2, cx.node(sm.mx).axes)
     kb.body = boundary_closure(kb.prologue, body + update)
     kb.epilogue = [Store(src=m, dst=m_raw), Store(src=l, dst=cx.value(sm.sm))]
+    if dq_acc is not None:  # the dK/dV kernel adds into it: zeros first, over this CTA's query rows
+        zero = kb.buf(f"{dq_acc}_zero", cx.node(s.dq).axes, "fragment", "acc", key=("zero", s.dq))
+        kb.epilogue += [Fill(dst=zero, value="0"), Store(src=zero, dst=dq_acc)]
     if s.prod is None:
         return kb.build()
     d = kb.buf(cx.value(s.dsum), cx.node(s.dsum).axes, "fragment", "acc", s.dsum, key=("value", s.dsum))
@@ -249,13 +254,14 @@ def _row_loads(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, m_raw: str, axe
     return {"max": m, "inv_sum": inv, "D": D}
 
 
-def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False) -> Kernel:
+def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str, skip: bool = False,
+                dq_acc: str | None = None) -> Kernel:
     """Per key tile, streaming the queries, the tile transposed (keys as rows): dV += P^T dO,
-    dK += dS^T Q."""
+    dK += dS^T Q; with `dq_acc`, each block's dS K added into that float32 global too."""
     t, row = s.axis, s.row
     batch = _other_axes(s, cx)
-    made = " and ".join(x for x, i in (("dK = dS^T Q", s.dk), ("dV = P^T dO", s.dv)) if i is not None)
-    kb = KernelBuilder(cx.names.user, f"flash_bwd_dkdv_{s.dk if s.dk is not None else s.dv}",
+    made = " and ".join(x for x, i in (("dK = dS^T Q", s.dk), ("dV = P^T dO", s.dv)) if i is not None) or "dQ"
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_dkdv_{next(i for i in (s.dk, s.dv, s.dq) if i is not None)}",
                        f"attention backward, {made}: the tile keys first, {row} streamed",
                        _grid(batch, t, tiles), _stream(row, "block_n", tiles), tiles["threads"])
     bounds = transposed_bounds(s.bounds, t) if skip else ()
@@ -287,27 +293,80 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
         kb.prologue.append(Fill(dst=dk, value="0"))
         body += [*castS, Gemm(a=dSh, b=sh[q.id], acc=dk, axis_a=row, axis_b=cx.node(s.dk).axis_b)]
         stores.append(Store(src=dk, dst=cx.value(s.dk)))
+    if dq_acc is not None:  # dQ's block from this key tile, added into dq_acc: dS (queries first) K
+        dqn = cx.node(s.dq)
+        castS, dSh = _operand(cx, kb, dS, tile.axes, s.ds, dt)
+        dS_sh = kb.buf(f"{dS}_shared", tile.axes, "shared", dt, s.ds, key=("shared", s.ds))  # (transposed: A from shared)
+        part = kb.buf(f"{cx.value(s.dq)}_block", dqn.axes, "fragment", "acc", key=("dq_block",))
+        body += [*([] if s.dk is not None else castS), Map(dst=dS_sh, fn="copy", args=(dSh,)),
+                 Gemm(a=dS_sh, b=sh[k.id], acc=part, axis_a=dqn.axis_a, axis_b=dqn.axis_b, clear=True),
+                 Store(src=part, dst=dq_acc, accumulate=True)]
+        kb.role += ", dQ added into " + dq_acc
     kb.body = boundary_closure(kb.prologue, body)
     kb.epilogue = stores
     return kb.build()
 
 
-def flash_backward(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, skip: bool = False) -> tuple[list, list[Buffer]]:
+def dq_cast_kernel(cx: Ctx, s: FlashBackwardSite, tiles: dict, dq_acc: str) -> Kernel:
+    """dQ from its float32 sums (dq_acc) in the output's dtype, one tile of query rows a CTA."""
+    dqn = cx.node(s.dq)
+    batch = tuple(a for a in dqn.axes if a not in (s.row,) and a in _other_axes(s, cx))
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_dq_out_{s.dq}", "attention backward: dQ from its float32 sums",
+                       _grid(batch, s.row, tiles), None, tiles["threads"])
+    frag = kb.buf(f"{dq_acc}_frag", dqn.axes, "fragment", "acc", s.dq, key=("value", s.dq))
+    kb.body = [Load(src=dq_acc, dst=frag), Store(src=frag, dst=cx.value(s.dq))]
+    return kb.build()
+
+
+@dataclass
+class FlashBackwardChoice:
+    """What the derivation steps decided for a flash_backward site (derive.engine.decide)."""
+    site: FlashBackwardSite
+    exp2: bool = False  # exp_to_exp2
+    skip: bool = False  # skip_masked_tiles
+    atomic_dq: bool = False  # flash_backward's dq="atomic": dQ added from the dK/dV kernel
+    split: int = 0  # (never split nor packed: the fields every streamed softmax choice has)
+    pack: bool = False
+
+
+def atomic_dq_applies(s: FlashBackwardSite) -> bool:
+    """dQ can be added from the dK/dV kernel: it runs (dK or dV wanted) and dQ is wanted."""
+    return s.dq is not None and (s.dk is not None or s.dv is not None)
+
+
+def flash_backward(cx: Ctx, c: FlashBackwardChoice, tiles: dict) -> tuple[list, list[Buffer]]:
     """[(kernel, nodes or buffers it reads, nodes or buffers it writes)] in launch order, and the
-    global buffers that are no graph node (the raw running max)."""
+    global buffers that are no graph node (the raw running max; dQ's float32 sums where the dK/dV
+    kernel adds them: the statistics kernel stores them zero first, a last kernel casts them)."""
+    s, exp2, skip = c.site, c.exp2, c.skip
     sm = s.softmax
     qk, dp = cx.node(s.qk), cx.node(s.dp)
+    for a in dict.fromkeys((qk.axis_b, dp.axis_b)):
+        if cx.axes[a] > 1 and cx.axes[a] % 2:
+            # the dQ and dK/dV kernels' SIMT products over an odd head dim have no TileLang 0.1.15
+            # layout ("no available layout found": GPU campaign s76 at d_h = 5; lowered on the CPU,
+            # 3, 5, 7, 9 and 33 fail, 1 and every even head dim tried lower): such a site keeps the
+            # generic backward (refused by the engine, as a kernel too big for shared memory is)
+            raise ir.GraphError([f"graph {cx.g.name!r}: flash_backward: head dim {a} = {cx.axes[a]} is odd: "
+                                 "TileLang 0.1.15 has no layout for its dQ and dK/dV products"])
     m_raw = cx.names.extra(("raw_max", sm.mx), f"{cx.value(sm.mx)}_raw")
-    buf = Buffer(name=m_raw, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
-                 why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
-                     "backward's kernels")
+    bufs = [Buffer(name=m_raw, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
+                   why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
+                       "backward's kernels")]
+    dq_acc = None
+    if c.atomic_dq and atomic_dq_applies(s):
+        dq_acc = cx.names.extra(("dq_acc", s.dq), f"{cx.value(s.dq)}_acc")
+        bufs.append(Buffer(name=dq_acc, axes=cx.node(s.dq).axes, scope="global", dtype="acc",
+                           why="float32: dQ's sums, added into by the dK/dV kernel's CTAs"))
     inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
-    stats = [m_raw, sm.sm, *([s.dsum] if s.prod is not None else [])]
-    out = [(stats_kernel(cx, s, exp2, tiles, m_raw, skip), inputs, stats)]
+    stats = [m_raw, sm.sm, *([s.dsum] if s.prod is not None else []), *([dq_acc] if dq_acc else [])]
+    out = [(stats_kernel(cx, s, exp2, tiles, m_raw, skip, dq_acc), inputs, stats)]
     stats = [m_raw, sm.sm, s.dsum]  # (D computed elsewhere where the site reads it: a leaf, inputs has it)
-    if s.dq is not None:
+    if s.dq is not None and dq_acc is None:
         out.append((dq_kernel(cx, s, exp2, tiles, m_raw, skip), inputs + stats, [s.dq]))
     if s.dk is not None or s.dv is not None:
-        out.append((dkdv_kernel(cx, s, exp2, tiles, m_raw, skip), inputs + stats,
-                    [i for i in (s.dk, s.dv) if i is not None]))
-    return out, [buf]
+        out.append((dkdv_kernel(cx, s, exp2, tiles, m_raw, skip, dq_acc), inputs + stats,
+                    [i for i in (s.dk, s.dv, dq_acc) if i is not None]))
+    if dq_acc is not None:
+        out.append((dq_cast_kernel(cx, s, tiles, dq_acc), [dq_acc], [s.dq]))
+    return out, bufs

@@ -313,6 +313,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         b = self.local[s.src]
         g = self.plan.global_buffer(s.dst)
         src = self.lname[s.src]
+        if s.accumulate:  # other CTAs add into the same positions (plan.Store.accumulate)
+            self.emit(f"T.atomic_add({self.gslice(g, b.axes, f'store {s.src}->{s.dst}')}, {src})", depth)
+            return
         packed = any(len(d) > 1 for d in self.dims(b.axes))
         v = self.window_granule(g, b)
         if v:

@@ -9,11 +9,10 @@ A Plan is a list of kernels run in order. Each kernel has
   - statements: prologue (once per tile), body (once per stream block), epilogue, and
     optionally a second pass over the stream (once per block again, after the epilogue).
 
-On-chip buffers have the full block shape; loads zero-fill what lies past the end of an
-axis (as TileLang's boundary-checked copies do), reductions ignore those positions, `mask`
-sets them explicitly, and stores write only the valid part. The CPU interpreter
-(leantile.interp) and the TileLang emitter (leantile.emit) both read exactly this.
-"""
+On-chip buffers have the full block shape; loads zero-fill past an axis's end (as TileLang's
+boundary-checked copies do), reductions ignore those positions, `mask` sets them, and stores
+write only the valid part. The CPU interpreter (leantile.interp) and the TileLang emitter
+(leantile.emit) both read exactly this."""
 
 from __future__ import annotations
 
@@ -167,6 +166,9 @@ class Store(_M):
     # through shared memory: one coalesced (TMA) copy instead of per-thread writes of a GEMM
     # fragment (set by plan.passes.store_staging)
     staged: bool = False
+    # add src into the global (TileLang's atomic add: other CTAs add into the same positions, in
+    # no fixed order); an earlier kernel of the plan stores every element of it first (zeros)
+    accumulate: bool = False
 
 
 class Fill(_M):
@@ -224,11 +226,9 @@ class Reduce(_M):
 
 class Pivot(_M):
     """On the first block the CTA streams (a split stream's slice: its first) only: dst = src at
-    position 0 of the streamed `axis` (src an on-chip tile of it, dst its axes less `axis`); later
-    blocks keep dst. A per-row value of the first tile, fixed for the whole stream: the pivot p of
-    shifted statistics, sum (x - p) and sum (x - p)^2 (derive.kernels._row_program). Taken
-    from the tile the body loads anyway: a load of its own before the stream costs a global
-    round trip per CTA (measured 4% of a fused LayerNorm -> GEMM kernel on an H100)."""
+    position 0 of the streamed `axis` (src a tile of it, dst its axes less `axis`); later blocks
+    keep dst: the pivot p of shifted statistics (derive.kernels._row_program), from the tile the
+    body loads anyway (a load of its own cost 4% of a LayerNorm -> GEMM kernel on an H100)."""
     op: Literal["pivot"] = "pivot"
     dst: str
     src: str

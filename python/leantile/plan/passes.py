@@ -82,7 +82,8 @@ def store_staging(plan: Plan, target: Target = DEFAULT) -> Plan:
     def decide(plan, k):
         frag2 = {b.name for b in k.buffers if b.scope == "fragment" and len(on_chip_dims(k, b.axes)) == 2}
         staged = _rewrite(k, lambda stmts: tuple(s.model_copy(update={"staged": True})
-                                                 if isinstance(s, Store) and s.src in frag2 else s for s in stmts))
+                                                 if isinstance(s, Store) and s.src in frag2 and not s.accumulate
+                                                 else s for s in stmts))  # (an atomic add reads the fragment)
         fits = smem_problem(plan, k.model_copy(update=staged), target) is None if staged else True
         return staged if fits or smem_problem(plan, k, target) is not None else {}
     return _on_gemm_kernels(plan, decide)

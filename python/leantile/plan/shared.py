@@ -94,8 +94,8 @@ def windows(plan: Plan, k: Kernel) -> tuple[Window, ...]:
     for part, stmts in (("prologue", k.prologue), ("body", k.body), ("epilogue", k.epilogue),
                         ("second_pass", k.second_pass)):
         for s in stmts:
-            if not isinstance(s, (Load, Store)):
-                continue
+            if not isinstance(s, (Load, Store)) or (isinstance(s, Store) and s.accumulate):
+                continue  # (an accumulating store is an atomic add from the registers: no window)
             gname, lname = (s.src, s.dst) if isinstance(s, Load) else (s.dst, s.src)
             if gname not in names or lname not in local:
                 continue  # a plan still being built
@@ -269,7 +269,7 @@ class _Walk:
 
     def store(self, s: Store) -> None:
         b, g = self.local[s.src], self.plan.global_buffer(s.dst)
-        if window_granule(self.plan, self.k, g, b):
+        if s.accumulate or window_granule(self.plan, self.k, g, b):  # (an atomic add: from the registers)
             return
         if swapped_layout(self.k, b.axes):  # (column, row) on chip: through a (row, column) tile
             self.add("transposing", s.src, b.axes, g.dtype)

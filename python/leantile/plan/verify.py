@@ -417,6 +417,7 @@ def verify(plan: Plan, graph: ir.Graph, target: Target = DEFAULT) -> list[str]:
     names: set[str] = set()
     stored: set[str] = set()
     writers: dict[str, list[str]] = {}
+    accumulating: dict[str, set[str]] = {}  # a global -> the kernels that add into it
     for k in plan.kernels:
         if k.name in names:
             out.append(f"two kernels named {k.name!r}")
@@ -426,6 +427,8 @@ def verify(plan: Plan, graph: ir.Graph, target: Target = DEFAULT) -> list[str]:
             if isinstance(s, Store):
                 if k.name not in writers.setdefault(s.dst, []):
                     writers[s.dst].append(k.name)
+                if s.accumulate:
+                    accumulating.setdefault(s.dst, set()).add(k.name)
                 stored.add(s.dst)
         for problem in (smem_problem(plan, k, target), grid_problem(plan, k)):
             if problem:
@@ -433,8 +436,12 @@ def verify(plan: Plan, graph: ir.Graph, target: Target = DEFAULT) -> list[str]:
     if plan.kernels and (plan.kernels[0].wait_previous or plan.kernels[-1].launch_next):
         out.append("dependent launch: the first kernel waits for none before it, the last launches none after it")
     for name, w in writers.items():
-        if len(w) > 1:
+        if len(w) > 1 and accumulating.get(name) != set(w[1:]):
             out.append(f"global {name} is stored by {len(w)} kernels ({', '.join(w)})")
+    for name, ks in accumulating.items():  # added into: stored whole by an earlier kernel first
+        if writers[name][0] in ks or globals_[name].dtype not in ("acc", "f32", "f64"):
+            out.append(f"global {name} is added into (an accumulating store) before any kernel stores it, "
+                       "or in a dtype narrower than float32")
     for o in graph.outputs:
         buf = plan.outputs.get(o)
         if buf is None:

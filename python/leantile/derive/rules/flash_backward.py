@@ -53,6 +53,8 @@ class FlashBackward(Rule):
     rewrite = ("a statistics kernel streaming the keys (the softmax's max and sum, D online), a dQ kernel per "
                "query tile streaming the keys, a dK/dV kernel per key tile streaming the queries: P, dP and dS "
                "recomputed on each tile, never stored")
+    params = {"axis": "the softmax's axis (the keys)",
+              "dq": "'atomic': dQ added into float32 sums by the dK/dV kernel's CTAs (else a dQ kernel of its own)"}
     statement = ("each product over a streamed axis is the sum of its blocks' products, in any order of blocks; "
                  "exp(c (s - m)) / l with the row's max m and sum l is the softmax; D = sum_t dP P is the online "
                  "fold's o / l with dP for the values")
@@ -197,15 +199,22 @@ class FlashBackward(Rule):
 
     def options(self, s: FlashBackwardSite) -> list[Option]:
         """exp2 first (the default), as the forward's options; masked key blocks skipped where the
-        site has bounds (always: it only saves work)."""
-        base = (SHIFT.step([s.softmax.mx, s.softmax.sub]), self.step(s.nodes, axis=s.axis))
-        if s.bounds:
-            base += (SKIP.step(s.skip_at, bounds=describe(s.bounds, s.axis)),)
-        return [Option("flash_backward_exp2", (*base, EXP2.step([s.softmax.exp])), s, self.name, s.nodes),
-                Option("flash_backward", base, s, self.name, s.nodes)]
+        site has bounds (always: it only saves work). Second, where the dK/dV kernel runs and dQ is
+        wanted, dQ added atomically from it (FlashAttention-2's: one pass over the keys fewer, dQ's
+        sums in no fixed order; not the default until measured)."""
+        skip = (SKIP.step(s.skip_at, bounds=describe(s.bounds, s.axis)),) if s.bounds else ()
+
+        def steps(**params):
+            return (SHIFT.step([s.softmax.mx, s.softmax.sub]), self.step(s.nodes, axis=s.axis, **params), *skip)
+        exp2 = (EXP2.step([s.softmax.exp]),)
+        atomic = [Option("flash_backward_exp2_atomic_dq", (*steps(dq="atomic"), *exp2), s, self.name, s.nodes)] \
+            if s.dq is not None and (s.dk is not None or s.dv is not None) else []
+        return [Option("flash_backward_exp2", (*steps(), *exp2), s, self.name, s.nodes), *atomic,
+                Option("flash_backward", steps(), s, self.name, s.nodes)]
 
     def apply(self, choice, step):
-        """Nothing to decide: the site's three kernels are its whole form."""
+        """dq="atomic": dQ added from the dK/dV kernel (flash_backward_kernels.FlashBackwardChoice)."""
+        choice.atomic_dq = step.params.get("dq") == "atomic"
 
     def formula(self, g, at, params):
         S = sym()
