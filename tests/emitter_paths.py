@@ -41,9 +41,15 @@ def _arch(name, **sizes):
     return lambda: architectures.build(name, **sizes)
 
 
-def _backward(name, **sizes):
+def _backward(name, output_only=False, **sizes):
+    """The backward of a built-in; output_only: the forward hands over its output alone (the
+    softmax's statistics recomputed by a statistics kernel)."""
     from leantile.autodiff import vjp
-    return lambda: vjp(architectures.build(name, **sizes)).graph
+
+    def graph():
+        g = architectures.build(name, **sizes)
+        return vjp(g, save=frozenset({g.outputs["out"]}) if output_only else None).graph
+    return graph
 
 
 def _mma(k) -> bool:
@@ -117,12 +123,13 @@ PATHS = [
     # and variance reduced over the accumulator's rows; 100 channels (a partial, masked tile), 70 rows
     Case("gemm normalised in its epilogue", lambda: _normed(b=70, k=96, g=3, c=100),
          _any(lambda k: _mma(k) and any(s.op == "reduce" for s in k.epilogue))),
-    # attention's backward (flash_backward): statistics, dQ and dK/dV kernels, the causal mask's blocks
-    # skipped in both streams (the dK/dV kernel's stream of queries, its tile transposed); 300 queries
+    # attention's backward (flash_backward): dQ and dK/dV kernels reading the forward's statistics,
+    # the causal mask's blocks skipped in both streams (the dK/dV kernel's stream of queries, its
+    # tile transposed); 300 queries
     Case("attention backward", _backward("causal_attention", h=2, t_q=300, t_kv=300, d_h=64),
          _any(lambda k: k.name.startswith("flash_bwd_dkdv") and bool(k.stream.skip))),
     # the same with dQ added atomically from the dK/dV kernel into float32 sums (plan.Store.accumulate)
-    Case("attention backward atomic dQ", _backward("causal_attention", h=2, t_q=300, t_kv=300, d_h=64),
+    Case("attention backward atomic dQ", _backward("causal_attention", True, h=2, t_q=300, t_kv=300, d_h=64),
          _any(lambda k: any(s.op == "store" and s.accumulate for s in k.statements())),
          candidate="flash_backward_exp2_atomic_dq"),
     # the pooled GEMM's weight copied by TMA through its merged view, warp specialised (n = 128)

@@ -1,8 +1,8 @@
 """Attention's backward alone (issue 50): the vjp graph of each attention built-in at a training
-shape, compiled by leantile (its default plan: flash_backward's three kernels), checked against
-the float32 reference on fresh inputs, timed (do_bench, L2 flushed; do_bench_cudagraph too) beside the SDPA backward
-(cuDNN, flash) and the torch.compile backward of the same attention, with each kernel's share
-from the torch profiler. Prints a table and writes JSON.
+shape, compiled by leantile (its default plan: flash_backward's kernels), checked against the
+float32 reference on fresh inputs, timed (do_bench, L2 flushed; do_bench_cudagraph too) beside
+the SDPA backward of the same attention (cuDNN, FlashAttention-2), with each kernel's share from
+the torch profiler. Prints a line per case and writes JSON.
 
     python benchmarks/flash_backward/probe.py --out DIR [NAME ...]
 """
@@ -17,7 +17,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import triton.testing as tt
-from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "norm_gemm"))
+from kernel_times_probe import kernel_times  # noqa: E402  (each kernel's GPU time from the torch profiler)
 
 SHAPES = {
     "attention": {"h": 16, "t_q": 2048, "t_kv": 2048, "d_h": 128},
@@ -25,21 +27,6 @@ SHAPES = {
     "gqa_attention": {"h_kv": 4, "g": 4, "t_q": 2048, "t_kv": 2048, "d_h": 128},
     "sliding_window_attention": {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128},
 }
-
-
-def kernel_times(fn, runs: int = 20) -> dict[str, float]:
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn()
-        torch.cuda.synchronize()
-    out = {}
-    for e in prof.key_averages():
-        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
-        if us:
-            out[e.key[:50]] = round(us / runs / 1e3, 4)
-    return out
 
 
 def sdpa_backward(q, k, v, do, causal: bool, backend, groups: int = 1):

@@ -86,9 +86,11 @@ def default_saved(g: ir.Graph) -> frozenset[int]:
     outs = set(g.outputs.values())
     rows = {r for r, (form, _, _) in row_forms(g).items() if form == "logsumexp" or r in outs}
     # attention's output P V (the graph's output: handed over, nothing stored): the backward's row
-    # term is then rowsum(dO O) (back_row), not a pass over the keys with dP = dO V^T per block
-    outputs = {pv for pv, _, _ in attention_rows(g).values()}
-    return frozenset(gemms | rows | outputs)
+    # term is then rowsum(dO O) (back_row), not a pass over the keys with dP = dO V^T per block;
+    # and its softmax's max and sum (two float32 a query row, which the flash forward holds at its
+    # end): the backward's P is exp(z - max) / sum tile by tile, no statistics pass over the keys
+    attention = {i for row in attention_rows(g).values() for i in row}
+    return frozenset(gemms | rows | attention)
 
 
 def attention_rows(g: ir.Graph) -> dict[int, tuple[int, int, int]]:
@@ -127,10 +129,27 @@ def attention_scores(g: ir.Graph) -> set[int]:
 
 def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
     """g with the values bw reads of it (bw.saved) as extra outputs, under the names of bw's inputs
-    that receive them: run this forward, hand those outputs to the backward."""
+    that receive them: run this forward, hand those outputs to the backward. A value the backward
+    reads wider than g has it (attention's row statistics, in float32: saved_dtype) is output
+    through a cast to that dtype."""
     if not bw.saved:
         return g
-    return g.model_copy(update={"outputs": {**g.outputs, **bw.saved}, "derivation": ()})
+    dtypes, wanted = ir.value_dtypes(g), {n.name: n.dtype for n in bw.graph.inputs()}
+    nodes, outputs = list(g.nodes), dict(g.outputs)
+    for name, i in bw.saved.items():
+        if wanted.get(name, dtypes[i]) != dtypes[i]:
+            nodes.append(ir.Cast(id=len(nodes), op="cast", x=i, dtype=wanted[name], axes=g.nodes[i].axes))
+            i = len(nodes) - 1
+        outputs[name] = i
+    return g.model_copy(update={"nodes": tuple(nodes), "outputs": outputs, "derivation": ()})
+
+
+def saved_dtype(g: ir.Graph, i: int, dtype: str) -> str:
+    """The dtype the backward reads saved value i in: float32 for attention's row statistics of a
+    16-bit graph (a max rounded to f16 shifts every P of its row by up to 1%: exp(max error)),
+    else the value's own."""
+    stats = {x for _, mx, sm in attention_rows(g).values() for x in (mx, sm)}
+    return "f32" if i in stats and dtype in ir.HALF_DTYPES else dtype
 
 
 def training_forward(g: ir.Graph) -> tuple[ir.Graph | None, dict[str, int]]:
@@ -273,7 +292,7 @@ class _Reverse:
         if i in self.save and not isinstance(n, (ir.Const, ir.SizeConst, ir.Iota, ir.Input)):
             name = self.names.fresh(f"saved_{i}")
             self.saved[name] = i
-            out = b.input(name, n.axes, self.dtypes[i])
+            out = b.input(name, n.axes, saved_dtype(self.g, i, self.dtypes[i]))
         elif isinstance(n, ir.Input):
             out = b.input(n.name, n.axes, n.dtype)
         elif isinstance(n, ir.Const):

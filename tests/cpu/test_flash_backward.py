@@ -85,8 +85,8 @@ def test_a_window_narrower_than_the_tiles_skips_blocks_in_both_streams(t_q, extr
     first = candidates(bw)[0]
     assert "skip_masked_tiles" in {s.rule for s in first.steps}
     plan = derive(bw, first.name, tiles)
-    skipped = [k for k in plan.kernels if k.stream is not None and k.stream.skip]
-    assert len(skipped) == 3, [k.name for k in plan.kernels]
+    flash = [k for k in plan.kernels if k.name.startswith("flash_bwd_")]
+    assert len(flash) == 2 and all(k.stream.skip for k in flash), [k.name for k in plan.kernels]
     _equal_everywhere(bw, [tiles], seed)
 
 
@@ -127,12 +127,16 @@ def test_the_default_plan_stores_nothing_score_sized():
     bw = vjp(architectures.build("causal_attention", h=16, t_q=2048, t_kv=2048, d_h=128)).graph
     plan = derive(bw)
     flash = [k for k in plan.kernels if k.name.startswith("flash_bwd_")]
-    assert [k.name.split("_")[2] for k in flash] == ["stats", "dq", "dkdv"]
+    # the forward's max and sum read as they are (saved): no statistics kernel; D = rowsum(dO O)
+    # from the forward's output: one row kernel
+    assert [k.name.split("_")[2] for k in flash] == ["dq", "dkdv"] and len(plan.kernels) == 3
     assert not [b.name for b in plan.globals if {"t_q", "t_kv"} <= set(b.axes)]
     assert all(k.stream.skip for k in flash)
-    # D = rowsum(dO O) from the forward's output: one row kernel, the statistics kernel one GEMM a block
-    assert len(plan.kernels) == 4
-    stats = flash[0]
+    # with the forward's max and sum recomputed (only the output handed over), the statistics kernel
+    # is one GEMM a block
+    g = architectures.build("causal_attention", h=16, t_q=2048, t_kv=2048, d_h=128)
+    bw = vjp(g, save=frozenset({g.outputs["out"]})).graph
+    stats = next(k for k in derive(bw).kernels if k.name.startswith("flash_bwd_stats"))
     assert sum(isinstance(x, Gemm) for x in stats.statements()) == 1
 
 
@@ -152,14 +156,29 @@ def test_with_nothing_saved_the_statistics_kernel_folds_d(name):
 def test_the_forward_never_saves_attention_scores():
     """At sizes where Q K^T is smaller than the inputs (tests' sizes) the forward saves it no more
     than at scale: the backward recomputes the scores as flash_backward does, and reads of the
-    forward only its output O (the row term rowsum(dO O)), which the forward hands over: the
-    training forward is the inference forward."""
+    forward its output O (the row term rowsum(dO O)) and the softmax's max and sum, in float32; the
+    training forward is one flash kernel that stores them beside O, and every candidate of it
+    equals the reference."""
     from leantile.autodiff import attention_scores, default_saved, training_forward
     g = architectures.build("attention", h=2, t_q=3, t_kv=4, d_h=8)
     scores = attention_scores(g)
     assert scores and not scores & default_saved(g)
-    assert set(vjp(g).saved.values()) == {g.outputs["out"]}
-    assert training_forward(g) == (None, {})
+    bw = vjp(g)
+    assert len(bw.saved) == 3 and g.outputs["out"] in bw.saved.values()
+    assert sorted(n.dtype for n in bw.graph.inputs() if n.name in bw.saved) == ["f16", "f32", "f32"]
+    for sizes in ({"h": 16, "t_q": 2048, "t_kv": 2048, "d_h": 128}, {"h": 2, "t_q": 7, "t_kv": 9, "d_h": 6}):
+        # one flash kernel, FA3's schedule at a training shape, storing the statistics too (the
+        # region rules once computed their casts again in a kernel of their own: two writers)
+        train, extra = training_forward(architectures.build("causal_attention", **sizes))
+        assert len(extra) == 2 and [k.name.split("_")[0] for k in derive(train).kernels] == ["flash"]
+    train, extra = training_forward(_f64(architectures.build("causal_attention", h=2, t_q=7, t_kv=9, d_h=6)))
+    inputs = reference.random_inputs(train, seed=4)
+    want = reference.evaluate(train, inputs, compute_dtype=torch.float64)
+    for c in candidates(train):
+        for tiles in (None, {"block_m": 2, "block_n": 3}):
+            got = interp.run(derive(train, c.name, tiles), inputs, dtype=torch.float64)
+            for o in train.outputs:
+                assert torch.allclose(got[o].double(), want[o], rtol=1e-12, atol=1e-12), (c.name, tiles, o)
 
 
 def test_lowers_to_cuda():
@@ -186,7 +205,7 @@ def test_atomic_dq_is_verified_and_equals_the_reference():
     refuses an accumulating store before any plain one, and one into a 16-bit global."""
     from leantile.plan.verify import verify
     g = _f64(architectures.build("causal_attention", h=2, t_q=7, t_kv=9, d_h=6))
-    bw = vjp(g).graph
+    bw = vjp(g, save=frozenset({g.outputs["out"]})).graph  # (statistics recomputed: a kernel to zero dQ's sums)
     names = [c.name for c in candidates(bw)]
     assert "flash_backward_exp2_atomic_dq" in names and names[0] == "flash_backward_exp2"
     plan = derive(bw, "flash_backward_exp2_atomic_dq", {"block_m": 2, "block_n": 3})
@@ -224,10 +243,12 @@ def test_head_dims_the_kernels_lower_at(d_h):
 
     from leantile.emit.tilelang import emit_module
     from leantile.lower import lower_to_cuda
-    bw = vjp(strategies.inputs_in(architectures.build("attention", h=2, t_q=200, t_kv=300, d_h=d_h), "f32")).graph
-    # the atomic dQ too: rows of 6 floats are no multiple of 16 bytes, and its atomic add takes no
-    # window (plan.shared: the emitter and the plan's shared tiles agree; a generated graph found it)
-    for cand in (None, "flash_backward_exp2_atomic_dq"):
+    g = strategies.inputs_in(architectures.build("attention", h=2, t_q=200, t_kv=300, d_h=d_h), "f32")
+    # the default (the forward's statistics read), and the atomic dQ of the statistics-kernel form:
+    # rows of 6 floats are no multiple of 16 bytes, and its atomic add takes no window (plan.shared:
+    # the emitter and the plan's shared tiles agree; a generated graph found it)
+    for bw, cand in ((vjp(g).graph, None), (vjp(g, save=frozenset({g.outputs["out"]})).graph,
+                                            "flash_backward_exp2_atomic_dq")):
         plan = derive(bw, cand)
         assert any(k.name.startswith("flash_bwd_dkdv") for k in plan.kernels)
         mod = load_module(emit_module(plan), f"flash_backward_d{d_h}_{cand}")

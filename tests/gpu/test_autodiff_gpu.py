@@ -42,11 +42,26 @@ def _example_graphs():
     return [m.graph(n, **{a: small.get(a, 64) for a in m.CASES[n][1]}) for n in m.CASES]
 
 
+def _window_attention(t: int, window: int, d: int, heads: int, dtype: str) -> ir.Graph:
+    """Attention under a window narrower than flash_backward's tiles: both key bounds bite, in the
+    dK/dV kernel's stream of queries too, and blocks every row keeps run unmasked."""
+    from leantile.dag import DagM
+    g = DagM("window_attention", {"h": heads, "t_q": t, "t_kv": t, "d_h": d})
+    q, k, v = (g.input(n, ["h", s, "d_h"], dtype) for n, s in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    i, j = g.iota("t_q"), g.iota("t_kv")
+    keep = g.mul(g.le(j, i), g.gt(j, g.sub(i, g.const(str(window)))))
+    s = g.div(g.select(keep, g.matmul(q, k, "d_h", "d_h"), g.const("-inf")), g.sqrt(g.size_const("d_h")))
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
 def _graphs():
     out = []
     for name in architectures.NAMES:
         sizes = {k: v for k, v in SIZES.get(name, {}).items() if k in architectures.module(name).DEFAULT_SIZES}
         out.append(architectures.build(name, **sizes))
+    # flash_backward (issue 50) with a window of 100 over 600 positions, f16 and bf16
+    out += [_window_attention(600, 100, 64, 2, dt) for dt in ("f16", "bf16")]
     return out + _example_graphs()
 
 

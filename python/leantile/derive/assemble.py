@@ -51,7 +51,9 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             extra_globals += bufs
         elif isinstance(s, FlashSite):
             qk, pv = cx.node(s.qk), cx.node(s.pv)
-            add(K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack), [qk.a, qk.b, pv.b, *s.leaves], [s.pv])
+            mx_out, sm_out = K.stats_outputs(cx, s)
+            add(K.flash_kernel(cx, s, c.exp2, tiles, skip=c.skip, pack=c.pack), [qk.a, qk.b, pv.b, *s.leaves],
+                [s.pv, *mx_out, *sm_out])
         elif isinstance(s, SoftmaxSite) and c.split:
             sliced, merge, norm, bufs = split_row(cx, c, tiles, axes)
             add(sliced, [s.src], [b.name for b in bufs])

@@ -143,7 +143,10 @@ def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
 
     out = [opts for opts in ([o for o in FLASH_BWD.options(s) if _fits(cx, o)] for s in sites.backward) if opts]
-    out += [_split_first(cx, SPLIT_KV, s, opts) for s, opts in zip(sites.flash, flash) if opts]
+    # (a flash site whose softmax statistics are outputs, a training forward's, is never split:
+    # the slices' combine stores the output alone)
+    out += [opts if any(K.stats_outputs(cx, s)) else _split_first(cx, SPLIT_KV, s, opts)
+            for s, opts in zip(sites.flash, flash) if opts]
     out += [_on_chip(cx, s) + _split_first(cx, SPLIT_ROW, s, online_options(s, "online_row")) for s in rows]
     out += [opts for opts in (_gemm_options(cx, s) for s in sites.gemms) if opts]
     out = [[o for o in opts if _fits(cx, o)] for opts in out]
@@ -234,8 +237,10 @@ def _claimed(cx: Ctx, options: list[list[Option]]) -> set[int]:
     out = {n.id for n in cx.nodes if isinstance(n, ir.Matmul)}
     for opts in options:
         s = opts[0].site
-        if isinstance(s, (FlashSite, FlashBackwardSite)):
+        if isinstance(s, FlashBackwardSite):
             out |= set(s.nodes)
+        elif isinstance(s, FlashSite):  # (and the statistics a training forward outputs: the flash kernel stores them)
+            out |= set(s.nodes) | {i for outs in K.stats_outputs(cx, s) for i in outs}
         elif isinstance(s, (SoftmaxSite, RegionSite)):  # a softmax row: online or on chip
             for o in opts:
                 out |= set(o.site.nodes) if isinstance(o.site, SoftmaxSite) else set(o.site.members) | o.site.inlined
@@ -274,7 +279,8 @@ def _combos(options: list[list[Option]]) -> list[tuple[str, tuple[Option, ...]]]
     out = [("default", default)]
     for j, opts in enumerate(options):
         for alt in opts[1:]:
-            name = f"{alt.label or 'alt'}_at_{alt.steps[0].at[0]}"
+            # (an option of no steps: a plain matmul left unsplit beside its split_k option)
+            name = f"{alt.label or 'alt'}_at_{(alt.steps[0].at if alt.steps else alt.owner_at)[0]}"
             out.append((name, default[:j] + (alt,) + default[j + 1:]))
     return out
 

@@ -243,7 +243,8 @@ def dq_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str
 
 
 def _row_loads(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, m_raw: str, axes, scope: str, into: list) -> dict:
-    """The stored row statistics loaded (raw max, sum, D) and 1 / sum, into `into`."""
+    """The stored row statistics loaded (raw max, sum, D) and 1 / sum, into `into`. The forward's
+    max (saved_stats) is of the scaled scores, c m: divided by c here, once a row."""
     sm = s.softmax
     m = kb.buf(f"{m_raw}_rows", axes, scope, "acc", key=("rows", "max"))
     l = kb.buf(f"{cx.value(sm.sm)}_rows", axes, scope, "acc", sm.sm, key=("rows", "sum"))
@@ -251,6 +252,8 @@ def _row_loads(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, m_raw: str, axe
     D = kb.buf(f"{cx.value(s.dsum)}_rows", axes, scope, "acc", s.dsum, key=("rows", "D"))
     into += [Load(src=m_raw, dst=m), Load(src=cx.value(sm.sm), dst=l), Load(src=cx.value(s.dsum), dst=D),
              Map(dst=inv, fn="div", args=("#1.0", l))]
+    if s.saved_stats and sm.scale != 1.0:
+        into.append(Map(dst=m, fn="mul", args=(m, f"#{repr(1.0 / sm.scale)}")))
     return {"max": m, "inv_sum": inv, "D": D}
 
 
@@ -330,8 +333,9 @@ class FlashBackwardChoice:
 
 
 def atomic_dq_applies(s: FlashBackwardSite) -> bool:
-    """dQ can be added from the dK/dV kernel: it runs (dK or dV wanted) and dQ is wanted."""
-    return s.dq is not None and (s.dk is not None or s.dv is not None)
+    """dQ can be added from the dK/dV kernel: it runs (dK or dV wanted), dQ is wanted, and a
+    statistics kernel runs first to zero its sums (none where the forward's are saved)."""
+    return s.dq is not None and (s.dk is not None or s.dv is not None) and not s.saved_stats
 
 
 def flash_backward(cx: Ctx, c: FlashBackwardChoice, tiles: dict) -> tuple[list, list[Buffer]]:
@@ -349,6 +353,15 @@ def flash_backward(cx: Ctx, c: FlashBackwardChoice, tiles: dict) -> tuple[list, 
             # generic backward (refused by the engine, as a kernel too big for shared memory is)
             raise ir.GraphError([f"graph {cx.g.name!r}: flash_backward: head dim {a} = {cx.axes[a]} is odd: "
                                  "TileLang 0.1.15 has no layout for its dQ and dK/dV products"])
+    if s.saved_stats:  # the forward's max and sum are leaves: no statistics kernel
+        inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
+        out = []
+        if s.dq is not None:
+            out.append((dq_kernel(cx, s, exp2, tiles, cx.value(sm.mx), skip), inputs, [s.dq]))
+        if s.dk is not None or s.dv is not None:
+            out.append((dkdv_kernel(cx, s, exp2, tiles, cx.value(sm.mx), skip), inputs,
+                        [i for i in (s.dk, s.dv) if i is not None]))
+        return out, []
     m_raw = cx.names.extra(("raw_max", sm.mx), f"{cx.value(sm.mx)}_raw")
     bufs = [Buffer(name=m_raw, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
                    why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "

@@ -222,6 +222,12 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
         kb.body = boundary_closure(kb.prologue, kb.body)
     if not split:
         kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
+        mx_out, sm_out = stats_outputs(g, s)  # a training forward's: the backward reads them
+        if mx_out or sm_out:
+            kb.role += "; stores the softmax's max and sum"
+            if sm.scale != 1.0:  # the graph's max is of the scaled scores: c m
+                kb.epilogue.append(Map(dst=m, fn="mul", args=(m, f"#{repr(sm.scale)}")))
+            kb.epilogue += [*(Store(src=m, dst=g.value(i)) for i in mx_out), *(Store(src=l, dst=g.value(i)) for i in sm_out)]
         return kb.build()
     # a slice: o / l, c m and l (a slice past the end at other tiles has l = 0, m = -inf: its
     # o / max(l, tiny) = 0 weighs nothing in the combine, split_kernels.split_flash)
@@ -234,6 +240,13 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                    Store(src=m, dst=g.names.extra(("max", s.pv), f"{g.value(s.pv)}_max")),
                    Store(src=l, dst=g.names.extra(("sum", s.pv), f"{g.value(s.pv)}_sum"))]
     return kb.build()
+
+
+def stats_outputs(g: Ctx, s: FlashSite) -> tuple[list[int], list[int]]:
+    """The outputs (casts of them) of attention site s's softmax max and sum: a training forward's."""
+    out = set(g.g.outputs.values())
+    return tuple([u for u in g.users[i] if u in out and isinstance(g.node(u), ir.Cast)] + ([i] if i in out else [])
+                 for i in (s.softmax.mx, s.softmax.sm))
 
 
 def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,

@@ -86,6 +86,9 @@ class FlashBackwardSite:
     # the selects (the forward's and the cotangent's) whose keep is exactly the bounds: run on
     # boundary blocks only (Map.boundary_only), as the forward's flash kernel runs its mask
     exact: tuple[int, ...] = ()
+    # softmax.mx and softmax.sm are the forward's max and sum, read as leaves (saved_rows): no
+    # statistics kernel
+    saved_stats: bool = False
 
     @property
     def axis(self) -> str:

@@ -61,18 +61,20 @@ class FlashBackward(Rule):
 
     # -- where it applies
     def match(self, cx: Ctx, rows: list[SoftmaxSite]) -> list[FlashBackwardSite]:
-        """The attention backward sites around the softmax rows `rows` (ONLINE's)."""
+        """The attention backward sites around the softmax rows `rows` (ONLINE's), and around the
+        softmaxes computed from saved statistics (saved_rows)."""
         out = []
-        for s in rows:
-            site = self._site(cx, s)
+        for s, saved in [*((r, False) for r in rows), *((r, True) for r in saved_rows(cx))]:
+            site = self._site(cx, s, saved)
             if isinstance(site, str):
                 self.refuse(cx, [s.div], f"attention backward: {site}; computed node by node")
             elif site is not None:
                 out.append(site)
         return out
 
-    def _site(self, cx: Ctx, s: SoftmaxSite) -> FlashBackwardSite | str | None:
+    def _site(self, cx: Ctx, s: SoftmaxSite, saved: bool = False) -> FlashBackwardSite | str | None:
         us, t, P = cx.users, s.axis, s.div
+        soft = [i for i in s.nodes if not (saved and i in (s.mx, s.sm))]  # (saved: the max and sum are leaves)
         tile_axes = cx.node(P).axes
         found = None
         for u in us[P]:  # dS0 = P (dP - D), dP a product over the values' axis
@@ -111,8 +113,8 @@ class FlashBackward(Rule):
             chain.append(ds)
         # the forward's score function, from the softmax's raw scores down to Q K^T, and what the
         # cotangent's chain reads beside it (a mask's positions, a soft-capping's tanh)
-        tile = {*s.nodes, diff.id, ds0, dp, *chain, *((prod, dsum) if prod is not None else ())}
-        qk, leaves = None, ({dsum} if prod is None else set())
+        tile = {*soft, diff.id, ds0, dp, *chain, *((prod, dsum) if prod is not None else ())}
+        qk, leaves = None, ({dsum} if prod is None else set()) | ({s.mx, s.sm} if saved else set())
         stack = [s.src, *(a for i in chain for a in cx.node(i).args())]
         while stack:
             i = stack.pop()
@@ -165,7 +167,7 @@ class FlashBackward(Rule):
             if i in outs or any(u not in tile and u not in products for u in us[i]):
                 return f"node {i} ({cx.node(i).op}) of the score tile is read outside it"
         site = FlashBackwardSite(qk, s, dp, prod, dsum, diff.id, ds0, ds, tuple(sorted(tile)),
-                                 tuple(sorted(leaves)), row, dq, dk, dv)
+                                 tuple(sorted(leaves)), row, dq, dk, dv, saved_stats=saved)
         return self._skip(cx, site, chain)
 
     def _skip(self, cx: Ctx, site: FlashBackwardSite, chain: list[int]) -> FlashBackwardSite:
@@ -204,11 +206,14 @@ class FlashBackward(Rule):
         sums in no fixed order; not the default until measured)."""
         skip = (SKIP.step(s.skip_at, bounds=describe(s.bounds, s.axis)),) if s.bounds else ()
 
+        # (the forward's max read as it is: no running shift to justify, softmax_shift cites nothing)
+        shift = () if s.saved_stats else (SHIFT.step([s.softmax.mx, s.softmax.sub]),)
+
         def steps(**params):
-            return (SHIFT.step([s.softmax.mx, s.softmax.sub]), self.step(s.nodes, axis=s.axis, **params), *skip)
+            return (*shift, self.step(s.nodes, axis=s.axis, **params), *skip)
         exp2 = (EXP2.step([s.softmax.exp]),)
         atomic = [Option("flash_backward_exp2_atomic_dq", (*steps(dq="atomic"), *exp2), s, self.name, s.nodes)] \
-            if s.dq is not None and (s.dk is not None or s.dv is not None) else []
+            if s.dq is not None and (s.dk is not None or s.dv is not None) and not s.saved_stats else []
         return [Option("flash_backward_exp2", (*steps(), *exp2), s, self.name, s.nodes), *atomic,
                 Option("flash_backward", steps(), s, self.name, s.nodes)]
 
@@ -257,6 +262,32 @@ class FlashBackward(Rule):
 
 
 FLASH_BWD = FlashBackward()
+
+
+def saved_rows(cx: Ctx) -> list[SoftmaxSite]:
+    """Softmaxes from saved statistics, exp(z - M) / L with M and L row vectors computed elsewhere
+    (the forward's max and sum, read by the backward: autodiff.default_saved), as SoftmaxSites
+    whose mx and sm are those vectors; z's constant scale peeled as ONLINE's rows peel it."""
+    from .softmax import _scaled
+    us, out = cx.users, []
+    for n in cx.nodes:
+        if not (isinstance(n, ir.Binary) and n.op == "div"):
+            continue
+        e, L = cx.node(n.a), cx.node(n.b)
+        sub = cx.node(e.x) if isinstance(e, ir.Unary) and e.op == "exp" else None
+        if not (isinstance(sub, ir.Binary) and sub.op == "sub") or us[e.id] != [n.id] or us[sub.id] != [e.id]:
+            continue
+        z, M = cx.node(sub.a), cx.node(sub.b)
+        gone = [a for a in n.axes if a not in M.axes]
+        if len(gone) != 1 or M.axes != L.axes or tuple(a for a in n.axes if a != gone[0]) != M.axes \
+                or z.axes != n.axes or any(isinstance(x, ir.Reduce) for x in (M, L)):
+            continue  # (a max and a sum reduced here: ONLINE's row)
+        src, scale_node, c = z.id, None, 1.0
+        sc = _scaled(cx, z)
+        if sc and us[z.id] == [sub.id]:
+            src, scale_node, c = sc
+        out.append(SoftmaxSite(M.id, sub.id, e.id, L.id, n.id, gone[0], src, scale_node, c))
+    return out
 
 
 def transposed_bounds(bounds: tuple, key: str) -> tuple[KeyBound, ...]:

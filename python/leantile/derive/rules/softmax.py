@@ -84,7 +84,13 @@ class OnlineSoftmax(Rule):
             z, mx = cx.node(sub.a), cx.node(sub.b)
             if not (isinstance(mx, ir.Reduce) and mx.kind == "max" and mx.x == z.id and mx.axis == sm.axis):
                 continue
-            inner = {z.id: {mx.id, sub.id}, mx.id: {sub.id}, sub.id: {e.id}, e.id: {sm.id, div.id}, sm.id: {div.id}}
+            # the max and the sum may also be output through a cast (a training forward hands them
+            # to attention's backward: autodiff.forward_saving); the flash kernel stores them
+            outs = set(cx.g.outputs.values())
+            kept = {i: {u for u in us[i] if isinstance(cx.node(u), ir.Cast) and u in outs and not us[u]}
+                    for i in (mx.id, sm.id)}
+            inner = {z.id: {mx.id, sub.id}, mx.id: {sub.id} | kept[mx.id], sub.id: {e.id}, e.id: {sm.id, div.id},
+                     sm.id: {div.id} | kept[sm.id]}
             leaks = [i for i, allowed in inner.items() if set(us[i]) != allowed]
             if leaks:  # an intermediate is used elsewhere: it must be materialised
                 self.refuse(cx, [mx.id, sub.id, e.id, sm.id, div.id],
