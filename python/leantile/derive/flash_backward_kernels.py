@@ -1,11 +1,12 @@
 """The kernels of flash_backward (rules/flash_backward.py): statistics, dQ, dK/dV.
 
 Every [t_q, t_kv] value lives on chip, one tile at a time; what crosses kernels is one float32
-per query row: the scores' running max (raw, before the scale: P = exp(c (s - m)) / l is then
-exact near the max, as online_update's exponent is), the softmax's sum l (the graph's sum node)
-and D (the graph's row term: rowsum(dO O) where the forward hands its output over, computed by
-a row kernel of its own; else folded by the statistics kernel). The dK/dV kernel holds its tiles transposed, keys as rows: a
-buffer's axes name its layout, every statement broadcasts by name.
+per query row: the scores' max (raw, before the scale: P = exp(c (s - m)) / l is then exact near
+the max, as online_update's exponent is; the forward's c m divided by c where it is saved), the
+softmax's sum l, and D (rowsum(dO O) where the forward hands its output over, a row kernel of its
+own; else folded by the statistics kernel). The statistics kernel runs only where the forward's
+max and sum are not read (site.saved_stats). The dK/dV kernel holds its tiles transposed, keys as
+rows: a buffer's axes name its layout, every statement broadcasts by name.
 
 Positions past the end of the streamed axis (zero-filled loads) get P = 0 and dS = 0 before
 they reach a product (a Mask), so a padded key or query adds nothing to dQ, dK or dV whatever

@@ -6,10 +6,12 @@ Q K^T and their softmax P recomputed, dP = dO V^T, the row term D = sum_t dP P, 
 dV = P^T dO. Planned node by node that stores S, P, dP and dS in float32, [heads, t_q, t_kv]
 each (gigabytes at 4096 tokens), over seven kernels.
 
-The rule runs it in three kernels that hold every [t_q, t_kv] value on chip, one tile at a time:
-- statistics, one CTA per query tile streaming the keys: the running max m and sum l of the
-  softmax (online_softmax's state), and D folded as the softmax-weighted sum of dP, rescaled as
-  o is (D is online_softmax_ratio's o / l with dP for the values);
+The rule runs it in kernels that hold every [t_q, t_kv] value on chip, one tile at a time:
+- statistics, where the forward's softmax max and sum are not read as saved values
+  (saved_rows: exp(z - M) / L), one CTA per query tile streaming the keys: the running max m
+  and sum l (online_softmax's state), and, where D is sum_t dP P rather than the forward's
+  rowsum(dO O), D folded as the softmax-weighted sum of dP, rescaled as o is (D is
+  online_softmax_ratio's o / l with dP for the values);
 - dQ, one CTA per query tile streaming the keys: P = exp(c (s - m)) / l from the stored m and l,
   dP, dS, and dQ += dS K block by block;
 - dK and dV, one CTA per key tile streaming the queries: the same tile transposed (keys as its
@@ -17,8 +19,8 @@ The rule runs it in three kernels that hold every [t_q, t_kv] value on chip, one
 Each contraction over a streamed axis is a sum over its blocks (LeanTile.flash_backward_blocks);
 P from the stored statistics is the softmax (LeanTile.softmax_eq_exp_div_sum); the recomputed
 values are the graph's at every position (the score function is elementwise: fuse_elementwise).
-Deterministic: no atomics (dQ has a kernel of its own; FlashAttention-2 adds dQ atomically from
-the dK/dV kernel, one fewer pass over the keys).
+Deterministic by default: dQ has a kernel of its own (option dq="atomic" adds it from the dK/dV
+kernel as FlashAttention-2 does, one fewer pass over the keys: measured slower on an H200).
 """
 from __future__ import annotations
 
