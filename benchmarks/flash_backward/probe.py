@@ -29,6 +29,13 @@ SHAPES = {
 }
 
 
+def save_rows(path: Path, rows: list) -> None:
+    """The rows so far, as JSON (temporary file, then rename: a call's time limit keeps what ran)."""
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1, default=str))
+    tmp.replace(path)
+
+
 def sdpa_backward(q, k, v, do, causal: bool, backend, groups: int = 1):
     """SDPA's backward alone: the forward run once, its graph kept, the backward timed."""
     from torch.nn.attention import sdpa_kernel
@@ -93,9 +100,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"{name:26s} ok={row['ok']} leantile {row['leantile_ms']:.4f} ms  vendor {row['vendor_ms']}  "
               f"x{row['vs_best_sdpa']:.2f}  kernels {row['leantile_kernels']}", flush=True)
-        tmp = out / "flash-backward.json.tmp"
-        tmp.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1, default=str))
-        tmp.replace(out / "flash-backward.json")
+        save_rows(out / "flash-backward.json", rows)
     return 0
 
 

@@ -8,15 +8,13 @@ share from the torch profiler. Prints a table and writes JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-import torch
 import triton.testing as tt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from probe import kernel_times  # noqa: E402
+from probe import kernel_times, save_rows  # noqa: E402
 
 CASES = [  # (name, sizes); "scaled_attention": softmax(Q K^T / sqrt(d_h)) V, causal's scale without its mask
     ("attention", {"h": 16, "t_q": 2048, "t_kv": 2048, "d_h": 128}),
@@ -82,9 +80,7 @@ def main(argv=None) -> int:
             rows.append(row)
             print(f"{name:18s} {str(sizes['t_q']):5s} {label:14s} ok={row.get('ok')} {row.get('ms', float('nan')):.4f} ms "
                   f"{row.get('kernels', row.get('error'))}", flush=True)
-            tmp = out / "flash-backward-variants.json.tmp"
-            tmp.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1, default=str))
-            tmp.replace(out / "flash-backward-variants.json")
+            save_rows(out / "flash-backward-variants.json", rows)
     fb.FlashBackward._skip = skip_site
     return 0
 

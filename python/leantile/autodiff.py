@@ -130,7 +130,7 @@ def attention_scores(g: ir.Graph) -> set[int]:
 def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
     """g with the values bw reads of it (bw.saved) as extra outputs, under the names of bw's inputs
     that receive them: run this forward, hand those outputs to the backward. A value the backward
-    reads wider than g has it (attention's row statistics, in float32: saved_dtype) is output
+    reads wider than g has it (attention's row statistics, in float32: _Reverse._wide) is output
     through a cast to that dtype."""
     if not bw.saved:
         return g
@@ -144,12 +144,6 @@ def forward_saving(g: ir.Graph, bw: Backward) -> ir.Graph:
     return g.model_copy(update={"nodes": tuple(nodes), "outputs": outputs, "derivation": ()})
 
 
-def saved_dtype(g: ir.Graph, i: int, dtype: str) -> str:
-    """The dtype the backward reads saved value i in: float32 for attention's row statistics of a
-    16-bit graph (a max rounded to f16 shifts every P of its row by up to 1%: exp(max error)),
-    else the value's own."""
-    stats = {x for _, mx, sm in attention_rows(g).values() for x in (mx, sm)}
-    return "f32" if i in stats and dtype in ir.HALF_DTYPES else dtype
 
 
 def training_forward(g: ir.Graph) -> tuple[ir.Graph | None, dict[str, int]]:
@@ -281,6 +275,11 @@ class _Reverse:
         self.totals: dict[int, int] = {}  # a forward node's cotangent, once its users are all walked
         self._dtypes: list[str] = []
         self._attention = attention_rows(g)
+        self._users = g.users()
+        # attention's row statistics, read by the backward in float32 where the graph is 16-bit (a
+        # max rounded to f16 shifts every P of its row by up to 1%: exp(its rounding error));
+        # forward_saving outputs them through a cast
+        self._wide = {x for _, mx, sm in self._attention.values() for x in (mx, sm)}
 
     # -- the forward's values, in the backward graph --------------------------------------------
     def fwd(self, i: int) -> int:
@@ -292,7 +291,8 @@ class _Reverse:
         if i in self.save and not isinstance(n, (ir.Const, ir.SizeConst, ir.Iota, ir.Input)):
             name = self.names.fresh(f"saved_{i}")
             self.saved[name] = i
-            out = b.input(name, n.axes, saved_dtype(self.g, i, self.dtypes[i]))
+            wide = i in self._wide and self.dtypes[i] in ir.HALF_DTYPES
+            out = b.input(name, n.axes, "f32" if wide else self.dtypes[i])
         elif isinstance(n, ir.Input):
             out = b.input(n.name, n.axes, n.dtype)
         elif isinstance(n, ir.Const):
@@ -479,7 +479,7 @@ class _Reverse:
         found = self._attention.get(n.id)
         if found is None or found[0] not in self.save or found[0] not in self.totals:
             return None
-        return found[0] if self.g.users()[n.id] == [found[0]] else None
+        return found[0] if self._users[n.id] == [found[0]] else None
 
     def back_matmul(self, n, dy: int) -> None:
         """Y = A ·(axis_a, axis_b) B with batch axes shared: dA = Σ over Y's axes from B of dY B,

@@ -142,7 +142,7 @@ def _options(cx: Ctx, peel: bool = True) -> list[list[Option]]:
     # a flash site too big for shared memory still has its softmax row
     rows = sorted([*sites.rows, *(s.softmax for s, opts in zip(sites.flash, flash) if not opts)], key=lambda s: s.div)
 
-    out = [opts for opts in ([o for o in FLASH_BWD.options(s) if _fits(cx, o)] for s in sites.backward) if opts]
+    out = [FLASH_BWD.options(s) for s in sites.backward]  # (judged by _fits with the rest, below)
     # (a flash site whose softmax statistics are outputs, a training forward's, is never split:
     # the slices' combine stores the output alone)
     out += [opts if any(K.stats_outputs(cx, s)) else _split_first(cx, SPLIT_KV, s, opts)

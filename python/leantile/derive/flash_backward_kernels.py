@@ -92,8 +92,8 @@ class _Tile:
         self.have: dict[int, str] = {}
         self.boundary = frozenset(boundary)  # the exact selects: boundary blocks only
 
-    def value(self, i: int, name: str | None = None) -> str:
-        return self.kb.buf(name or self.cx.value(i), self.axes, "fragment", "acc", i, key=("value", i))
+    def value(self, i: int) -> str:
+        return self.kb.buf(self.cx.value(i), self.axes, "fragment", "acc", i, key=("value", i))
 
     def arg(self, a: int, into: list) -> str:
         lit = self.cx.literal(a)
@@ -115,7 +115,6 @@ class _Tile:
             st_ = _reciprocal(n, self.value(i), args) or node_map(n, self.value(i), args)
             into.append(st_.model_copy(update={"boundary_only": True}) if i in self.boundary else st_)
             self.have[i] = self.value(i)
-
 
 
 def _common(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, tile: _Tile, transposed: bool):
@@ -181,10 +180,11 @@ def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: 
 
 
 def _backward_tile(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, tile: _Tile, exp2: bool, rows: dict,
-                   sh: dict, do, v, stream: str) -> tuple[list, str, str]:
+                   sh: dict, do, v, stream: str, load_v: bool = True) -> tuple[list, str, str]:
     """The body's statements after the scores' GEMM: the score function, P from the stored
-    statistics (`rows`: on-chip buffers of the raw max, 1 / l and D), dP, dS through the
-    cotangent's chain, P and dS zeroed past the stream's end. Returns (statements, P, dS)."""
+    statistics (`rows`: on-chip buffers of the raw max, 1 / l and D), dP (V loaded per block where
+    `load_v`: the dK/dV kernel's V is its CTA's own), dS through the cotangent's chain, P and dS
+    zeroed past the stream's end. Returns (statements, P, dS)."""
     sm = s.softmax
     body: list = []
     tile.compute(_pre_nodes(cx, s), body)
@@ -201,7 +201,7 @@ def _backward_tile(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, tile: _Tile
     keys_first = tile.axes.index(s.axis) < tile.axes.index(s.row)
     gemm = Gemm(a=sh[v.id], b=sh[do.id], acc=dP, axis_a=dpn.axis_b, axis_b=dpn.axis_a, clear=True) if keys_first \
         else Gemm(a=sh[do.id], b=sh[v.id], acc=dP, axis_a=dpn.axis_a, axis_b=dpn.axis_b, clear=True)
-    body += [Load(src=cx.value(v.id), dst=sh[v.id]), gemm]
+    body += [*([Load(src=cx.value(v.id), dst=sh[v.id])] if load_v else []), gemm]
     tile.have[s.dp] = dP
     tile.have[s.dsum] = rows["D"]
     tile.compute([s.diff, s.ds0, *_chain(cx, s)], body)
@@ -276,8 +276,7 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
     kb.prologue = [Load(src=cx.value(k.id), dst=sh[k.id]), Load(src=cx.value(v.id), dst=sh[v.id])]
     loads: list = []
     rows = _row_loads(cx, s, kb, m_raw, cx.node(s.dsum).axes, "shared", loads)
-    rest, P, dS = _backward_tile(cx, s, kb, tile, exp2, rows, sh, do, v, row)
-    rest = [x for x in rest if not (isinstance(x, Load) and x.src == cx.value(v.id))]  # V is the CTA's own
+    rest, P, dS = _backward_tile(cx, s, kb, tile, exp2, rows, sh, do, v, row, load_v=False)
     dt = cx.dtype_of(q.id)
     body = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id]), *loads, gemm_s, *rest]
     stores = []
@@ -354,32 +353,26 @@ def flash_backward(cx: Ctx, c: FlashBackwardChoice, tiles: dict) -> tuple[list, 
             # generic backward (refused by the engine, as a kernel too big for shared memory is)
             raise ir.GraphError([f"graph {cx.g.name!r}: flash_backward: head dim {a} = {cx.axes[a]} is odd: "
                                  "TileLang 0.1.15 has no layout for its dQ and dK/dV products"])
-    if s.saved_stats:  # the forward's max and sum are leaves: no statistics kernel
-        inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
-        out = []
-        if s.dq is not None:
-            out.append((dq_kernel(cx, s, exp2, tiles, cx.value(sm.mx), skip), inputs, [s.dq]))
-        if s.dk is not None or s.dv is not None:
-            out.append((dkdv_kernel(cx, s, exp2, tiles, cx.value(sm.mx), skip), inputs,
-                        [i for i in (s.dk, s.dv) if i is not None]))
-        return out, []
-    m_raw = cx.names.extra(("raw_max", sm.mx), f"{cx.value(sm.mx)}_raw")
-    bufs = [Buffer(name=m_raw, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
-                   why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
-                       "backward's kernels")]
-    dq_acc = None
-    if c.atomic_dq and atomic_dq_applies(s):
-        dq_acc = cx.names.extra(("dq_acc", s.dq), f"{cx.value(s.dq)}_acc")
-        bufs.append(Buffer(name=dq_acc, axes=cx.node(s.dq).axes, scope="global", dtype="acc",
-                           why="float32: dQ's sums, added into by the dK/dV kernel's CTAs"))
     inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
-    stats = [m_raw, sm.sm, *([s.dsum] if s.prod is not None else []), *([dq_acc] if dq_acc else [])]
-    out = [(stats_kernel(cx, s, exp2, tiles, m_raw, skip, dq_acc), inputs, stats)]
-    stats = [m_raw, sm.sm, s.dsum]  # (D computed elsewhere where the site reads it: a leaf, inputs has it)
+    out, bufs, dq_acc = [], [], None
+    if s.saved_stats:  # the forward's max (c m) and sum are leaves: no statistics kernel
+        m_name = cx.value(sm.mx)
+    else:
+        m_name = cx.names.extra(("raw_max", sm.mx), f"{cx.value(sm.mx)}_raw")
+        bufs.append(Buffer(name=m_name, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
+                           why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
+                               "backward's kernels"))
+        if c.atomic_dq and atomic_dq_applies(s):
+            dq_acc = cx.names.extra(("dq_acc", s.dq), f"{cx.value(s.dq)}_acc")
+            bufs.append(Buffer(name=dq_acc, axes=cx.node(s.dq).axes, scope="global", dtype="acc",
+                               why="float32: dQ's sums, added into by the dK/dV kernel's CTAs"))
+        writes = [m_name, sm.sm, *([s.dsum] if s.prod is not None else []), *([dq_acc] if dq_acc else [])]
+        out.append((stats_kernel(cx, s, exp2, tiles, m_name, skip, dq_acc), inputs, writes))
+        inputs = inputs + [m_name, sm.sm, s.dsum]  # (D computed elsewhere where it is a leaf: inputs has it)
     if s.dq is not None and dq_acc is None:
-        out.append((dq_kernel(cx, s, exp2, tiles, m_raw, skip), inputs + stats, [s.dq]))
+        out.append((dq_kernel(cx, s, exp2, tiles, m_name, skip), inputs, [s.dq]))
     if s.dk is not None or s.dv is not None:
-        out.append((dkdv_kernel(cx, s, exp2, tiles, m_raw, skip, dq_acc), inputs + stats,
+        out.append((dkdv_kernel(cx, s, exp2, tiles, m_name, skip, dq_acc), inputs,
                     [i for i in (s.dk, s.dv, dq_acc) if i is not None]))
     if dq_acc is not None:
         out.append((dq_cast_kernel(cx, s, tiles, dq_acc), [dq_acc], [s.dq]))

@@ -26,6 +26,7 @@ from .rules.masks import boundary_closure
 from .rules.base import padded
 from .rules.regions import row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
+from .rules.softmax import output_casts
 from .sites import FlashSite, GemmSite, SoftmaxSite, row_peels
 
 
@@ -243,10 +244,10 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
 
 
 def stats_outputs(g: Ctx, s: FlashSite) -> tuple[list[int], list[int]]:
-    """The outputs (casts of them) of attention site s's softmax max and sum: a training forward's."""
+    """The outputs (or casts of them that are) of attention site s's softmax max and sum: a
+    training forward's (rules.softmax.output_casts)."""
     out = set(g.g.outputs.values())
-    return tuple([u for u in g.users[i] if u in out and isinstance(g.node(u), ir.Cast)] + ([i] if i in out else [])
-                 for i in (s.softmax.mx, s.softmax.sm))
+    return tuple([*output_casts(g, i), *([i] if i in out else [])] for i in (s.softmax.mx, s.softmax.sm))
 
 
 def softmax_row_kernels(g: Ctx, sm: SoftmaxSite, exp2: bool, tiles: dict,

@@ -43,6 +43,8 @@ def _backward_ctas(cx: Ctx, s, rows: int) -> int:
     """The fewer CTAs of a flash_backward site's query-tile and key-tile kernels at `rows` rows."""
     batch = math.prod(cx.axes[a] for a in cx.node(s.softmax.div).axes if a not in (s.row, s.axis))
     return batch * min(math.ceil(cx.axes[s.row] / rows), math.ceil(cx.axes[s.axis] / rows))
+
+
 # The default of a plan with a large GEMM (a wave of 128 x 256 tiles), where its kernels fit: the
 # tiles the shipped matmul and rmsnorm entries won with. A GEMM 4096^3 with a six-op epilogue ran
 # 0.362 ms at DEFAULT_TILES and 0.243 ms at these on an H200 (benchmarks/fusion/fusion_tiles_probe.py).

@@ -32,7 +32,7 @@ from ..context import Ctx
 from ..sites import ELEMENTWISE, FlashBackwardSite, FlashSite, SoftmaxSite, depends_on
 from .base import Option, Rule, sym
 from .masks import SKIP, describe
-from .softmax import EXP2, SHIFT
+from .softmax import EXP2, SHIFT, _scaled
 
 
 def _mul_of(cx: Ctx, i: int, x: int) -> int | None:
@@ -52,9 +52,9 @@ class FlashBackward(Rule):
     lean_file = "FlashBackward.lean"
     pattern = ("softmax(f(Q K^T)) recomputed; dP = dO V^T; D = sum_t dP P; dS = f'(P (dP - D)); "
                "dQ = dS K, dK = dS^T Q, dV = P^T dO")
-    rewrite = ("a statistics kernel streaming the keys (the softmax's max and sum, D online), a dQ kernel per "
-               "query tile streaming the keys, a dK/dV kernel per key tile streaming the queries: P, dP and dS "
-               "recomputed on each tile, never stored")
+    rewrite = ("a dQ kernel per query tile streaming the keys, a dK/dV kernel per key tile streaming the queries "
+               "(P, dP and dS recomputed on each tile, never stored), from the forward's max and sum, or after a "
+               "statistics kernel streaming the keys for them (and D, folded online, where the output is not read)")
     params = {"axis": "the softmax's axis (the keys)",
               "dq": "'atomic': dQ added into float32 sums by the dK/dV kernel's CTAs (else a dQ kernel of its own)"}
     statement = ("each product over a streamed axis is the sum of its blocks' products, in any order of blocks; "
@@ -87,7 +87,7 @@ class FlashBackward(Rule):
                 found = (u, diff, diff.a, diff.b)
         if found is None:
             return None
-        ds0, diff, dp, dsum = found
+        ds0, diff, dp, dsum = found  # (dS0 = P (dP - D): diff's one reader)
         D = cx.node(dsum)
         prod = D.x if isinstance(D, ir.Reduce) and D.kind == "sum" and D.axis == t else None
         if prod is not None and _mul_of(cx, prod, P) == dp and us[prod] == [dsum]:
@@ -101,8 +101,6 @@ class FlashBackward(Rule):
                 return f"dP (node {dp}) is read elsewhere"
         else:
             return None
-        ds0 = us[diff.id][0]
-        tile_axes = cx.node(P).axes
         dpn = cx.node(dp)
         dO, V = cx.node(dpn.a), cx.node(dpn.b)
         if t in dO.axes or t not in V.axes or dpn.axis_a in tile_axes:
@@ -270,7 +268,6 @@ def saved_rows(cx: Ctx) -> list[SoftmaxSite]:
     """Softmaxes from saved statistics, exp(z - M) / L with M and L row vectors computed elsewhere
     (the forward's max and sum, read by the backward: autodiff.default_saved), as SoftmaxSites
     whose mx and sm are those vectors; z's constant scale peeled as ONLINE's rows peel it."""
-    from .softmax import _scaled
     us, out = cx.users, []
     for n in cx.nodes:
         if not (isinstance(n, ir.Binary) and n.op == "div"):

@@ -86,11 +86,8 @@ class OnlineSoftmax(Rule):
                 continue
             # the max and the sum may also be output through a cast (a training forward hands them
             # to attention's backward: autodiff.forward_saving); the flash kernel stores them
-            outs = set(cx.g.outputs.values())
-            kept = {i: {u for u in us[i] if isinstance(cx.node(u), ir.Cast) and u in outs and not us[u]}
-                    for i in (mx.id, sm.id)}
-            inner = {z.id: {mx.id, sub.id}, mx.id: {sub.id} | kept[mx.id], sub.id: {e.id}, e.id: {sm.id, div.id},
-                     sm.id: {div.id} | kept[sm.id]}
+            inner = {z.id: {mx.id, sub.id}, mx.id: {sub.id, *output_casts(cx, mx.id)}, sub.id: {e.id},
+                     e.id: {sm.id, div.id}, sm.id: {div.id, *output_casts(cx, sm.id)}}
             leaks = [i for i, allowed in inner.items() if set(us[i]) != allowed]
             if leaks:  # an intermediate is used elsewhere: it must be materialised
                 self.refuse(cx, [mx.id, sub.id, e.id, sm.id, div.id],
@@ -232,6 +229,13 @@ class ExpToExp2(Rule):
 
 
 SHIFT, ONLINE, EXP2 = SoftmaxShift(), OnlineSoftmax(), ExpToExp2()
+
+
+def output_casts(cx: Ctx, i: int) -> list[int]:
+    """The casts of node i that are graph outputs and nothing reads: how a training forward outputs
+    a softmax's max and sum for attention's backward (autodiff.forward_saving)."""
+    outs = set(cx.g.outputs.values())
+    return [u for u in cx.users[i] if isinstance(cx.node(u), ir.Cast) and u in outs and not cx.users[u]]
 
 
 def _scaled(cx: Ctx, z) -> tuple[int, int | None, float] | None:
