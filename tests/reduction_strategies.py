@@ -126,7 +126,7 @@ def row_epilogue_graphs(draw, rows=(140, 260), width=(1025, 3000)):
     streams the rows twice, plan.Kernel.second_pass): log-softmax (scaled or not), x centred on
     its mean, x over its largest magnitude, x minus its log-sum-exp times a gain over d; behind a
     prologue, maybe a batch axis, the statistic an output too; rows enough to fill the GPU at
-    the given sizes (a test that shrinks rules.regions.ON_CHIP streams widths past 1024). f32,
+    the given sizes (a test that shrinks rules.row_tiles.ON_CHIP streams widths past 1024). f32,
     f16, bf16."""
     sizes = {"r": draw(st.integers(*rows)), "d": draw(st.integers(*width))}
     batch = draw(st.booleans())
@@ -184,6 +184,33 @@ def column_reduction_graphs(draw, rows=(1, 9000), cols=(1, 700)):
     if draw(st.booleans()):
         out = g.mul(out, g.input("gamma", ["d"], dt))
     g.output("y", out)
+    return g.graph()
+
+
+@st.composite
+def head_reduction_graphs(draw, heads=(1, 16), rows=(1, 3000), cols=(1, 300)):
+    """A reduction over a short axis before two kept ones, x[(b,) g, t, d] -> [(b,) t, d]: the GQA
+    backward's sums of dK and dV over a group's query heads, a sum over experts or ensemble
+    members. rules.regions holds g whole on chip; where a CTA's tile of g x d would hold few
+    elements it tiles t too (outer_row_block: 4 x 64 float32 tiles, 16384 CTAs, ran at a tenth of
+    the bandwidth). One or two reductions (dK and dV: one kernel), a prologue, an epilogue."""
+    lead = draw(st.sampled_from([(), ("b",)]))
+    sizes = {"g": draw(st.integers(*heads)), "t": draw(st.integers(*rows)), "d": draw(st.integers(*cols)),
+             **{a: draw(st.integers(1, 3)) for a in lead}}
+    g = DagM("head_reduction", sizes)
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    x = g.input("X", [*lead, "g", "t", "d"], dt)
+    if draw(st.booleans()):
+        x = g.mul(x, g.input("s", [*lead, "g", "t"], "f32"))  # a per-row scale, as a softmax's 1/l
+    kind = draw(st.sampled_from(["sum", "max", "mean"]))
+    out = g.red("max" if kind == "max" else "sum", x, "g")
+    if kind == "mean":
+        out = g.div(out, g.size_const("g"))
+    if draw(st.booleans()):
+        out = g.mul(out, g.input("gamma", ["d"], dt))
+    g.output("y", out)
+    if draw(st.booleans()):  # a second sum of the same shape, as dV beside dK
+        g.output("y2", g.red("sum", g.input("Y", [*lead, "g", "t", "d"], dt), "g"))
     return g.graph()
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from leantile import interp, reference
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
-from leantile.derive.rules.regions import COLUMN_ROWS
+from leantile.derive.rules.row_tiles import COLUMN_ROWS
 from plan_checks import rel_err
 from profiles import examples
 from reduction_strategies import column_reduction_graphs
@@ -75,7 +75,7 @@ def _row_and_column(n=33, c=100, h=2048):
 def test_a_row_and_a_column_reduction_never_share_a_kernel():
     """A row [n, c] and a column [c, n] reduced over c in one on-chip kernel had no TileLang layout
     ("no available layout found"): a kernel's reductions read their sources in one layout."""
-    from leantile.derive.rules.regions import column_layout
+    from leantile.derive.rules.row_tiles import column_layout
     g = _row_and_column()
     plan = derive(g)
     for k in plan.kernels:

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 import evaluator as ev
 from leantile import dag, interp
 from leantile.derive import candidates, derive
-from leantile.derive.rules.regions import ON_CHIP
+from leantile.derive.rules.row_tiles import ON_CHIP
 from leantile.tolerance import TOLERANCE
 from profiles import examples  # noqa: E402
 from reduction_strategies import norm_over as _norm_over

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 from leantile import dag, interp, reference
 from leantile.derive import candidates, derive
-from leantile.derive.rules import regions
+from leantile.derive.rules import row_tiles
 from plan_checks import rel_err
 from reduction_strategies import row_epilogue_graphs
 
@@ -30,7 +30,7 @@ def test_log_softmax_over_long_rows_is_one_kernel_that_streams_the_row_twice():
     k, = plan.kernels
     assert k.stream and k.stream.axis == "d" and k.second_pass
     assert [b.name for b in plan.globals] == ["X", plan.outputs["out"]]  # no statistic stored
-    # four rows of 32000 per CTA (128000 elements: rules.regions.TWO_PASS_ELEMENTS, measured)
+    # four rows of 32000 per CTA (128000 elements: rules.row_tiles.TWO_PASS_ELEMENTS, measured)
     assert {t.axis: t.block for t in k.grid}["m"] == 4
     # the statistics only in the first pass; the second reads X again and stores the output
     assert any(s.op == "reduce" for s in k.body) and not any(s.op == "reduce" for s in k.second_pass)
@@ -48,7 +48,7 @@ def test_the_second_pass_visits_the_last_block_first_in_the_interpreter_and_the_
     interpreter runs the order the emitter prints, and the order changes no value."""
     from leantile import plan as plan_module
     from leantile.emit import emit_module
-    monkeypatch.setattr(regions, "ON_CHIP", 1024)  # rows of 2500 stream in 3 blocks (as below)
+    monkeypatch.setattr(row_tiles, "ON_CHIP", 1024)  # rows of 2500 stream in 3 blocks (as below)
     g = _log_softmax(200, 2500, "f32")
     plan = derive(g)
     k, = [k for k in plan.kernels if k.second_pass]
@@ -108,7 +108,7 @@ def monkeypatch_on_chip():
     """(Last in this module: module-scoped, as hypothesis asks.) Rows past 512 elements stream (at the shipped 16384, 8192: too long for the interpreter
     here); the stream block stays min(1024, the row), so 1025..3000 take 2 or 3 blocks."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(regions, "ON_CHIP", 1024)
+    mp.setattr(row_tiles, "ON_CHIP", 1024)
     yield
     mp.undo()
 

@@ -177,7 +177,7 @@ def test_row_statistics_kernels_fill_the_gpu(arch, cand, m, d):
         ctas = -(-m // rows.block) if rows else m
         assert ctas >= min(m // 2, 2 * SMS), (ctas, k.grid)
         row = 1 << (d - 1).bit_length()
-        if 2 * row <= 16384:  # regions.ON_CHIP
+        if 2 * row <= 16384:  # row_tiles.ON_CHIP
             assert k.stream.block == row and (rows.block if rows else 1) * row <= 16384, k.stream
         else:
             assert k.stream.block == 1024 and (rows.block if rows else 1) * 1024 <= 8192, k.stream

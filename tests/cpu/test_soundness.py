@@ -164,7 +164,7 @@ def test_issue49_a_loaded_row_and_a_loaded_column_never_share_a_kernel():
     """Class 22: [n, c] and [c, n] values, both loaded, both reduced over c: one kernel had no
     TileLang layout (lowering campaigns s63, s64). Every candidate equals the evaluator, and no
     kernel reduces loaded sources in both layouts (tests/cpu/test_column_reductions.py lowers it)."""
-    from leantile.derive.rules.regions import column_layout
+    from leantile.derive.rules.row_tiles import column_layout
     g = sg.rows_and_columns_over_one_axis()
     for c in candidates(g):
         plan = derive(g, c.name)

@@ -29,7 +29,8 @@ from .region_kernels import region_kernel
 from .rules.gemm import EPILOGUE, gemm_options, gemm_sites
 from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .split_kernels import split_flash, split_gemm, split_region, split_row
-from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, row_block, shifted_exps
+from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, shifted_exps
+from .rules.row_tiles import row_block
 from .rules.flatten import FLATTEN, flatten
 from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors

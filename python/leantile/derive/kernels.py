@@ -24,7 +24,7 @@ from .grids import flash_grid, grid_tile, tiled_grid
 from .online_update import online_update
 from .rules.masks import boundary_closure
 from .rules.base import padded
-from .rules.regions import row_block, row_threads, streamed_rows
+from .rules.row_tiles import row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .rules.softmax import output_casts
 from .sites import FlashSite, GemmSite, SoftmaxSite, row_peels

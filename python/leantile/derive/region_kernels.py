@@ -17,7 +17,8 @@ from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
 from .rules.base import padded
-from .rules.regions import RegionSite, column_layout, row_block, row_threads, streamed_rows, two_pass_rows
+from .rules.regions import RegionSite
+from .rules.row_tiles import column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_rows
 
 
 def _args(cx: Ctx, site: RegionSite, i: int) -> tuple[int, ...]:
@@ -93,7 +94,7 @@ def second_pass_members(cx: Ctx, site: RegionSite) -> list[int]:
 
 
 def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
-    """Grid and stream of a streamed row kernel, fixed from the shape (rules.regions.streamed_rows;
+    """Grid and stream of a streamed row kernel, fixed from the shape (rules.row_tiles.streamed_rows;
     two_pass_rows where the kernel streams its rows twice)."""
     rows, column = list(site.rows), column_layout(site.axes, site.axis)
     block, d = streamed_rows(cx, rows, site.axis, MAP_TILE, column)
@@ -147,7 +148,9 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
     elif site.mode == "on_chip":
         rows = list(site.rows)
         block = row_block(cx, site.axes, site.reduced)
-        grid = [grid_tile(a, block, FIXED) if rows and a == rows[-1] else
+        outer = outer_row_block(cx, site.axes, site.reduced, block) or (None, 1)
+        grid = [grid_tile(a, block, FIXED) if rows and a == rows[-1] else grid_tile(a, outer[1], FIXED)
+                if a == outer[0] else
                 grid_tile(a, max(2, padded(cx.axes[a])), FIXED) if a in site.reduced else grid_tile(a, 1, None)
                 for a in site.axes]
         name = f"row_{site.members[0]}"

@@ -29,7 +29,8 @@ from ..context import Ctx
 from ..grids import flash_grid
 from ..sites import FlashSite, GemmSite, SoftmaxSite
 from .base import Option, Rule, sym
-from .regions import RegionSite, column_layout, streamed_ctas, streamed_rows
+from .regions import RegionSite
+from .row_tiles import column_layout, streamed_ctas, streamed_rows
 
 # The target's SMs (Target.sms: H100 SXM and H200, 132). A grid of fewer
 # CTAs than this leaves SMs idle; splitting aims at one wave of CTAs (a GEMM over k, attention over

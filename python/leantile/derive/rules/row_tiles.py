@@ -1,0 +1,136 @@
+"""Tiles of the region rules' row kernels (rules.regions): rows per CTA of an on-chip row kernel
+and of a streamed one, a column reduction's coalesced block, the rows a two-pass kernel holds,
+and a second tiled row axis where the reduced axes lie before the innermost kept one. Each figure
+is the measurement its comment cites."""
+from __future__ import annotations
+
+import math
+
+from ..context import Ctx
+from .base import padded
+
+ON_CHIP = 16384  # elements of one on-chip row tile: 32 float32 registers per thread at 512 threads
+# the elements one CTA reduces where the grid has nothing else to spread (a reduction into a
+# scalar): past it the axis streams and split_reduction spreads it over CTAs (issue 49)
+ONE_CTA = 8192
+
+# A column reduction (the reduced axis is not the source's last, contiguous one: a norm's gain
+# gradient, sum over rows of [m, d]) holds this many of the contiguous kept axis a CTA: its loads
+# are rows of 128 elements (256 bytes of f16). Held on chip as a whole column, a CTA took 2 of them
+# (4 bytes a row of 8192, each CTA reading its own 2 columns of every row).
+COLUMN_ROWS = 128
+# a column reduction held whole on chip at fewer kept elements a CTA than this streams instead
+COLUMN_ON_CHIP_MIN = 32
+
+
+def column_layout(axes, axis: str) -> bool:
+    """Whether reducing `axis` of a source over `axes` is a column reduction: the contiguous last
+    axis is kept (a row axis), the reduced one is outer."""
+    return len(axes) > 1 and axes[-1] != axis
+
+
+def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -> tuple[int, int]:
+    """(rows per CTA, block of `axis`) of a kernel streaming `axis` over rows (the last of
+    `rows` tiled): blocks of up to 1024 of the axis, and few enough rows per CTA that the grid
+    has about two CTAs per SM, within `tile` elements per block (the GEMM's block_r = 128 left a
+    cross entropy over 8192 x 32000 on 64 CTAs, rmsnorm's row statistics over 1024 rows on 8).
+    A column reduction (column_layout) holds COLUMN_ROWS of the contiguous kept axis and streams
+    `axis` in blocks of tile // COLUMN_ROWS: coalesced rows; split_reduction fills the GPU."""
+    if column and rows:
+        r = max(2, min(COLUMN_ROWS, padded(cx.axes[rows[-1]])))
+        return r, max(2, min(padded(cx.axes[axis]), tile // r))
+    d = min(1024, padded(cx.axes[axis]))
+    total = 1
+    for a in rows:
+        total *= cx.axes[a]
+    fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+    return (max(2, min(tile // d, padded(cx.axes[rows[-1]]), fill)) if rows else 1), d
+
+
+# rows of a two-pass streamed row kernel (plan.Kernel.second_pass) share a CTA while they hold at
+# most this many elements (its second read of a row should find it in L2). Log-softmax on an H200
+# (benchmarks/second_pass/results/second-pass-h200-2026-11-29.json), ms at 2 / 4 / 8 rows a CTA
+# against the two kernels before: 2048 x 32000 f16 0.1391 / 0.1278 / 0.1486 against 0.1318;
+# 4096 x 50257 bf16 0.6406 / 0.7115 / 0.8269 against 0.8072. The best of each holds about 128K
+# elements a CTA (4 x 32000, 2 x 50257)
+TWO_PASS_ELEMENTS = 131072
+
+
+def two_pass_rows(cx, rows, axis: str, column: bool = False) -> int:
+    """Rows per CTA of a streamed row kernel with a second pass: streamed_rows' block, fewer where
+    the rows are long (at least 2: a block of 1 would make the rows a batch axis); a column
+    reduction keeps its coalesced block."""
+    block, _ = streamed_rows(cx, rows, axis, column=column)
+    if column:
+        return block
+    fit = max(1, TWO_PASS_ELEMENTS // cx.axes[axis])
+    return max(2, min(block, 1 << (fit.bit_length() - 1)))
+
+
+def streamed_ctas(cx, rows, axis: str, column: bool = False) -> int:
+    """CTAs of a streamed row kernel over `axis` at streamed_rows' row block (the grid
+    split_reduction judges and a second pass is allowed by)."""
+    block, _ = streamed_rows(cx, rows, axis, column=column)
+    ctas = 1
+    for a in rows:
+        ctas *= -(-cx.axes[a] // block) if a == rows[-1] else cx.axes[a]
+    return ctas
+
+
+def on_chip_extent(cx: Ctx, reduced) -> int:
+    """Elements of one row on chip: the product of the padded sizes of the reduced axes."""
+    d = 1
+    for a in ([reduced] if isinstance(reduced, str) else reduced):
+        d *= max(2, padded(cx.axes[a]))
+    return d
+
+
+def row_block(cx: Ctx, axes, reduced) -> int | None:
+    """Rows per CTA of an on-chip row kernel reducing `reduced` (an axis or several), or None
+    if two rows do not fit. At least two rows where there are rows (a block of 1 would make the
+    row axis a batch axis and the reductions scalar, which TileLang reduces serially); at most
+    64, and few enough that the grid has about two CTAs per SM of an H100/H200 (132 SMs)."""
+    reduced = (reduced,) if isinstance(reduced, str) else tuple(reduced)
+    d = on_chip_extent(cx, reduced)
+    rows = [a for a in axes if a not in reduced]
+    if not rows:  # one CTA for the whole reduction: past ONE_CTA it streams, split over CTAs
+        return 1 if d <= ONE_CTA else None
+    if 2 * d > ON_CHIP:
+        return None
+    total = 1
+    for a in rows:
+        total *= cx.axes[a]
+    fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+    # a power of two (an exact row extent such as 5120 leaves ON_CHIP // d at 3)
+    return max(2, min(1 << ((ON_CHIP // d).bit_length() - 1), padded(cx.axes[rows[-1]]), 64, fill))
+
+
+# elements an on-chip row tile holds at least where it can (GQA's group sums of dK, dV took 4 x 64
+# float32 tiles, 16384 CTAs: 0.089 ms on an H200 for 34 MB; tests/cpu/test_head_reductions.py)
+MIN_TILE = 4096
+
+
+def outer_row_block(cx: Ctx, axes, reduced, block: int) -> tuple[str, int] | None:
+    """(axis, rows per CTA) of a second tiled row axis of an on-chip row kernel whose reduced axes
+    lie before the innermost kept one (a sum over heads of [g, t, d]), so that a CTA holds about
+    MIN_TILE elements while the grid still fills the GPU twice; None where it holds that many."""
+    reduced = (reduced,) if isinstance(reduced, str) else tuple(reduced)
+    rows = [a for a in axes if a not in reduced]
+    if len(rows) < 2 or not reduced or max(axes.index(a) for a in reduced) > axes.index(rows[-1]):
+        return None
+    tile = block * on_chip_extent(cx, reduced)
+    ctas = math.prod(cx.axes[a] for a in rows[:-1]) * math.ceil(cx.axes[rows[-1]] / block)
+    want = min(MIN_TILE // tile, max(1, ctas // 264), padded(cx.axes[rows[-2]]), 64) if tile < MIN_TILE else 1
+    want = 1 << (want.bit_length() - 1)
+    return (rows[-2], want) if want >= 2 else None
+
+
+def row_threads(cx: Ctx, axes, reduced) -> int:
+    """Threads of an on-chip row kernel: 256 (128 for small tiles). Measured on an H200 over an
+    8192 x 8192 f16 row tile of 2 x 8192 (LayerNorm, softmax, log-softmax): 256 threads 0.069 /
+    0.073 / 0.071 ms, 512 threads 0.072 / 0.079 / 0.128 ms, 1024 threads 0.147 / 0.153 / 0.157 ms
+    (a probe like benchmarks/fusion/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in
+    place, so 64 registers a tile fit."""
+    block = row_block(cx, axes, reduced) or 1
+    block *= (outer_row_block(cx, axes, reduced, block) or (None, 1))[1]
+    return 256 if block * on_chip_extent(cx, reduced) >= 256 * 16 else 128
