@@ -96,6 +96,9 @@ def families() -> dict:
         # reductions over the outer axis, the contiguous one kept (a norm's gain gradient): streamed
         # over coalesced column tiles, split over CTAs
         "column_reductions": lambda: hyp(R.column_reduction_graphs()),
+        # reductions over a short axis before two kept ones (GQA's group sums of dK and dV): the
+        # kept axis before the innermost tiled too (rules.row_tiles.outer_row_block)
+        "head_reductions": lambda: hyp(R.head_reduction_graphs()),
         # max / average pooling over a split axis of a GEMM's output (fuse_pool_epilogue)
         "pooled_gemm": lambda: hyp(R.pooled_gemm_graphs(), lambda g: (g, {"keep": ["p"]})),
         # a norm or softmax over a GEMM's columns, whole in one tile (fuse_row_epilogue); c kept
@@ -210,8 +213,12 @@ def graph_stream(seed: int, fams: dict, dtypes: list, prof: Profile, per_round: 
                     g = loss_graphs.LOSSES[extra["loss"]](3, 5, dtype="f16" if dtype == "mixed" else dtype)
                 elif "forward" in extra:  # a backward: of the forward in the drawn dtype
                     from leantile.autodiff import vjp
-                    g = vjp(with_dtype(extra["forward"], dtype, r)).graph or g
+                    fwd = with_dtype(extra["forward"], dtype, r)
+                    bw = vjp(fwd)
+                    g = bw.graph or g
                     extra = {k: v for k, v in extra.items() if k != "forward"}
+                    if bw.saved:  # the judge feeds the saved inputs from this forward (judge.saved_from_forward)
+                        extra.update(forward=fwd.to_json(), saved=dict(bw.saved))
                 else:
                     g = with_dtype(g, dtype, r)
                 if g is None:

@@ -58,6 +58,28 @@ def _inputs(g, seed, scale, dev, torch, prefix=False, nan=()) -> dict:
     return out
 
 
+def saved_from_forward(g, extra: dict, inputs: dict, torch) -> dict:
+    """A backward graph's saved inputs (what the forward hands over: attention's output, its rows'
+    max and sum) as its forward computes them from the drawn primal inputs, in place of drawn ones:
+    a drawn softmax sum near 0 made P overflow the backward's f16 values where the float64 reference
+    stayed finite, every plan (unfused too) "wrong" on inputs no training run hands over (GPU
+    campaign s79). `extra` carries the forward (JSON) and {saved input: forward node}; the
+    forward is taken at the backward's sizes."""
+    if not extra.get("forward"):
+        return inputs
+    from types import SimpleNamespace
+
+    from leantile import ir, reference
+    from leantile.autodiff import forward_saving
+
+    fwd = ir.parse(extra["forward"])
+    fwd = fwd.model_copy(update={"axes": {a: g.axes[a] for a in fwd.axes}})
+    saving = forward_saving(fwd, SimpleNamespace(saved={k: int(v) for k, v in extra["saved"].items()}, graph=g))
+    out = reference.evaluate(saving, {n.name: inputs[n.name] for n in fwd.inputs()}, compute_dtype=torch.float32,
+                             check=False)
+    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape) for k in extra["saved"]}}
+
+
 def _fits(g, inputs, torch) -> bool:
     """The graph's value (float32) is finite at every node and representable where the graph
     rounds it in every plan (its outputs, its casts, its GEMM operands): a large draw is judged
@@ -120,6 +142,7 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
     def draw(kind, scale, s, k):
         t0 = time.time()
         inputs = _inputs(g, s, scale, dev, torch, prefix, nan=extremum_inputs(g) if kind == "nan" else ())
+        inputs = saved_from_forward(g, job.get("extra", {}), inputs, torch)
         if kind == "large" and not _fits(g, inputs, torch):
             return _Draw(kind, scale, s, skip="the graph's value overflows at this scale")
         refs = k.references(inputs, torch.float64)

@@ -246,3 +246,36 @@ def test_replay_builds_its_jobs_and_its_pool_job_takes_a_module():
     source = next(iter(jobs[0]["sources"].values()))
     err, secs = precompile_all(source)
     assert secs >= 0 and (err is None or isinstance(err, str))
+
+
+def test_backward_graphs_are_judged_on_the_saved_values_their_forward_computes():
+    """The backward families hand the judge their forward and {saved input: forward node}; the
+    judge replaces the drawn saved inputs by the forward's values (judge.saved_from_forward): a
+    drawn softmax sum near 0 made every plan of a user attention's backward, unfused too, "wrong"
+    at d_WK (GPU campaign s79), on inputs no training run hands over. Drawn: an attention's saved
+    row sums are >= 1 (the row's max contributes exp(0)) and its saved output is the forward's."""
+    import torch
+
+    from gpu_fuzz_parts import judge
+    from leantile import reference
+    prof = gpu_fuzz.Profile("cpu", 2 ** 11, 2.0 ** 16)
+    seen = 0
+    fams = {"attention_backward": gpu_fuzz.families()["attention_backward"]}
+    for fam, g, dtype, extra in gpu_fuzz.graph_stream(5, fams, ["f32"], prof):
+        assert extra.get("forward") and extra.get("saved"), sorted(extra)
+        drawn = judge._inputs(g, 1, 1.0, torch.device("cpu"), torch)
+        fed = judge.saved_from_forward(g, extra, drawn, torch)
+        fwd = ir.parse(extra["forward"])
+        ref = reference.evaluate(fwd.model_copy(update={"axes": {a: g.axes[a] for a in fwd.axes}}),
+                                 {n.name: drawn[n.name] for n in fwd.inputs()}, compute_dtype=torch.float32, check=False)
+        for name, node in extra["saved"].items():
+            assert fed[name].shape == drawn[name].shape and not torch.equal(fed[name], drawn[name]), name
+            if node in fwd.outputs.values():  # the forward's output, handed over as it is
+                out = next(o for o, i in fwd.outputs.items() if i == node)
+                assert torch.allclose(fed[name].float(), ref[out].float(), rtol=1e-5, atol=1e-6), name
+        sums = [fed[n] for n, i in extra["saved"].items() if fwd.nodes[i].op == "reduce" and fwd.nodes[i].kind == "sum"]
+        assert sums and all(bool((s >= 1 - 1e-5).all()) for s in sums)
+        seen += 1
+        if seen == 3:
+            break
+    assert seen == 3
