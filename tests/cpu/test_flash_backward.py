@@ -254,3 +254,25 @@ def test_head_dims_the_kernels_lower_at(d_h):
         mod = load_module(emit_module(plan), f"flash_backward_d{d_h}_{cand}")
         for name, f in mod.build_kernel().items():
             assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+
+
+def test_a_scaled_softmax_with_saved_statistics_lowers():
+    """A softmax of scores divided by a constant (its scale folded into the exponent) reads the
+    forward's max of the scaled scores and divides it by the scale in each kernel; in the dK/dV
+    kernel that happens per streamed block, in a buffer of its own: written in place over the
+    loaded max it made two writers of one pipeline stage, which TileLang refuses (GPU campaign s79,
+    a user attention in bf16). Every kernel lowers; every candidate equals the reference."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed")
+    from lowering_sweeps import load_module
+
+    from leantile.emit.tilelang import emit_module
+    from leantile.lower import lower_to_cuda
+    g = strategies.inputs_in(_window_attention(300, 40, 64, 100), "bf16")
+    bw = vjp(g).graph
+    plan = derive(bw)
+    dkdv = next(k for k in plan.kernels if k.name.startswith("flash_bwd_dkdv"))
+    assert any(b.name.endswith("_rows_unscaled") for b in dkdv.buffers), [b.name for b in dkdv.buffers]
+    mod = load_module(emit_module(plan), "flash_backward_scaled_saved")
+    for name, f in mod.build_kernel().items():
+        assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+    _equal_everywhere(vjp(_window_attention(9, 7, 4, 3)).graph, [None, {"block_m": 2, "block_n": 3}], seed=5)

@@ -253,8 +253,10 @@ def _row_loads(cx: Ctx, s: FlashBackwardSite, kb: KernelBuilder, m_raw: str, axe
     D = kb.buf(f"{cx.value(s.dsum)}_rows", axes, scope, "acc", s.dsum, key=("rows", "D"))
     into += [Load(src=m_raw, dst=m), Load(src=cx.value(sm.sm), dst=l), Load(src=cx.value(s.dsum), dst=D),
              Map(dst=inv, fn="div", args=("#1.0", l))]
-    if s.saved_stats and sm.scale != 1.0:
-        into.append(Map(dst=m, fn="mul", args=(m, f"#{repr(1.0 / sm.scale)}")))
+    if s.saved_stats and sm.scale != 1.0:  # into a buffer of its own: in the dK/dV kernel's pipelined
+        # body a loaded buffer written again is two writers of one stage (TileLang refuses: GPU campaign s79)
+        raw, m = m, kb.buf(f"{m_raw}_rows_unscaled", axes, scope, "acc", key=("rows", "max_unscaled"))
+        into.append(Map(dst=m, fn="mul", args=(raw, f"#{repr(1.0 / sm.scale)}")))
     return {"max": m, "inv_sum": inv, "D": D}
 
 
