@@ -54,7 +54,8 @@ def main(argv=None) -> int:
 
     import leantile
     from leantile import architectures
-    from leantile.autodiff import vjp
+    from leantile import reference
+    from leantile.autodiff import forward_saving, vjp
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -71,6 +72,10 @@ def main(argv=None) -> int:
             continue
         row["candidate"], row["kernels"] = k.plan.candidate, [x.name for x in k.plan.kernels]
         inputs = k.random_inputs(0)
+        if bw.saved:  # the forward's saved values (its output, softmax max and sum) as the forward computes them
+            fwd = reference.evaluate(forward_saving(g, bw), {n.name: inputs[n.name] for n in g.inputs()},
+                                     compute_dtype=torch.float32, check=False)
+            inputs.update({n: fwd[n].to(inputs[n].dtype).reshape(inputs[n].shape) for n in bw.saved})
         v = k.verify(inputs)
         row["ok"], row["rel_err"] = bool(v["ok"]), {o: float(e) for o, e in v.get("rel_err", {}).items()} \
             if isinstance(v.get("rel_err"), dict) else v.get("rel_err")
