@@ -58,13 +58,14 @@ def _inputs(g, seed, scale, dev, torch, prefix=False, nan=()) -> dict:
     return out
 
 
-def saved_from_forward(g, extra: dict, inputs: dict, torch) -> dict:
+def saved_from_forward(g, extra: dict, inputs: dict, torch, seed: int = 0, scale: float = 1.0) -> dict:
     """A backward graph's saved inputs (what the forward hands over: attention's output, its rows'
     max and sum) as its forward computes them from the drawn primal inputs, in place of drawn ones:
     a drawn softmax sum near 0 made P overflow the backward's f16 values where the float64 reference
     stayed finite, every plan (unfused too) "wrong" on inputs no training run hands over (GPU
     campaign s79). `extra` carries the forward (JSON) and {saved input: forward node}; the
-    forward is taken at the backward's sizes."""
+    forward is taken at the backward's sizes; its inputs the backward does not read are drawn
+    (seeded, at `scale`) for it alone."""
     if not extra.get("forward"):
         return inputs
     from types import SimpleNamespace
@@ -75,9 +76,12 @@ def saved_from_forward(g, extra: dict, inputs: dict, torch) -> dict:
     fwd = ir.parse(extra["forward"])
     fwd = fwd.model_copy(update={"axes": {a: g.axes[a] for a in fwd.axes}})
     saving = forward_saving(fwd, SimpleNamespace(saved={k: int(v) for k, v in extra["saved"].items()}, graph=g))
-    out = reference.evaluate(saving, {n.name: inputs[n.name] for n in fwd.inputs()}, compute_dtype=torch.float32,
-                             check=False)
-    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape) for k in extra["saved"]}}
+    drawn = _inputs(fwd, seed + 7, scale, next(iter(inputs.values())).device, torch) if any(
+        n.name not in inputs for n in fwd.inputs()) else {}
+    out = reference.evaluate(saving, {n.name: inputs.get(n.name, drawn.get(n.name)) for n in fwd.inputs()},
+                             compute_dtype=torch.float32, check=False)
+    # (contiguous: a reference value may be a broadcast view; the kernels take packed tensors)
+    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape).contiguous() for k in extra["saved"]}}
 
 
 def _fits(g, inputs, torch) -> bool:
@@ -132,7 +136,10 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
     dtypes = {n.dtype for n in g.inputs()} or {"f32"}
     large = min(LARGE_SCALE[d] for d in dtypes)  # the narrowest input dtype sets the scale
     kinds = [("normal", natural_scale(g))] + ([("large", large)] if job.get("large", True) else [])
-    if job.get("large", True) and dtypes <= set(HUGE_SCALE):
+    # (not a backward fed its forward's saved values: it recomputes exp(s - M) from a max the
+    # forward computed apart, and at inputs of 2^14 an ulp of scores near 1e9 is exp(64): every
+    # plan, unfused too, overflows where float64 does not, GPU campaign s80; no training run has such scores)
+    if job.get("large", True) and dtypes <= set(HUGE_SCALE) and not job.get("extra", {}).get("forward"):
         kinds.append(("huge", min(HUGE_SCALE[d] for d in dtypes)))
     if extremum_inputs(g):  # NaN inputs: a max or min must hand them on (GPU campaign s70, leantile.codegen_nan)
         kinds.append(("nan", natural_scale(g)))
@@ -142,7 +149,7 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
     def draw(kind, scale, s, k):
         t0 = time.time()
         inputs = _inputs(g, s, scale, dev, torch, prefix, nan=extremum_inputs(g) if kind == "nan" else ())
-        inputs = saved_from_forward(g, job.get("extra", {}), inputs, torch)
+        inputs = saved_from_forward(g, job.get("extra", {}), inputs, torch, s, scale)
         if kind == "large" and not _fits(g, inputs, torch):
             return _Draw(kind, scale, s, skip="the graph's value overflows at this scale")
         refs = k.references(inputs, torch.float64)
