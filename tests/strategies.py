@@ -463,6 +463,33 @@ def _user_gemm(draw, allow):
 
 
 @st.composite
+def multi_axis_gemm_graphs(draw, hi: int = 9):
+    """A GEMM whose rows or columns span several axes, as users write activations and per-head
+    weights: X[b, t, k] (or [t, k], [b, t, s, k]) times W[k, n] (or [k, h, d]), with what may
+    keep the axes apart (rules.flatten.merge_gemm_axes views them as one only where nothing does):
+    a bias over the last column axis, a norm over it (a reduction over a part), a position along
+    a row axis (iota), a second product batched over b; an activation; f32, f16 or bf16."""
+    rows = draw(st.sampled_from([("t",), ("b", "t"), ("b", "t", "s")]))
+    cols = draw(st.sampled_from([("n",), ("h", "d")]))
+    g = DagM("multi_axis_gemm", {**{a: draw(st.integers(1, hi)) for a in (*rows, *cols)}, "k": draw(st.integers(1, hi))})
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    y = g.matmul(g.input("X", [*rows, "k"], dt), g.input("W", ["k", *cols], dt), "k", "k")
+    blocker = draw(st.sampled_from(["none", "none", "bias", "norm", "iota", "batched"]))
+    if blocker == "bias":  # over the last column axis only: broadcast over the others
+        y = g.add(y, g.input("bias", [cols[-1]], dt))
+    elif blocker == "norm":
+        y = g.layer_norm(y, cols[-1])
+    elif blocker == "iota":
+        y = g.mul(y, g.iota(rows[-1]))
+    elif blocker == "batched" and len(rows) > 1:  # a second product batched over b: b stays apart
+        y = g.add(y, g.matmul(g.input("Z", [rows[0], *rows[1:], "k"], dt), g.input("V", [rows[0], "k", *cols], dt), "k", "k"))
+    if draw(st.booleans()):
+        y = g.silu(y)
+    g.output("out", y)
+    return g.graph()
+
+
+@st.composite
 def _user_gemm_chain(draw, allow):
     """Class 17: X W, maybe activated, scaled by a constant or a per-row input or centred on one
     (once or twice), into a second GEMM: that GEMM pulls the scale out and reads the first

@@ -76,6 +76,9 @@ def families() -> dict:
         "user_softmax": lambda: hyp(S._user_softmax(S.ALL_CLASSES), first),
         "user_norm_gemm": lambda: hyp(S._user_norm_gemm(S.ALL_CLASSES), first),
         "user_gemm": lambda: hyp(S._user_gemm(S.ALL_CLASSES), first),
+        # a GEMM's rows or columns over several axes (X[b, t, k], W[k, h, d]): one GEMM over their
+        # product where nothing keeps them apart (merge_gemm_axes)
+        "multi_axis_gemm": lambda: hyp(S.multi_axis_gemm_graphs(64)),
         "masked_attention": lambda: hyp(S.masked_attention_graphs(), first),
         "masked_softmax": lambda: hyp(S.masked_softmax_graphs(), lambda gp: (gp[0], {"prefix": True})),
         "shape_tiled_attention": lambda: hyp(S.shape_tiled_attention_graphs(), first),

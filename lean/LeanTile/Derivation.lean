@@ -55,7 +55,8 @@ def ruleTheorems : List (String × String) :=
   , ("gain_fold", "LeanTile.gain_fold")
   , ("flatten_reduction", "LeanTile.sum_fin_prod")
   , ("fuse_row_epilogue", "LeanTile.row_epilogue_eval")
-  , ("flash_backward", "LeanTile.flash_backward_blocks") ]
+  , ("flash_backward", "LeanTile.flash_backward_blocks")
+  , ("merge_gemm_axes", "LeanTile.matmul_rows_reindex") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.

@@ -48,6 +48,7 @@ import LeanTile.Rules.FlashBackward
 | fuse_row_epilogue | `LeanTile.row_epilogue_eval` (rounds of reductions: `LeanTile.row_agree_map`, from `LeanTile.sumAlong_local`, `LeanTile.maxAlong_local`, `LeanTile.sumAlong_update`, `LeanTile.maxAlong_update`) | Rules/RowEpilogue.lean |
 | flash_backward | `LeanTile.flash_backward_blocks` (P from the stored row statistics: `LeanTile.softmax_eq_exp_div_sum`; D folded online: `LeanTile.flash_backward_row_term`, from `LeanTile.online_softmax_ratio`; reverse mode's D = rowsum(dO O): `LeanTile.attention_row_term`) | Rules/FlashBackward.lean |
 | flatten_reduction | `LeanTile.sum_fin_prod` (and `LeanTile.sum_fin_prod_comm`, `LeanTile.max_fin_prod`; the view's index: `LeanTile.flat_index`) | Rules/FlattenReduction.lean |
+| merge_gemm_axes | `LeanTile.matmul_rows_reindex` (and `LeanTile.matmul_cols_reindex`) | Rules/FlattenReduction.lean |
 | gain_fold | `LeanTile.gain_fold` (not cited yet: `LeanTile.bias_fold`, `LeanTile.affine_fold`) | Rules/GainFold.lean |
 | end to end | `LeanTile.tiled_attention_eq_softmax` | Rules/TiledAttention.lean |
 -/

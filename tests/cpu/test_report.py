@@ -159,7 +159,9 @@ def test_every_rule_has_a_formula_and_a_sympy_check():
                build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold
                                        lambda g: g.matmul(g.mul(g.rms_norm(g.input("X", ["m", "k"]), "k"), g.input("G", ["k"])),
                                                           g.input("W", ["k", "n"]), "k", "k")),
-               vjp(architectures.build("causal_attention", h=2, t_q=40, t_kv=40, d_h=16)).graph]  # flash_backward
+               vjp(architectures.build("causal_attention", h=2, t_q=40, t_kv=40, d_h=16)).graph,  # flash_backward
+               build_graph_with_output("activations", {"b": 3, "t": 5, "k": 16, "n": 8},  # merge_gemm_axes
+                                       lambda g: g.matmul(g.input("X", ["b", "t", "k"]), g.input("W", ["k", "n"]), "k", "k"))]
     for g in graphs:
         name = g.name
         for c in candidates(g):

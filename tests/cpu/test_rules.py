@@ -105,9 +105,10 @@ def test_decide_follows_the_steps(tiny_graphs):
                     assert c.rows == (tuple(rows.at) if rows else ())
                     assert c.epilogue == sorted({*(rules["fuse_elementwise"].at if "fuse_elementwise" in rules else []),
                                                  *(pool.at if pool else []), *(rows.at if rows else [])})
-    # flatten_reduction rewrites the graph before any site is found (candidates begin with its
-    # steps): no site option carries it (tests/cpu/test_flatten_reduction.py)
-    assert seen == RULE_NAMES - {"flatten_reduction"}
+    # flatten_reduction and merge_gemm_axes rewrite the graph before any site is found (candidates
+    # begin with their steps): no site option carries them (tests/cpu/test_flatten_reduction.py,
+    # test_merge_gemm_axes.py)
+    assert seen == RULE_NAMES - {"flatten_reduction", "merge_gemm_axes"}
 
 
 @pytest.fixture
@@ -140,4 +141,6 @@ def tiny_graphs():
         build_graph_with_output("gainfold", {"m": 8, "k": 16, "n": 8},  # gain_fold
                                 lambda g: g.matmul(g.mul(g.rms_norm(g.input("X", ["m", "k"]), "k"), g.input("G", ["k"])),
                                                    g.input("W", ["k", "n"]), "k", "k")),
-        vjp(architectures.build("causal_attention", h=2, t_q=40, t_kv=40, d_h=16)).graph]  # flash_backward
+        vjp(architectures.build("causal_attention", h=2, t_q=40, t_kv=40, d_h=16)).graph,  # flash_backward
+        build_graph_with_output("activations", {"b": 3, "t": 5, "k": 16, "n": 8},  # merge_gemm_axes
+                                lambda g: g.matmul(g.input("X", ["b", "t", "k"]), g.input("W", ["k", "n"]), "k", "k"))]

@@ -61,4 +61,32 @@ theorem max_fin_prod (m n : ℕ) (f : Fin (m * n) → WithBot ℝ) :
       (Finset.le_sup (f := fun i => univ.sup (fun j : Fin n => f (finProdFinEquiv (i, j)))) (Finset.mem_univ i))
   · exact Finset.sup_le fun i _ => Finset.sup_le fun j _ => Finset.le_sup (Finset.mem_univ _)
 
+/-! ## Rule `merge_gemm_axes`
+
+A plain matmul (no batch axis) whose rows span two adjacent axes of its LHS (activations
+`X[b, t, k]`) or whose columns span two of its weight's (`W[k, h, d]`), which no node reduces,
+contracts, batches over or indexes apart, is ONE matmul over their merged axis of a row-major view
+(`python/leantile/derive/rules/flatten.py`, `find_free_merge`). A matmul's free axes are pointwise:
+its value at a row is the contraction of that row alone, so viewing the rows `(i, j)` as one index
+`finProdFinEquiv (i, j)` changes nothing but the index (columns alike, by symmetry of the
+statement). Every other node that holds the axes is elementwise in them (the rule refuses any that
+is not), so `fuse_elementwise_eval` applies to the merged graph unchanged. -/
+
+/-- **Merge (matmul rows).** The product of the LHS viewed over the merged rows, at the merged
+index of `(i, j)`, is the product of the LHS at `(i, j)`: the contraction never reads another row. -/
+theorem matmul_rows_reindex {m n K N : ℕ} (A : Fin m → Fin n → Fin K → ℝ) (B : Fin K → Fin N → ℝ)
+    (i : Fin m) (j : Fin n) (c : Fin N) :
+    (fun (r : Fin (m * n)) (c : Fin N) =>
+        ∑ k, A (finProdFinEquiv.symm r).1 (finProdFinEquiv.symm r).2 k * B k c) (finProdFinEquiv (i, j)) c
+      = ∑ k, A i j k * B k c := by
+  simp
+
+/-- **Merge (matmul columns).** Likewise for the weight's columns viewed over a merged axis. -/
+theorem matmul_cols_reindex {M K m n : ℕ} (A : Fin M → Fin K → ℝ) (B : Fin K → Fin m → Fin n → ℝ)
+    (r : Fin M) (i : Fin m) (j : Fin n) :
+    (fun (r : Fin M) (c : Fin (m * n)) =>
+        ∑ k, A r k * B k (finProdFinEquiv.symm c).1 (finProdFinEquiv.symm c).2) r (finProdFinEquiv (i, j))
+      = ∑ k, A r k * B k i j := by
+  simp
+
 end LeanTile

@@ -31,7 +31,7 @@ from .rules.split import SPLIT_K, SPLIT_KV, SPLIT_REDUCTION, SPLIT_ROW
 from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, shifted_exps
 from .rules.row_tiles import row_block
-from .rules.flatten import FLATTEN, flatten
+from .rules.flatten import FLATTEN, MERGE_AXES, flatten
 from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
@@ -337,15 +337,17 @@ def candidates(g: ir.Graph, target: Target = DEFAULT) -> list[Candidate]:
 
 
 def _prefixed(cands: list[Candidate], flat: tuple) -> list[Candidate]:
-    """The candidates of the merged graph, each fused one beginning with flatten_reduction's steps."""
-    return [replace(c, steps=flat + c.steps) if c.steps else c for c in cands] if flat else cands
+    """The candidates of the merged graph, each fused one beginning with the merges' steps
+    (flatten_reduction, merge_gemm_axes); the lone GEMM that no other rule fuses ("direct") is
+    the merged graph's too (X[b, t, k] W as one GEMM over b t rows)."""
+    return [replace(c, steps=flat + c.steps) if c.steps or c.name == "direct" else c for c in cands] if flat else cands
 
 
 def _flattened(g: ir.Graph, steps, target: Target) -> tuple[Ctx, tuple, dict]:
     """(the context to replay in, the steps left, Plan.merged): the merged graph where the
     steps begin with flatten_reduction's steps for g, else g."""
     steps = tuple(steps)
-    if any(st.rule == FLATTEN.name for st in steps):
+    if any(st.rule in (FLATTEN.name, MERGE_AXES.name) for st in steps):
         h, flat, merged = flatten(g)
         if not flat or steps[:len(flat)] != flat:
             raise DerivationError(f"graph {g.name!r}: the derivation's {FLATTEN.name} steps are not the "

@@ -11,7 +11,8 @@
     split.py    split_k, split_kv, split_row, split_reduction (a grid too small for the GPU)
     masks.py    skip_masked_tiles                        (attention under a position mask)
     group.py    pack_query_group                         (grouped-query attention: heads share K, V)
-    flatten.py  flatten_reduction                        (nested reductions over adjacent axes: one)
+    flatten.py  flatten_reduction, merge_gemm_axes       (nested reductions over adjacent axes: one;
+                a plain GEMM's rows or columns over several axes: one)
     flash_backward.py flash_backward                     (attention's backward: three kernels, no score matrix stored)
 
 Every table about rules is derived from RULES: rule -> theorem (cited in every step, checked
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from .base import Option, Rule  # noqa: F401
 from .flash_backward import FLASH_BWD
-from .flatten import FLATTEN
+from .flatten import FLATTEN, MERGE_AXES
 from .gemm import DUAL, EPILOGUE
 from .group import PACK
 from .masks import SKIP
@@ -35,7 +36,7 @@ from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
                           SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL,
-                          GAIN, FLATTEN, ROWS, FLASH_BWD)
+                          GAIN, FLATTEN, ROWS, FLASH_BWD, MERGE_AXES)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

@@ -117,6 +117,53 @@ def find_merge(g: ir.Graph) -> Merge | None:
     return None
 
 
+def _batch_axes(g: ir.Graph, n: ir.Matmul) -> set[str]:
+    """The axes both operands of matmul n have besides the contraction (heads of attention)."""
+    return (set(g.node(n.a).axes) - {n.axis_a}) & (set(g.node(n.b).axes) - {n.axis_b})
+
+
+def _free_merge_ok(g: ir.Graph, parts: tuple[str, ...]) -> bool:
+    """Whether every node of g allows viewing `parts` as one axis with no reduction to merge: no
+    position along a part (iota), no reduction over one, no matmul contracting one or batching
+    over one, and every tensor with any part holds all of them, adjacent, in this order."""
+    parts_set = set(parts)
+    if _product(g, parts) > ir.MAX_AXIS_SIZE:
+        return False
+    for n in g.nodes:
+        if isinstance(n, ir.Iota) and n.axis in parts_set:
+            return False
+        if isinstance(n, ir.Reduce) and n.axis in parts_set:
+            return False
+        if isinstance(n, ir.Matmul) and parts_set & ({n.axis_a, n.axis_b} | _batch_axes(g, n)):
+            return False
+        if parts_set & set(n.axes or ()) and _adjacent(n.axes, parts_set) != parts:
+            return False
+    return True
+
+
+def find_free_merge(g: ir.Graph) -> tuple[Merge, int] | None:
+    """(a merge, the matmul it was found at) of two or more axes that one operand of a plain
+    matmul (no batch axis) holds next to each other besides the contraction, which its output
+    holds next to each other too (activations X[b, t, k] as GEMM rows b t, a weight W[k, h, d_h]
+    as columns h d_h) and which every node of g allows viewing as one (_free_merge_ok); None."""
+    for n in g.nodes:
+        if not isinstance(n, ir.Matmul) or _batch_axes(g, n):
+            continue
+        for op, c in ((g.node(n.a), n.axis_a), (g.node(n.b), n.axis_b)):
+            axes = tuple(op.axes)
+            runs = [axes[:axes.index(c)], axes[axes.index(c) + 1:]] if c in axes else [axes]
+            for run in runs:
+                for size in range(len(run), 1, -1):
+                    for i in range(len(run) - size + 1):
+                        parts = run[i:i + size]
+                        if _adjacent(n.axes, set(parts)) == parts and _free_merge_ok(g, parts):
+                            name, j = "_".join(parts)[:ir.MAX_NAME], 1
+                            while name in g.axes:
+                                name, j = f"{'_'.join(parts)[:ir.MAX_NAME - 4]}_{j}", j + 1
+                            return Merge(parts, name, ()), n.id
+    return None
+
+
 def _merged_axes(axes: tuple[str, ...], m: Merge) -> tuple[str, ...]:
     if not set(m.parts) & set(axes):
         return tuple(axes)
@@ -186,14 +233,48 @@ class FlattenReduction(Rule):
 FLATTEN = FlattenReduction()
 
 
+class MergeGemmAxes(Rule):
+    name = "merge_gemm_axes"
+    theorem = "LeanTile.matmul_rows_reindex"
+    lean_file = "FlattenReduction.lean"
+    pattern = ("a plain matmul (no batch axis) whose rows or columns span adjacent axes a1 a2 of one "
+               "operand, which no node reduces, contracts, batches over or indexes apart")
+    rewrite = "one GEMM over the merged axis a1_a2 of a row-major view (its tiles never straddle nothing)"
+    statement = ("a matmul's value at the row-major index of (i, j) is the matmul of the operand viewed "
+                 "at that index: its free axes are pointwise (finProdFinEquiv reindexes them)")
+    params = {"axes": "the merged axes, comma separated, outermost first", "axis": "the merged axis's name"}
+
+    def formula(self, g, at, params):
+        parts = params["axes"].split(",")
+        return rf"C_{{\ldots,{','.join(parts)}}}", rf"C_{{\ldots,{params['axis']}}}\;(\text{{row-major view}})"
+
+    def check(self) -> bool:
+        """A [2, 3] x [3, 2] product viewed as rows of a [2 x 1, 3] operand: the same entries."""
+        S = sym()
+        sp = S.sp
+        a = sp.Matrix(2, 3, sp.symbols("a0:6", real=True))
+        b = sp.Matrix(3, 2, sp.symbols("b0:6", real=True))
+        rows = [(a[i, :] * b) for i in range(2)]  # each row of A (a part of the merged rows) times B
+        return all(S.zero(x) for i in range(2) for x in (rows[i] - (a * b)[i, :]))
+
+
+MERGE_AXES = MergeGemmAxes()
+
+
 def flatten(g: ir.Graph) -> tuple[ir.Graph, tuple[ir.Step, ...], dict[str, tuple[str, ...]]]:
     """(g with every merge it allows applied, the steps recording them, merged axis -> its
     parts); (g, (), {}) where none applies. A merged axis's parts are original axes of g (a merge
     of a merged axis is written out in its parts)."""
-    merges, merged, h = [], {}, g
-    while (m := find_merge(h)) is not None:
+    steps, merged, h = [], {}, g
+    while True:
+        m, at = find_merge(h), None
+        if m is None:
+            found = find_free_merge(h)
+            if found is None:
+                break
+            m, at = found
         parts = tuple(p for a in m.parts for p in merged.pop(a, (a,)))
-        merges.append(m)
+        steps += FLATTEN.steps([m]) if at is None else [MERGE_AXES.step([at], axes=",".join(m.parts), axis=m.axis)]
         merged[m.axis] = parts
         h = apply_merge(h, m)
-    return h, FLATTEN.steps(merges), merged
+    return h, tuple(steps), merged
