@@ -4,7 +4,7 @@ float32 reference on fresh inputs, timed (do_bench, L2 flushed; do_bench_cudagra
 the SDPA backward of the same attention (cuDNN, FlashAttention-2), with each kernel's share from
 the torch profiler. Prints a line per case and writes JSON.
 
-    python benchmarks/flash_backward/probe.py --out DIR [NAME ...]
+    python benchmarks/flash_backward/probe.py --out DIR [--size AXIS=N ...] [--merge-contractions] [NAME ...]
 """
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ def sdpa_backward(q, k, v, do, causal: bool, backend, groups: int = 1):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--size", nargs="*", default=[], metavar="AXIS=N",
+                    help="axis sizes over the cases' own (each case takes the axes it has)")
+    ap.add_argument("--merge-contractions", action="store_true",
+                    help="rules.flatten.MERGE_CONTRACTIONS on (GQA's backward without its group sums)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     from torch.nn.attention import SDPBackend
@@ -56,13 +60,17 @@ def main(argv=None) -> int:
     from leantile import architectures
     from leantile import reference
     from leantile.autodiff import forward_saving, vjp
+    from leantile.derive.rules import flatten
+    flatten.MERGE_CONTRACTIONS = args.merge_contractions
+    sizes = {k: int(v) for k, v in (a.split("=", 1) for a in args.size)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.names or list(SHAPES):
-        g = architectures.build(name, **SHAPES[name])
+        shape = {a: sizes.get(a, n) for a, n in SHAPES[name].items()}
+        g = architectures.build(name, **shape)
         bw = vjp(g)
-        row = {"case": name, "shape": SHAPES[name]}
+        row = {"case": name, "shape": shape, "merge_contractions": args.merge_contractions}
         try:
             k = leantile.compile(bw.graph)
         except Exception as e:
@@ -84,9 +92,9 @@ def main(argv=None) -> int:
         row["leantile_kernels"] = kernel_times(lambda: k.run(inputs))
         # the same attention in torch: [h, t, d] tensors (a GQA's K/V heads repeated for SDPA's enable_gqa)
         dev = "cuda"
-        q = inputs["Q"].reshape(1, -1, SHAPES[name]["t_q"], SHAPES[name]["d_h"]).to(dev)
-        kk = inputs["K"].reshape(1, -1, SHAPES[name]["t_kv"], SHAPES[name]["d_h"]).to(dev)
-        vv = inputs["V"].reshape(1, -1, SHAPES[name]["t_kv"], SHAPES[name]["d_h"]).to(dev)
+        q = inputs["Q"].reshape(1, -1, shape["t_q"], shape["d_h"]).to(dev)
+        kk = inputs["K"].reshape(1, -1, shape["t_kv"], shape["d_h"]).to(dev)
+        vv = inputs["V"].reshape(1, -1, shape["t_kv"], shape["d_h"]).to(dev)
         do = inputs["d_out"].reshape(q.shape).to(dev)
         groups = q.shape[1] // kk.shape[1]
         causal = name == "causal_attention"

@@ -37,12 +37,39 @@ class Merge:
     chains: tuple[tuple[int, ...], ...]
 
 
+def _summed_axis(n) -> str | None:
+    """The axis node n sums over: a reduction's, or a matmul's contraction where both operands
+    name it alike (a matmul sums the products over it: GQA's dK, sum over t_q, then over g)."""
+    if isinstance(n, ir.Reduce):
+        return n.axis
+    return n.axis_a if isinstance(n, ir.Matmul) and n.axis_a == n.axis_b else None
+
+
+# A matmul's contraction followed by sums over axes adjacent to it in both operands (GQA's backward:
+# dK = sum over g of dS^T Q over t_q) is one contraction over the merged axis: the group-sum kernel
+# goes and the dK/dV kernel streams the group's query rows itself, but its grid loses the group's
+# CTAs (4 KV heads x 2048 keys: 128 CTAs of 64 keys where the split form runs 256 of 128). Off until
+# a GPU says which wins: benchmarks/gqa_backward_merge/probe.py times both (tests run it on).
+MERGE_CONTRACTIONS = False
+
+
 def _chains(g: ir.Graph, users: dict[int, list[int]]) -> list[tuple[int, ...]]:
     """Maximal runs r1, ..., rk (k >= 2) of reductions of one kind, each r(i+1) reducing r(i), which
-    nothing else reads (no other node, and it is no graph output)."""
+    nothing else reads (no other node, and it is no graph output). r1 may be a matmul (a sum over
+    its contraction) followed by sums."""
     outputs = set(g.outputs.values())
     out = []
     for n in g.nodes:
+        if isinstance(n, ir.Matmul) and _summed_axis(n) and MERGE_CONTRACTIONS:
+            run = [n.id]
+            while len(users[run[-1]]) == 1 and run[-1] not in outputs:
+                nxt = g.node(users[run[-1]][0])
+                if not (isinstance(nxt, ir.Reduce) and nxt.kind == "sum" and nxt.x == run[-1]):
+                    break
+                run.append(nxt.id)
+            if len(run) > 1:
+                out.append(tuple(run))
+            continue
         if not (isinstance(n, ir.Reduce) and n.kind in KINDS):
             continue
         below = g.node(n.x)
@@ -70,12 +97,17 @@ def _adjacent(axes: tuple[str, ...], parts: set[str]) -> tuple[str, ...] | None:
 
 
 def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...], p: int) -> Merge | None:
-    """The merge of the axes the first p reductions of `run` reduce, where every node of g allows it."""
-    parts_set = {g.node(i).axis for i in run[:p]}
+    """The merge of the axes the first p reductions of `run` reduce, where every node of g allows it.
+    A run from a matmul's contraction needs the parts adjacent in both operands; other matmuls may
+    then hold them as free axes (GQA's backward: Q K^T over the group's query rows), never contract
+    or batch over them."""
+    parts_set = {_summed_axis(g.node(i)) for i in run[:p]}
     if len(parts_set) != p:
         return None
-    parts = _adjacent(g.node(g.node(run[0]).x).axes, parts_set)
-    if parts is None:
+    first = g.node(run[0])
+    matmul_run = isinstance(first, ir.Matmul)
+    parts = _adjacent(g.node(first.a if matmul_run else first.x).axes, parts_set)
+    if parts is None or (matmul_run and _adjacent(g.node(first.b).axes, parts_set) != parts):
         return None
     if _product(g, parts) > ir.MAX_AXIS_SIZE:
         return None
@@ -83,7 +115,7 @@ def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...],
     # results (which have some of the axes, not all) disappear
     covered, inner = [], set()
     for c in chains:
-        if len(c) >= p and {g.node(i).axis for i in c[:p]} == parts_set:
+        if len(c) >= p and {_summed_axis(g.node(i)) for i in c[:p]} == parts_set:
             covered.append(c[:p])
             inner |= set(c[:p - 1])
     for n in g.nodes:
@@ -91,8 +123,8 @@ def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...],
             continue
         if isinstance(n, ir.Iota) and n.axis in parts_set:  # a position along one part
             return None
-        if isinstance(n, ir.Matmul) and (parts_set & ({n.axis_a, n.axis_b} | set(g.node(n.a).axes)
-                                                       | set(g.node(n.b).axes))):
+        if isinstance(n, ir.Matmul) and (parts_set & ({n.axis_a, n.axis_b} | _batch_axes(g, n)) if matmul_run else
+                                         parts_set & ({n.axis_a, n.axis_b} | set(g.node(n.a).axes) | set(g.node(n.b).axes))):
             return None
         if isinstance(n, ir.Reduce) and n.axis in parts_set and not any(n.id == c[-1] for c in covered):
             return None
@@ -185,6 +217,11 @@ def apply_merge(g: ir.Graph, m: Merge) -> ir.Graph:
         upd = {"id": len(nodes)}
         if n.axes is not None:
             upd["axes"] = _merged_axes(tuple(n.axes), m)
+        if n.id in last and isinstance(g.node(last[n.id]), ir.Matmul):  # the run's sums: one contraction
+            mm = g.node(last[n.id])
+            nodes.append(ir.Matmul(id=len(nodes), op="matmul", a=new_id[mm.a], b=new_id[mm.b], axis_a=m.axis,
+                                   axis_b=m.axis, axes=upd["axes"]))
+            continue
         if n.id in last:
             upd.update(x=new_id[g.node(last[n.id]).x], axis=m.axis)
         else:
