@@ -278,10 +278,12 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 
 def run_train_suite(out: str = "benchmarks/results", limit: int | None = None, tags=None,
-                    sizes_of=None, device=None) -> int:
+                    sizes_of=None, device=None, time_budget: float | None = None) -> int:
     """Every selected case (a case that fails is a row saying why), the JSON and markdown written
-    after each row."""
+    after each row; time_budget (seconds): no case starts after it, each left a row saying so (a
+    GPU call's limit keeps the rows that ran)."""
     import datetime
+    import time
 
     import torch
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -295,12 +297,17 @@ def run_train_suite(out: str = "benchmarks/results", limit: int | None = None, t
         from .precompile import precompile_graphs, training_graphs
         precompile_graphs([t for c in chosen for t in training_graphs(
             c.graph, [n.name for n in c.graph.inputs() if n.name not in c.labels])], name)
+    t0 = time.time()
     for case in chosen:
-        try:
-            row = run_case(case, device)
-        except Exception as e:
+        if rows and time_budget is not None and time.time() - t0 > time_budget:  # (the first always runs)
             row = {"case": case.name, "shape": dict(case.graph.axes),
-                   "error": f"{type(e).__name__}: {' '.join(str(e).split())[:400]}"}
+                   "error": f"not run: --time-budget {time_budget:g} s reached"}
+        else:
+            try:
+                row = run_case(case, device)
+            except Exception as e:
+                row = {"case": case.name, "shape": dict(case.graph.axes),
+                       "error": f"{type(e).__name__}: {' '.join(str(e).split())[:400]}"}
         rows.append(row)
         ms = row.get("ms", {})
         print(f"{case.name:<26} ok {row.get('ok')}  leantile {ms.get('leantile', math.nan):.3f} ms  "

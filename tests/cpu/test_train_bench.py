@@ -46,6 +46,16 @@ def test_the_suite_writes_its_rows(tmp_path):
     assert "| cross_entropy |" in path.with_suffix(".md").read_text()
 
 
+def test_a_time_budget_starts_no_case_after_it(tmp_path):
+    """--time-budget (the suites' option, the train suite's too): the first case runs, the ones
+    after a spent budget are rows saying so, and the files are written."""
+    assert TB.run_train_suite(out=str(tmp_path), tags=["rows"], sizes_of=_small, device="cpu", time_budget=1e-9) == 0
+    (path,) = tmp_path.glob("train-suite-cpu-*.json")
+    rows = json.loads(path.read_text())["rows"]
+    assert "ms" in rows[0] and len(rows) == 4
+    assert all(r["error"].startswith("not run: --time-budget") for r in rows[1:])
+
+
 def test_selection_by_tag_and_name():
     all_cases = TB.cases(_small)
     assert {c.name for c in TB.select(all_cases, tags=["attention"])} == {

@@ -49,11 +49,11 @@ def cmd_bench(args) -> int:
     _check_suite_args(args)
     require_gpu("bench")
     if args.suite == "train":
-        if args.shard is not None or args.time_budget is not None or args.no_precompile:
-            raise GraphError(["bench: --suite train takes --limit, --tag and --out only"])
+        if args.shard is not None or args.no_precompile:
+            raise GraphError(["bench: --suite train takes --limit, --tag, --time-budget and --out only"])
         from ..train_bench import run_train_suite
 
-        return run_train_suite(out=args.out, limit=args.limit, tags=args.tag)
+        return run_train_suite(out=args.out, limit=args.limit, tags=args.tag, time_budget=args.time_budget)
     if args.suite is not None:
         from ..suite import run_suite
 
