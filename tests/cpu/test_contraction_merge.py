@@ -2,7 +2,7 @@
 over their merged axis (rules/flatten.py, MERGE_CONTRACTIONS): GQA's backward sums dK and dV over a
 group's query heads g after contracting t_q, and merged over g_t_q it is attention's three-kernel
 backward with no group-sum kernel. Off by default until a GPU times it against the split form
-(benchmarks/gqa_backward_merge/probe.py); these tests run it on: every candidate of merged graphs
+(benchmarks/flash_backward/probe.py --merge-contractions); these tests run it on: every candidate of merged graphs
 equals the float64 reference, a position along a part (causal GQA) keeps the axes apart, the
 derivation replays, the kernels lower."""
 from __future__ import annotations

@@ -181,6 +181,7 @@ def test_the_forward_never_saves_attention_scores():
                 assert torch.allclose(got[o].double(), want[o], rtol=1e-12, atol=1e-12), (c.name, tiles, o)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
 def test_lowers_to_cuda():
     """The three kernels of a causal backward at a training shape lower to CUDA C for sm_90 (nvcc
     compiles them too where it is installed)."""
@@ -235,6 +236,7 @@ def test_an_odd_head_dim_keeps_the_generic_backward():
     _equal_everywhere(bw, [None], seed=2)
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
 @pytest.mark.parametrize("d_h", [1, 6, 96])
 def test_head_dims_the_kernels_lower_at(d_h):
     """The three kernels lower to CUDA at head dims of 1, 6 and 96 (f32, whose P goes through shared memory)."""
@@ -256,6 +258,7 @@ def test_head_dims_the_kernels_lower_at(d_h):
             assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
 
 
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
 def test_a_scaled_softmax_with_saved_statistics_lowers():
     """A softmax of scores divided by a constant (its scale folded into the exponent) reads the
     forward's max of the scaled scores and divides it by the scale in each kernel; in the dK/dV

@@ -49,7 +49,7 @@ def _summed_axis(n) -> str | None:
 # dK = sum over g of dS^T Q over t_q) is one contraction over the merged axis: the group-sum kernel
 # goes and the dK/dV kernel streams the group's query rows itself, but its grid loses the group's
 # CTAs (4 KV heads x 2048 keys: 128 CTAs of 64 keys where the split form runs 256 of 128). Off until
-# a GPU says which wins: benchmarks/gqa_backward_merge/probe.py times both (tests run it on).
+# a GPU says which wins: benchmarks/flash_backward/probe.py --merge-contractions times it (tests run it on).
 MERGE_CONTRACTIONS = False
 
 
