@@ -32,6 +32,7 @@ def check_every_candidate(g, seed: int, tiles_list):
         for tiles in tiles_list:
             out = interp.run(derive(g, name, tiles), inputs, dtype=torch.float64)
             for o in g.outputs:
+                assert out[o].shape == ref[o].shape, f"{name} {tiles}: output {o} of shape {tuple(out[o].shape)}"
                 err = rel_err(out[o].double(), ref[o])
                 assert err < 1e-9, f"{name} {tiles}: output {o}: relative error {err:.3g}"
 

@@ -80,7 +80,7 @@ def saved_from_forward(g, extra: dict, inputs: dict, torch, seed: int = 0, scale
         n.name not in inputs for n in fwd.inputs()) else {}
     out = reference.evaluate(saving, {n.name: inputs.get(n.name, drawn.get(n.name)) for n in fwd.inputs()},
                              compute_dtype=torch.float32, check=False)
-    # (contiguous: a reference value may be a broadcast view; the kernels take packed tensors)
+    # (contiguous: a reference value may be a permuted view; the kernels take packed tensors)
     return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape).contiguous() for k in extra["saved"]}}
 
 

@@ -8,16 +8,16 @@ derivation replays, the kernels lower."""
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import strategies
 from profiles import examples
 
-from leantile import architectures, interp, reference
+from leantile import architectures
 from leantile.autodiff import vjp
 from leantile.derive import candidates, check_derivation, derive
 from leantile.derive.rules import flatten
+from plan_checks import check_every_candidate
 
 
 @pytest.fixture
@@ -32,19 +32,6 @@ def _gqa_backward(f64: bool = True, **sizes):
 
 def _group_sums(plan) -> list[str]:
     return [k.name for k in plan.kernels if k.name.startswith("row") and any(t.axis == "g" for t in k.grid)]
-
-
-def _equal(g, seed=0, tiles_list=(None,)):
-    inputs = reference.random_inputs(g, seed=seed)
-    want = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    for c in candidates(g):
-        for tiles in tiles_list:
-            got = interp.run(derive(g, c.name, tiles), inputs, dtype=torch.float64)
-            for o in g.outputs:
-                finite = torch.isfinite(want[o])
-                err = (got[o].double() - want[o]).abs()[finite]
-                scale = 1 + (want[o][finite].abs().max().item() if finite.any() else 0)
-                assert not err.numel() or err.max().item() <= 1e-9 * scale, (g.name, c.name, tiles, o)
 
 
 def test_off_by_default_the_gqa_backward_keeps_its_group_sums():
@@ -68,7 +55,7 @@ def test_merged_gqa_backwards_equal_their_reference(merging):
                   {"h_kv": 3, "g": 2, "t_q": 5, "t_kv": 11, "d_h": 6}):
         g = _gqa_backward(**sizes)
         assert derive(g).merged, sizes
-        _equal(g, 1, (None, {"block_m": 2, "block_n": 3}))
+        check_every_candidate(g, 1, (None, {"block_m": 2, "block_n": 3}))
 
 
 def test_a_position_along_a_part_keeps_the_axes_apart(merging):
@@ -81,7 +68,7 @@ def test_a_position_along_a_part_keeps_the_axes_apart(merging):
     m.output("out", m.matmul(m.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
     bw = vjp(m.graph()).graph
     assert not derive(bw).merged
-    _equal(bw, 2)
+    check_every_candidate(bw, 2, (None,))
 
 
 @settings(max_examples=examples(20, deep=True), deadline=None,
@@ -92,7 +79,7 @@ def test_generated_backwards_merged_equal_their_reference(gc, seed):
         mp.setattr(flatten, "MERGE_CONTRACTIONS", True)
         bw = vjp(gc[0]).graph
         if bw is not None:
-            _equal(bw, seed)
+            check_every_candidate(bw, seed, (None,))
 
 
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)

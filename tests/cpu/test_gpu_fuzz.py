@@ -282,21 +282,27 @@ def test_backward_graphs_are_judged_on_the_saved_values_their_forward_computes()
 
 
 def test_the_saved_values_fed_are_packed_and_a_forward_input_the_backward_never_reads_is_drawn():
-    """GPU campaign s80: a saved value the reference returned as a broadcast view reached a kernel
-    with strides it refuses ("violates packed ABI constraint"); a forward input its backward does
-    not read (X of a product whose gradient is wrt W only) was a KeyError. Both fed now."""
+    """GPU campaign s80: a saved value the reference returned as a permuted view (an attention
+    whose query rows come after a group axis, Q[g, h, d_h]: its output [g, h, d_h] strided) reached
+    a kernel that refuses its strides ("violates packed ABI constraint"); a forward input its
+    backward does not read was a KeyError. Both fed now."""
     import torch
 
     from gpu_fuzz_parts import judge
-    from leantile.autodiff import vjp
+    from leantile import reference
+    from leantile.autodiff import forward_saving, vjp
     from leantile.dag import DagM
-    m = DagM("attention_unused_input", {"h": 2, "t_q": 5, "t_kv": 7, "d": 3, "d_h": 4})
-    m.input("X", ["h", "t_q", "d"], "f32")  # read by nothing (structured_graphs' attention with Q an input)
-    q, k, v = (m.input(n, ["h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    m = DagM("attention_unused_input", {"g": 3, "h": 2, "t_kv": 7, "d": 3, "d_h": 5})
+    m.input("X", ["h", "d"], "f32")  # read by nothing (structured_graphs' attention with Q an input)
+    q = m.input("Q", ["g", "h", "d_h"], "f32")
+    k, v = (m.input(n, ["h", "t_kv", "d_h"], "f32") for n in "KV")
     m.output("out", m.matmul(m.softmax(m.matmul(q, k, "d_h", "d_h"), "t_kv"), v, "t_kv", "t_kv"))
     fwd = m.graph()
     bw = vjp(fwd)
     assert bw.saved and "X" not in {n.name for n in bw.graph.inputs()}
+    raw = reference.evaluate(forward_saving(fwd, bw), reference.random_inputs(fwd), compute_dtype=torch.float32,
+                             check=False)
+    assert not all(raw[n].is_contiguous() for n in bw.saved)  # the class this pins is drawn
     extra = {"forward": fwd.to_json(), "saved": dict(bw.saved)}
     drawn = judge._inputs(bw.graph, 1, 1.0, torch.device("cpu"), torch)
     fed = judge.saved_from_forward(bw.graph, extra, drawn, torch, 1, 1.0)

@@ -8,15 +8,14 @@ tiles; the kernels lower for sm_90."""
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from leantile import architectures, interp, reference
+from leantile import architectures
 from leantile.autodiff import vjp
 from leantile.dag import DagM
-from leantile.derive import candidates, derive
+from leantile.derive import derive
 from leantile.derive.rules.row_tiles import MIN_TILE
-from plan_checks import rel_err
+from plan_checks import check_every_candidate
 from profiles import examples
 from reduction_strategies import head_reduction_graphs
 
@@ -62,12 +61,7 @@ def test_a_small_grid_keeps_one_row_a_cta():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(g=head_reduction_graphs(rows=(1, 2000), cols=(1, 200)), seed=st.integers(0, 2 ** 16))
 def test_every_candidate_of_a_head_reduction_is_the_graph(g, seed):
-    inputs = reference.random_inputs(g, seed=seed)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    for c in candidates(g):
-        out = interp.run(derive(g, c.name), inputs, dtype=torch.float64)
-        for o in g.outputs:
-            assert rel_err(out[o].double(), ref[o]) < 1e-9, (c.name, o)
+    check_every_candidate(g, seed, (None,))
 
 
 def test_a_tiled_head_sum_at_partial_row_tiles_is_the_graph():
@@ -75,10 +69,7 @@ def test_a_tiled_head_sum_at_partial_row_tiles_is_the_graph():
     g = _head_sum(g=3, t=1001, d=70, dtype="f16", lead=2)
     k, = derive(g).kernels
     assert {t.axis: t.block for t in k.grid}["t"] > 1
-    inputs = reference.random_inputs(g, seed=3)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    out = interp.run(derive(g), inputs, dtype=torch.float64)
-    assert rel_err(out["y"].double(), ref["y"]) < 1e-9
+    check_every_candidate(g, 3, (None,))
 
 
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)

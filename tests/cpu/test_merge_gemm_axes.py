@@ -10,13 +10,11 @@ reference at odd and size-1 axes; what keeps the axes apart is respected; the ke
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from leantile import interp, ir, reference
 from leantile.dag import DagM
 from leantile.derive import candidates, check_derivation, derive
-from plan_checks import rel_err
+from plan_checks import check_every_candidate
 from profiles import examples
 from strategies import multi_axis_gemm_graphs
 
@@ -32,17 +30,6 @@ def _gemm(rows: dict, cols: dict, k: int = 40, dtype: str = "f16", epilogue=None
 
 def _merged(plan) -> dict:
     return dict(plan.merged or {})
-
-
-def _equal(g: ir.Graph, seed: int = 0, tiles_list=(None,)) -> None:
-    inputs = reference.random_inputs(g, seed=seed)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    for c in candidates(g):
-        for tiles in tiles_list:
-            out = interp.run(derive(g, c.name, tiles), inputs, dtype=torch.float64)
-            for o in g.outputs:
-                assert out[o].shape == ref[o].shape, (c.name, o)
-                assert rel_err(out[o].double(), ref[o]) < 1e-9, (c.name, tiles, o)
 
 
 def test_activations_over_batch_and_sequence_are_one_gemm_of_their_rows():
@@ -78,7 +65,7 @@ def test_what_keeps_the_axes_apart_is_respected():
                                         ({"m": 5}, {"h": 3, "d_h": 17}), ({"b": 2, "t": 3, "s": 5}, {"h": 2, "d_h": 9})])
 def test_merged_gemms_equal_the_graph_and_replay(rows, cols):
     g = _gemm(rows, cols, k=13, dtype="f32", epilogue=lambda g, y: g.silu(g.add(y, g.const("0.5"))))
-    _equal(g, 1, (None, {"block_m": 16, "block_n": 16, "block_k": 8}))
+    check_every_candidate(g, 1, (None, {"block_m": 16, "block_n": 16, "block_k": 8}))
     for c in candidates(g):
         assert check_derivation(g.model_copy(update={"derivation": c.steps})) == []
 
@@ -87,7 +74,7 @@ def test_merged_gemms_equal_the_graph_and_replay(rows, cols):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(g=multi_axis_gemm_graphs(), seed=st.integers(0, 2 ** 16))
 def test_every_candidate_of_a_multi_axis_gemm_is_the_graph(g, seed):
-    _equal(g, seed)
+    check_every_candidate(g, seed, (None,))
 
 
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)

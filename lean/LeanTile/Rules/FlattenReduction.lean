@@ -76,16 +76,16 @@ is not), so `fuse_elementwise_eval` applies to the merged graph unchanged. -/
 index of `(i, j)`, is the product of the LHS at `(i, j)`: the contraction never reads another row. -/
 theorem matmul_rows_reindex {m n K N : ℕ} (A : Fin m → Fin n → Fin K → ℝ) (B : Fin K → Fin N → ℝ)
     (i : Fin m) (j : Fin n) (c : Fin N) :
-    (fun (r : Fin (m * n)) (c : Fin N) =>
-        ∑ k, A (finProdFinEquiv.symm r).1 (finProdFinEquiv.symm r).2 k * B k c) (finProdFinEquiv (i, j)) c
+    (fun (r : Fin (m * n)) (c' : Fin N) =>
+        ∑ k, A (finProdFinEquiv.symm r).1 (finProdFinEquiv.symm r).2 k * B k c') (finProdFinEquiv (i, j)) c
       = ∑ k, A i j k * B k c := by
   simp
 
 /-- **Merge (matmul columns).** Likewise for the weight's columns viewed over a merged axis. -/
 theorem matmul_cols_reindex {M K m n : ℕ} (A : Fin M → Fin K → ℝ) (B : Fin K → Fin m → Fin n → ℝ)
     (r : Fin M) (i : Fin m) (j : Fin n) :
-    (fun (r : Fin M) (c : Fin (m * n)) =>
-        ∑ k, A r k * B k (finProdFinEquiv.symm c).1 (finProdFinEquiv.symm c).2) r (finProdFinEquiv (i, j))
+    (fun (r' : Fin M) (c : Fin (m * n)) =>
+        ∑ k, A r' k * B k (finProdFinEquiv.symm c).1 (finProdFinEquiv.symm c).2) r (finProdFinEquiv (i, j))
       = ∑ k, A r k * B k i j := by
   simp
 

@@ -109,8 +109,6 @@ def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...],
     parts = _adjacent(g.node(first.a if matmul_run else first.x).axes, parts_set)
     if parts is None or (matmul_run and _adjacent(g.node(first.b).axes, parts_set) != parts):
         return None
-    if _product(g, parts) > ir.MAX_AXIS_SIZE:
-        return None
     # every run whose first reductions reduce exactly these axes is merged too; their inner
     # results (which have some of the axes, not all) disappear
     covered, inner = [], set()
@@ -118,23 +116,42 @@ def _merge_for(g: ir.Graph, chains: list[tuple[int, ...]], run: tuple[int, ...],
         if len(c) >= p and {_summed_axis(g.node(i)) for i in c[:p]} == parts_set:
             covered.append(c[:p])
             inner |= set(c[:p - 1])
+    if not _nodes_allow(g, parts, inner, {c[-1] for c in covered}, free_matmuls=matmul_run):
+        return None
+    return Merge(parts, _merged_name(g, parts), tuple(covered))
+
+
+def _nodes_allow(g: ir.Graph, parts: tuple[str, ...], inner=frozenset(), merged_reductions=frozenset(),
+                 free_matmuls: bool = True) -> bool:
+    """Whether every node of g but `inner` (a merged run's inner results) allows viewing `parts`
+    as one axis: no position along a part (iota), no reduction over one but the merged runs' last
+    (`merged_reductions`), no matmul contracting or batching over one (with free_matmuls False,
+    none holding one at all: flatten_reduction's runs of reductions), and every tensor with any
+    part holds all of them, adjacent, in this order."""
+    parts_set = set(parts)
+    if _product(g, parts) > ir.MAX_AXIS_SIZE:
+        return False
     for n in g.nodes:
         if n.id in inner:
             continue
-        if isinstance(n, ir.Iota) and n.axis in parts_set:  # a position along one part
-            return None
-        if isinstance(n, ir.Matmul) and (parts_set & ({n.axis_a, n.axis_b} | _batch_axes(g, n)) if matmul_run else
-                                         parts_set & ({n.axis_a, n.axis_b} | set(g.node(n.a).axes) | set(g.node(n.b).axes))):
-            return None
-        if isinstance(n, ir.Reduce) and n.axis in parts_set and not any(n.id == c[-1] for c in covered):
-            return None
-        has = parts_set & set(n.axes)
-        if has and _adjacent(n.axes, parts_set) != parts:
-            return None
+        if isinstance(n, ir.Iota) and n.axis in parts_set:
+            return False
+        if isinstance(n, ir.Reduce) and n.axis in parts_set and n.id not in merged_reductions:
+            return False
+        if isinstance(n, ir.Matmul) and parts_set & ({n.axis_a, n.axis_b} | (
+                _batch_axes(g, n) if free_matmuls else set(g.node(n.a).axes) | set(g.node(n.b).axes))):
+            return False
+        if parts_set & set(n.axes or ()) and _adjacent(n.axes, parts_set) != parts:
+            return False
+    return True
+
+
+def _merged_name(g: ir.Graph, parts: tuple[str, ...]) -> str:
+    """The merged axis's name: its parts joined, made unique among g's axes."""
     name, j = "_".join(parts)[:ir.MAX_NAME], 1
     while name in g.axes:
         name, j = f"{'_'.join(parts)[:ir.MAX_NAME - 4]}_{j}", j + 1
-    return Merge(parts, name, tuple(covered))
+    return name
 
 
 def find_merge(g: ir.Graph) -> Merge | None:
@@ -154,30 +171,11 @@ def _batch_axes(g: ir.Graph, n: ir.Matmul) -> set[str]:
     return (set(g.node(n.a).axes) - {n.axis_a}) & (set(g.node(n.b).axes) - {n.axis_b})
 
 
-def _free_merge_ok(g: ir.Graph, parts: tuple[str, ...]) -> bool:
-    """Whether every node of g allows viewing `parts` as one axis with no reduction to merge: no
-    position along a part (iota), no reduction over one, no matmul contracting one or batching
-    over one, and every tensor with any part holds all of them, adjacent, in this order."""
-    parts_set = set(parts)
-    if _product(g, parts) > ir.MAX_AXIS_SIZE:
-        return False
-    for n in g.nodes:
-        if isinstance(n, ir.Iota) and n.axis in parts_set:
-            return False
-        if isinstance(n, ir.Reduce) and n.axis in parts_set:
-            return False
-        if isinstance(n, ir.Matmul) and parts_set & ({n.axis_a, n.axis_b} | _batch_axes(g, n)):
-            return False
-        if parts_set & set(n.axes or ()) and _adjacent(n.axes, parts_set) != parts:
-            return False
-    return True
-
-
 def find_free_merge(g: ir.Graph) -> tuple[Merge, int] | None:
     """(a merge, the matmul it was found at) of two or more axes that one operand of a plain
     matmul (no batch axis) holds next to each other besides the contraction, which its output
     holds next to each other too (activations X[b, t, k] as GEMM rows b t, a weight W[k, h, d_h]
-    as columns h d_h) and which every node of g allows viewing as one (_free_merge_ok); None."""
+    as columns h d_h) and which every node of g allows viewing as one (_nodes_allow); None."""
     for n in g.nodes:
         if not isinstance(n, ir.Matmul) or _batch_axes(g, n):
             continue
@@ -188,11 +186,8 @@ def find_free_merge(g: ir.Graph) -> tuple[Merge, int] | None:
                 for size in range(len(run), 1, -1):
                     for i in range(len(run) - size + 1):
                         parts = run[i:i + size]
-                        if _adjacent(n.axes, set(parts)) == parts and _free_merge_ok(g, parts):
-                            name, j = "_".join(parts)[:ir.MAX_NAME], 1
-                            while name in g.axes:
-                                name, j = f"{'_'.join(parts)[:ir.MAX_NAME - 4]}_{j}", j + 1
-                            return Merge(parts, name, ()), n.id
+                        if _adjacent(n.axes, set(parts)) == parts and _nodes_allow(g, parts):
+                            return Merge(parts, _merged_name(g, parts), ()), n.id
     return None
 
 
@@ -276,7 +271,7 @@ class MergeGemmAxes(Rule):
     lean_file = "FlattenReduction.lean"
     pattern = ("a plain matmul (no batch axis) whose rows or columns span adjacent axes a1 a2 of one "
                "operand, which no node reduces, contracts, batches over or indexes apart")
-    rewrite = "one GEMM over the merged axis a1_a2 of a row-major view (its tiles never straddle nothing)"
+    rewrite = "one GEMM over the merged axis a1_a2 of a row-major view: its tiles span both parts"
     statement = ("a matmul's value at the row-major index of (i, j) is the matmul of the operand viewed "
                  "at that index: its free axes are pointwise (finProdFinEquiv reindexes them)")
     params = {"axes": "the merged axes, comma separated, outermost first", "axis": "the merged axis's name"}
@@ -286,13 +281,15 @@ class MergeGemmAxes(Rule):
         return rf"C_{{\ldots,{','.join(parts)}}}", rf"C_{{\ldots,{params['axis']}}}\;(\text{{row-major view}})"
 
     def check(self) -> bool:
-        """A [2, 3] x [3, 2] product viewed as rows of a [2 x 1, 3] operand: the same entries."""
+        """X[b, t, k] W[k, n] at (b, t) equals (X viewed as [b t, k]) W at row t + 3 b: 2 x 3 rows,
+        k = 2, n = 2 (the row-major reindex the view makes)."""
         S = sym()
         sp = S.sp
-        a = sp.Matrix(2, 3, sp.symbols("a0:6", real=True))
-        b = sp.Matrix(3, 2, sp.symbols("b0:6", real=True))
-        rows = [(a[i, :] * b) for i in range(2)]  # each row of A (a part of the merged rows) times B
-        return all(S.zero(x) for i in range(2) for x in (rows[i] - (a * b)[i, :]))
+        x = [[[sp.Symbol(f"x{b}{t}{k}", real=True) for k in range(2)] for t in range(3)] for b in range(2)]
+        w = sp.Matrix(2, 2, sp.symbols("w0:4", real=True))
+        flat = sp.Matrix(6, 2, lambda r, k: x[r // 3][r % 3][k]) * w
+        return all(S.zero(flat[t + 3 * b, c] - sum(x[b][t][k] * w[k, c] for k in range(2)))
+                   for b in range(2) for t in range(3) for c in range(2))
 
 
 MERGE_AXES = MergeGemmAxes()
