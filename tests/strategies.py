@@ -468,13 +468,26 @@ def multi_axis_gemm_graphs(draw, hi: int = 9):
     weights: X[b, t, k] (or [t, k], [b, t, s, k]) times W[k, n] (or [k, h, d]), with what may
     keep the axes apart (rules.flatten.merge_gemm_axes views them as one only where nothing does):
     a bias over the last column axis, a norm over it (a reduction over a part), a position along
-    a row axis (iota), a second product batched over b; an activation; f32, f16 or bf16."""
+    a row axis (iota), a second product batched over b; and what must merge alike: a computed
+    LHS (scaled per row, or activated), the weight's contraction axis renamed, the same weight
+    read by a second GEMM, the product also an output, a cast, a constant; an activation; f32,
+    f16 or bf16; size-1 axes."""
     rows = draw(st.sampled_from([("t",), ("b", "t"), ("b", "t", "s")]))
     cols = draw(st.sampled_from([("n",), ("h", "d")]))
-    g = DagM("multi_axis_gemm", {**{a: draw(st.integers(1, hi)) for a in (*rows, *cols)}, "k": draw(st.integers(1, hi))})
+    kw = draw(st.sampled_from(["k", "kk"]))  # the weight's own name for the contraction
+    k = draw(st.integers(1, hi))
+    g = DagM("multi_axis_gemm", {**{a: draw(st.integers(1, hi)) for a in (*rows, *cols)}, "k": k,
+                                 **({"kk": k} if kw == "kk" else {})})
     dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
-    y = g.matmul(g.input("X", [*rows, "k"], dt), g.input("W", ["k", *cols], dt), "k", "k")
-    blocker = draw(st.sampled_from(["none", "none", "bias", "norm", "iota", "batched"]))
+    x = g.input("X", [*rows, "k"], dt)
+    lhs = draw(st.sampled_from(["input", "row_scaled", "activated"]))
+    if lhs == "row_scaled":
+        x = g.mul(x, g.input("r", list(rows), dt))
+    elif lhs == "activated":
+        x = g.gelu_tanh(x)
+    w = g.input("W", [kw, *cols], dt)
+    y = g.matmul(x, w, "k", kw)
+    blocker = draw(st.sampled_from(["none", "none", "bias", "norm", "iota", "batched", "reused"]))
     if blocker == "bias":  # over the last column axis only: broadcast over the others
         y = g.add(y, g.input("bias", [cols[-1]], dt))
     elif blocker == "norm":
@@ -483,8 +496,14 @@ def multi_axis_gemm_graphs(draw, hi: int = 9):
         y = g.mul(y, g.iota(rows[-1]))
     elif blocker == "batched" and len(rows) > 1:  # a second product batched over b: b stays apart
         y = g.add(y, g.matmul(g.input("Z", [rows[0], *rows[1:], "k"], dt), g.input("V", [rows[0], "k", *cols], dt), "k", "k"))
+    elif blocker == "reused":  # the same weight read by a second GEMM of other rows
+        g.output("other", g.matmul(g.input("U", [*rows, "k"], dt), w, "k", kw))
+    if draw(st.booleans()):
+        g.output("product", y)
     if draw(st.booleans()):
         y = g.silu(y)
+    if draw(st.booleans()):
+        y = g.cast(g.mul(y, g.const("0.5")), "f32")
     g.output("out", y)
     return g.graph()
 
