@@ -75,6 +75,12 @@ PATHS = [
     Case("split reduction into a 0-d output", lambda: cross_entropy(16500, 3),
          lambda p: any(k.stream and k.stream.split and k.name.startswith("row") for k in p.kernels)
          and any(not k.grid and k.stream is None for k in p.kernels)),
+    # plan.passes.last_arrival: the combine run by the last slice of each tile (emit.tail), and
+    # the same combine launched apart (the tile parameter off)
+    Case("split combine as the slices' tail", lambda: cross_entropy(16500, 3), _any(lambda k: k.tail_of is not None),
+         tiles={"last_arrival": 1}),
+    Case("split combine launched apart", lambda: cross_entropy(16500, 3),
+         _any(lambda k: not k.grid and k.stream is None and k.tail_of is None)),
     Case("unfused maps and reductions", _softmax(16, 300),
          lambda p: {k.name.split("_")[0] for k in p.kernels} >= {"map", "reduce"}, candidate="unfused"),
     Case("gemm plain", _arch("matmul", m=256, d=512, n=256),

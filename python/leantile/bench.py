@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from . import architectures, reference
+from .plan import launches
 from .sources import load_source
 
 def baselines(g, t, source: str | None = None):
@@ -92,7 +93,7 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, 
     plan = k.plan
     # the digest and shape let reports attach this row to exactly this graph, never by name alone
     row = {"arch": g.name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
-           "tuned": k.how == "tuned", "tiles": dict(plan.tiles), "kernels": [x.name for x in plan.kernels],
+           "tuned": k.how == "tuned", "tiles": dict(plan.tiles), "kernels": [x.name for x in launches(plan)],
            "compile_s": round(time.time() - t0, 1)}
     inputs = k.random_inputs(seed) if inputs is None else inputs
     v = k.verify(inputs)  # every output, NaN-poisoned, against the float32 reference

@@ -222,7 +222,8 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None, target: Target
     pipeline = per_cta / (max(per_step, 1.0) * stages / target.latency_s) * math.ceil(load / per_sm)
     shared = load * max(per_cta / (target.dram_bps / sms * 2), compute(mma, simt) * sms)
     ideal *= spill
-    seconds = max(ideal, max(pipeline, shared) * spill) + serial + target.launch_s
+    # a tail (Kernel.tail_of) is no launch: it runs in the last CTA of each tile of the one before
+    seconds = max(ideal, max(pipeline, shared) * spill) + serial + (0.0 if k.tail_of else target.launch_s)
     return KernelCost(k.name, ctas, waves, dram, total, mma_total, simt_total, seconds)
 
 

@@ -14,7 +14,8 @@ from . import ir, reference
 from . import plan as plan_module
 from .ir import ops
 from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
-                   key_block_interior, key_block_range, running_maxes, stream_steps, user_shape)
+                   key_block_interior, key_block_range, running_maxes, user_shape)
+from .plan.overlap_parts import stream_steps
 
 TORCH = reference.TORCH_DTYPES
 

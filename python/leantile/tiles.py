@@ -45,6 +45,7 @@ class Schedule(BaseModel):
     dependent_launch: _Switch = None  # programmatic dependent launch (plan.passes.dependent_launch)
     flush_subnormals: _Switch = None  # nvcc -ftz=true where an exp2 runs (plan.passes.flush_subnormals)
     fast_math: _Switch = None  # nvcc --use_fast_math on transcendental epilogues storing 16-bit floats (plan.passes.fast_math)
+    last_arrival: _Switch = None  # a split reduction's combine run by its slices' last CTA (plan.passes.last_arrival; off by default)
 
     @model_validator(mode="before")
     @classmethod

@@ -12,7 +12,7 @@ from leantile import architectures
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.derive.shape_tiles import FLASH_OVERLAP_TILES
-from leantile.plan import overlap_parts
+from leantile.plan.overlap_parts import overlap_parts
 from leantile.runtime import choose_plan
 from leantile.suite import with_dtype
 

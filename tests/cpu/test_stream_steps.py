@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from leantile import architectures, interp, plan as plan_mod, reference
+from leantile import architectures, interp, reference
 from leantile.derive import derive
-from leantile.plan import overlap_parts, stream_steps
+from leantile.plan import overlap_parts as overlap_mod
+from leantile.plan.overlap_parts import overlap_parts, stream_steps
 from leantile.tolerance import output_tolerances, rel_err
 
 
@@ -70,7 +71,7 @@ def test_a_cut_that_moves_p_into_the_softmax_is_caught(monkeypatch):
     good = overlap_parts(k)
     p_cast = next(s for s in good.moved if s.dst == good.gemm_o.a)
     bad = good._replace(softmax=(*good.softmax, p_cast), moved=tuple(s for s in good.moved if s is not p_cast))
-    monkeypatch.setattr(plan_mod, "overlap_parts", lambda kk: bad if kk.overlap else None)
+    monkeypatch.setattr(overlap_mod, "overlap_parts", lambda kk: bad if kk.overlap else None)
     inputs = reference.random_inputs(g, seed=3)
     ref = reference.evaluate(g, inputs, compute_dtype=torch.float32)
     out = interp.run(plan, inputs)

@@ -48,6 +48,9 @@ def plan_text(plan) -> str:
         lines.append(grid)
         if k.swapped:  # plan.passes.swap_operands: acc^T = b^T a^T, (column, row) on chip
             lines.append(f"    accumulator [{', '.join(k.swapped)}] kept transposed (swap_operands)")
+        if k.tail_of:  # plan.passes.last_arrival
+            lines.append(f"    no launch of its own: run in {k.tail_of}'s, by the last of each tile's slices to finish "
+                         "(last_arrival)")
         if k.wait_previous or k.launch_next:  # plan.passes.dependent_launch
             lines.append("    dependent launch: " + ", ".join(
                 w for w, on in (("waits for the kernel before", k.wait_previous),

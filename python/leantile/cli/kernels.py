@@ -28,6 +28,7 @@ from pathlib import Path
 from .. import architectures, ir
 from ..files import UnsafePath, check_out_dir, check_replaceable, discard, make_stage, publish, under, write_atomic
 from ..sources import load_source, parse_sizes
+from ..plan import launches
 from ..target import DEFAULT
 from ..progress import progress
 from .options import add_out, add_size, add_sources
@@ -95,7 +96,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
                 "steps": [s.model_dump(mode="json") for s in c.steps],
                 "axes": dict(plan.axes), "tiles": dict(plan.tiles),
                 "module": str(path.relative_to(out)),
-                "kernels": [{"name": k.name, "role": k.role} for k in plan.kernels],
+                "kernels": [{"name": k.name, "role": k.role, **({"tail_of": k.tail_of} if k.tail_of else {})} for k in plan.kernels],
                 "exported": bool(g.derivation) and tuple(c.steps) == tuple(g.derivation),
                 "tuned": tuned,  # tiles of the tuned lookup (user folder, then shipped): what compile() runs
                 "default": c.name == default,  # tuned.shipped_plan's pick: compile() where no entry is tuned
@@ -108,7 +109,7 @@ def _build_into(graphs, out: Path, nvcc: bool, arch: str, log) -> dict:
         entry, plan, _ = jobs[i]
         entry.update(res, seconds=round(entry["seconds"] + res.get("seconds", 0.0), 2))
         status = {True: "ok", False: "FAILED", None: "emitted"}[entry["lowered"]]
-        log(f"{plan.graph}/{plan.candidate}: {len(plan.kernels)} kernel(s) {status}"
+        log(f"{plan.graph}/{plan.candidate}: {len(launches(plan))} kernel(s) {status}"
             + (f": {entry['error']}" if entry["error"] else ""))
         entries.append(entry)
     if can_lower:
@@ -172,7 +173,7 @@ def _lower(plan, source: str, load_module, path: Path, arch: str, nvcc: bool, ro
         mod = load_module(source, f"{plan.graph}_{plan.candidate}".replace("+", "_"))
         funcs = mod.build_kernel()
         parts, feats = [], {}
-        for k in plan.kernels:
+        for k in launches(plan):  # a tail (Kernel.tail_of) is lowered inside its launch
             cu = lower_to_cuda(funcs[k.name], arch=arch, pass_configs=mod.PASS_CONFIGS.get(k.name))
             f = hopper_features(cu)
             f.pop("markers", None)

@@ -38,7 +38,7 @@ def add_candidate(p) -> None:
 
 def add_tile(p) -> None:
     p.add_argument("--tile", nargs="*", metavar="K=V", default=None,
-                   help="tile parameters (block_m block_n block_k block_r stages threads swizzle overlap pingpong swap_operands dependent_launch flush_subnormals fast_math); "
+                   help="tile parameters (block_m block_n block_k block_r stages threads swizzle overlap pingpong swap_operands dependent_launch flush_subnormals fast_math last_arrival); "
                         "an unknown name, a value out of range or a block the kernels cannot use is refused "
                         "(blocks: a power of two or a multiple of 32, at most 1024)")
 

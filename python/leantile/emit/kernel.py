@@ -14,17 +14,21 @@ from .overlap import PRODUCER_THREADS, OverlapWriter
 from .pingpong import PingPongWriter
 from .reductions import ReductionWriter
 from .streams import StreamWriter
+from .tail import TailWriter
 from .unaligned import UnalignedWriter
 from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, merged_axes, tile_param_of)
 
-class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter):
+class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter, TailWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
     kfirst = "k == 0"  # the test "this is the first block the CTA streams" (of a split stream: ks == 0)
 
-    def __init__(self, plan: Plan, k: Kernel):
+    def __init__(self, plan: Plan, k: Kernel, within: "_KernelWriter | None" = None):
         self.plan, self.k = plan, k
+        # plan.Kernel.tail_of: the kernel run inside this one's launch (emit.tail), or the launch
+        # this writer writes a tail into (`within`: its names, globals and grid indices shared)
+        self.tail = None if within else next((t for t in plan.kernels if t.tail_of == k.name), None)
         self.lines: list[str] = []
         self.params = tile_param_of(plan, k)
         self.block = {g.axis: g.block for g in k.grid}
@@ -37,14 +41,17 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             if k.stream.axis in self.params:
                 self.params.setdefault(a, self.params[k.stream.axis])
         # globals this kernel touches, in plan order: the prim_func parameters
-        used = {s.src for s in k.statements() if isinstance(s, Load)} | \
-               {s.dst for s in k.statements() if isinstance(s, Store)}
+        stmts = (*k.statements(), *(self.tail.statements() if self.tail else ()))
+        used = {s.src for s in stmts if isinstance(s, Load)} | {s.dst for s in stmts if isinstance(s, Store)}
         self.globals = [b for b in plan.globals if b.name in used]
-        self.reads = [b.name for b in self.globals if any(isinstance(s, Load) and s.src == b.name for s in k.statements())]
-        self.writes = [b.name for b in self.globals if any(isinstance(s, Store) and s.dst == b.name for s in k.statements())]
-        taken = set(RESERVED) | {_size(a) for a in plan.axes} | {f"pad_{_ident(a)}" for a in plan.axes}
-        self.gname: dict[str, str] = {}
+        self.reads = [b.name for b in self.globals if any(isinstance(s, Load) and s.src == b.name for s in stmts)]
+        self.writes = [b.name for b in self.globals if any(isinstance(s, Store) and s.dst == b.name for s in stmts)]
+        taken = within.taken if within else \
+            set(RESERVED) | {_size(a) for a in plan.axes} | {f"pad_{_ident(a)}" for a in plan.axes}
+        self.gname: dict[str, str] = dict(within.gname) if within else {}
         for b in self.globals:
+            if b.name in self.gname:
+                continue
             n = _ident(b.name)
             while n in taken:
                 n += "_g"
@@ -504,11 +511,13 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
             self.grid_var[a] = v
         # FA3's schedule (Kernel.overlap, emit.overlap), the ping-pong GEMM (emit.pingpong) or the plain one
         (self.write_overlapped if k.overlap else self.write_pingpong if k.pingpong else self.write_plain)(d)
+        child = self.write_tail(d) if self.tail else None  # emit.tail: the combine by the last slice
 
         out: list[str] = []
         # a kernel whose blocks derive fixed from the shape (an on-chip row) fixes its threads too
         fixed = any(g.param == FIXED for g in k.grid)
-        used_params = sorted(set(self.params.values()) | ({"stages"} if k.stream else set()) |
+        used_params = sorted(set(self.params.values()) | set(child.params.values() if child else ()) |
+                             ({"stages"} if k.stream else set()) |
                              (set() if fixed else {"threads"}),
                              key=lambda p: TUNABLE.index(p) if p in TUNABLE else 99)
         t = self.plan.tiles or {}
@@ -522,8 +531,8 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         out += [f"    {line}" for line in self.pre]
         if self.pads or self.pre:
             out.append("")
-        sig = ", ".join(f"{self.gname[b.name]}: T.Tensor(({', '.join(_size(a) for a in b.axes) or '1'}{',' if len(b.axes) <= 1 else ''}), "
-                        f"{_global_dtype(self.plan, b)})" for b in self.globals)
+        sig = ", ".join([f"{self.gname[b.name]}: T.Tensor(({', '.join(_size(a) for a in b.axes) or '1'}{',' if len(b.axes) <= 1 else ''}), "
+                         f"{_global_dtype(self.plan, b)})" for b in self.globals] + self.counter_params())
         out.append("    @T.prim_func")
         out.append(f"    def {_ident(k.name)}({sig}):")
         grid_desc = ", ".join(f"{v}: {a}{' tile' if self.block[a] > 1 else ''}" for a, v in bound.items())
@@ -537,6 +546,19 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         if k.pingpong:  # persistent: one index, the tiles are walked inside (emit.pingpong)
             counts, as_, grid_desc = [self.pp_ctas], self.cta_var, f"{self.cta_var}: persistent CTA"
         out.append(f"        with T.Kernel({', '.join(counts)}, threads={threads}) as {as_}:  # {grid_desc}")
+        out += self.allocations()
+        if child:
+            out += child.allocations()
+        out.append("")
+        out.extend(body)
+        out.append("")
+        out.append(f"    return {_ident(k.name)}")
+        return out
+
+    def allocations(self) -> list[str]:
+        """The T.alloc_* lines of the kernel's on-chip buffers and temps (checked against the
+        plan's lists of them: plan.shared)."""
+        k, out = self.k, []
         for b in k.buffers:
             if b.scope == "global":
                 continue
@@ -570,10 +592,6 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         for g, (name, shape, dt) in self.merged_views.items():  # merged_slice: the packed axes as one
             out.append(f"            {name} = T.Tensor(({', '.join(shape)},), {dt}, {self.gname[g]}.data)")
         out += [f"            {line}" for line in self.extra_allocs]
-        out.append("")
-        out.extend(body)
-        out.append("")
-        out.append(f"    return {_ident(k.name)}")
         return out
 
 

@@ -18,7 +18,8 @@ ptxas serialises wgmma whose number in flight depends on a branch (warning C7514
 """
 from __future__ import annotations
 
-from ..plan import overlap_parts, running_maxes
+from ..plan import running_maxes
+from ..plan.overlap_parts import overlap_parts
 from ..plan.passes import OVERLAP_BLOCK_M, OVERLAP_THREADS
 from .common import _size
 

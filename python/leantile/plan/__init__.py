@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Annotated, Literal, NamedTuple, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -328,6 +328,13 @@ class Kernel(_M):
     # subnormals flushed; divisions and square roots stay correctly rounded (--prec-div=true).
     # Only kernels that store 16-bit floats and reduce nothing get it; no plan statement changes.
     fast_math: bool = False
+    # plan.passes.last_arrival (tile parameter `last_arrival`): this kernel is no launch of its own
+    # but the tail of the kernel before it, named here (a split reduction's combine after its
+    # slices): each CTA of that kernel counts itself in at its tile's arrival counter after its
+    # stores, and the last of a tile's slices to arrive runs this kernel's statements for that
+    # tile (emit.tail). The interpreter runs it after the whole kernel before, as a kernel of its
+    # own: the same values, since it reads only its own tile's slices (plan.last_arrival.tail_fits).
+    tail_of: Optional[str] = None
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
@@ -426,6 +433,11 @@ GRID_X_MAX = 2**31 - 1
 GRID_YZ_MAX = 65535
 
 
+def launches(plan: "Plan") -> list[Kernel]:
+    """The kernels of the plan that launch: all but the tails (Kernel.tail_of)."""
+    return [k for k in plan.kernels if k.tail_of is None]
+
+
 def grid_counts(plan: "Plan", k: Kernel) -> list[int]:
     """The tiles along each of k's grid axes at the plan's tiles, in grid order."""
     return [-(-plan.axes[t.axis] // t.block) for t in k.grid]
@@ -519,82 +531,3 @@ def statement_effects(s) -> tuple[list[str], list[str]]:
     if isinstance(s, Gemm):
         return [s.a, s.b, *([] if s.clear else [s.acc])], [s.acc]
     raise TypeError(f"unknown statement {s!r}")
-
-
-class OverlapParts(NamedTuple):
-    """An online-softmax stream body cut where FlashAttention-3's rotated loop cuts it:
-    load_k; gemm_s (S = Q K^T); softmax; moved; load_v; gemm_o (O += P V). `moved` are the
-    statements that write what gemm_o reads or accumulates (O's rescale, P's cast): the rotated
-    loop runs them after the wait for the previous block's P V, so they move past `softmax`."""
-    load_k: Load
-    gemm_s: Gemm
-    softmax: tuple
-    moved: tuple
-    load_v: Load
-    gemm_o: Gemm
-
-
-def overlap_parts(k: Kernel) -> OverlapParts | None:
-    """The FA3 cut of k's stream body, or None where k is no online-softmax stream of that shape:
-    a split stream (decode), packed heads, a third load or GEMM in the body (an additive bias
-    tile), a GEMM off the tensor cores, or a moved statement that does not commute with the
-    softmax statements after it. Key bounds (a mask's skipped blocks) are kept: the rotated loop
-    runs over the same range of blocks."""
-    b = k.body
-    if not k.stream or k.stream.split or k.packed or len(b) < 4:
-        return None
-    load_k, gemm_s, load_v, gemm_o = b[0], b[1], b[-2], b[-1]
-    if not (isinstance(load_k, Load) and isinstance(load_v, Load) and isinstance(gemm_s, Gemm)
-            and isinstance(gemm_o, Gemm) and gemm_s.mma and gemm_o.mma and gemm_s.clear and not gemm_o.clear
-            and gemm_s.b == load_k.dst and gemm_o.b == load_v.dst and load_k.dst != load_v.dst):
-        return None
-    local = {x.name: x for x in k.buffers}
-    q = local.get(gemm_s.a)
-    if (q is None or q.scope != "shared" or local[gemm_o.a].scope != "fragment"
-            or {q.dtype, local[load_k.dst].dtype, local[load_v.dst].dtype, local[gemm_o.a].dtype} - ir.HALF_DTYPES):
-        return None  # 16-bit operands only: the tf32 wgmma of f32 attention is not measured
-    middle = b[2:-2]
-    if any(isinstance(s, (Load, Store, Gemm)) for s in middle):
-        return None
-    effects = [tuple(map(set, statement_effects(s))) for s in middle]  # (reads, writes)
-    if any(gemm_s.a in w or {load_k.dst, load_v.dst} & (r | w) for r, w in effects):
-        return None  # the stream's operands are the producer's and the GEMMs' alone
-    touch = {gemm_o.a, gemm_o.acc}
-    moved = [i for i, (_, w) in enumerate(effects) if w & touch]
-    for i in moved:
-        reads, writes = effects[i]
-        if not isinstance(middle[i], Map) or middle[i].boundary_only:
-            return None
-        for j in range(i + 1, len(middle)):  # the softmax statements it moves past
-            r2, w2 = effects[j]
-            if j not in moved and (w2 & reads or (r2 | w2) & writes):
-                return None
-    kept = [j for j in range(len(middle)) if j not in moved]
-    if any(effects[j][0] & touch for j in kept):  # only the moved ones see O and P
-        return None
-    kept = [middle[j] for j in kept]
-    return OverlapParts(load_k, gemm_s, tuple(kept), tuple(middle[i] for i in moved), load_v, gemm_o)
-
-
-def stream_steps(k: Kernel, blocks: list[int]) -> list[tuple[int, object]]:
-    """(stream block, statement) in the order kernel k runs its stream body over `blocks`: block
-    by block, or under FA3's schedule (k.overlap, emit.overlap) the rotated loop: block j's K load
-    and Q K^T, its softmax, then the previous block's P V, then block j's moved statements (O's
-    rescale, P's cast: overlap_parts checks that they commute with the softmax they pass), the
-    last block's P V after the loop. The GPU issues the previous P V before block j's softmax and
-    runs the two at once (wgmma reads P and accumulates O while the softmax runs): of the orders
-    that allows, this one puts every softmax write before the P V's reads, so a softmax statement
-    that wrote P or O would change the result here. interp runs these steps: every check of a plan
-    against the reference checks the rotation too."""
-    if not k.overlap:
-        return [(j, s) for j in blocks for s in k.body]
-    p = overlap_parts(k)
-    steps: list[tuple[int, object]] = []
-    for n, j in enumerate(blocks):
-        steps += [(j, p.load_k), (j, p.gemm_s), *((j, s) for s in p.softmax)]
-        if n:
-            steps += [(blocks[n - 1], p.load_v), (blocks[n - 1], p.gemm_o)]
-        steps += [(j, s) for s in p.moved]
-    if blocks:
-        steps += [(blocks[-1], p.load_v), (blocks[-1], p.gemm_o)]
-    return steps

@@ -16,8 +16,11 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from .. import ir
-from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, overlap_parts, pooled_reduce,
+from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, pooled_reduce,
                    running_maxes, statement_effects)
+from .overlap_parts import overlap_parts
+from . import launches
+from .last_arrival import last_arrival
 from .verify import deferrable, mma_shaped, smem_problem
 from ..target import DEFAULT, Target
 from ..tiles import schedule_of
@@ -209,11 +212,12 @@ def dependent_launch(plan: Plan) -> Plan:
     of 4 queries). The wait is the kernel's first statement, so no kernel reads or writes a
     buffer before the kernels before it have finished."""
     choice = schedule_of(plan.tiles or {}).dependent_launch
-    if len(plan.kernels) < 2 or choice == 0 or (choice is None and any(map(_split_attention, plan.kernels))):
+    order = [k.name for k in launches(plan)]  # a tail (Kernel.tail_of) runs inside the launch before it
+    if len(order) < 2 or choice == 0 or (choice is None and any(map(_split_attention, plan.kernels))):
         return plan
-    last = len(plan.kernels) - 1
-    kernels = tuple(k.model_copy(update={"launch_next": j < last, "wait_previous": j > 0})
-                    for j, k in enumerate(plan.kernels))
+    at = {n: j for j, n in enumerate(order)}
+    kernels = tuple(k.model_copy(update={"launch_next": at[k.name] < len(order) - 1, "wait_previous": at[k.name] > 0})
+                    if k.name in at else k for k in plan.kernels)
     return plan.model_copy(update={"kernels": kernels})
 
 
@@ -359,7 +363,7 @@ def fast_math(plan: Plan) -> Plan:
 
 PASSES: tuple[Callable[[Plan], Plan], ...] = (drop_repeated_loads, gemm_engine, warp_policy, store_staging, swizzle,
                                               swap_operands, heavy_first, overlap, pingpong, defer_reductions,
-                                              dependent_launch, flush_subnormals, fast_math)
+                                              last_arrival, dependent_launch, flush_subnormals, fast_math)
 
 
 # the passes that decide by the target's limits: called with it

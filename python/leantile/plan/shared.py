@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from . import (DTYPE_BYTES, FIXED, Buffer, Gemm, Iota, Kernel, Load, Map, Plan, Reduce, Store, map_runs, on_chip_dims, pooled_in_registers, pooled_reduce,
-                   overlap_parts, row_bytes, swapped_layout)
+                   row_bytes, swapped_layout)
+from .overlap_parts import overlap_parts
 
 VECTOR_BYTES = 16  # one LDG.128 / STG.128
 

@@ -38,6 +38,8 @@ from .. import ir
 from . import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Gemm, Iota, Kernel, Load, Map,
                    Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, statement_effects,
                    swapped_layout)
+from . import launches
+from .last_arrival import tail_fits
 from .shared import reductions, temps, window_width, windows
 from ..target import DEFAULT, Target
 from ..tiles import block_allowed
@@ -401,6 +403,24 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
                 out.append(f"{at} stores into {s.dst!r}, which is no global buffer of the plan")
 
 
+def _tail_problem(plan: Plan, k: Kernel, target: Target) -> str | None:
+    """Kernel.tail_of: k runs inside the launch of the kernel right before it, which it fits
+    (last_arrival.tail_fits), both kernels' shared memory at once."""
+    if k.tail_of is None:
+        return None
+    j = plan.kernels.index(k)
+    before = plan.kernels[j - 1] if j else None
+    if before is None or before.name != k.tail_of:
+        return f"kernel {k.name}: the tail of {k.tail_of!r}, which is not the kernel before it"
+    why = tail_fits(plan, before, k)
+    if why:
+        return f"kernel {k.name}: no tail of {before.name}: {why}"
+    used = shared_bytes(plan, before) + shared_bytes(plan, k)
+    if used > target.smem_per_cta:
+        return f"kernel {k.name}: as the tail of {before.name}, {used} bytes of shared memory, over {target.smem_per_cta}"
+    return None
+
+
 def verify(plan: Plan, graph: ir.Graph, target: Target = DEFAULT) -> list[str]:
     """Every problem of `plan` (built for `graph`), one line each; [] when well formed."""
     out: list[str] = []
@@ -430,10 +450,12 @@ def verify(plan: Plan, graph: ir.Graph, target: Target = DEFAULT) -> list[str]:
                 if s.accumulate:
                     accumulating.setdefault(s.dst, set()).add(k.name)
                 stored.add(s.dst)
-        for problem in (smem_problem(plan, k, target), grid_problem(plan, k)):
+        for problem in (smem_problem(plan, k, target), grid_problem(plan, k), _tail_problem(plan, k, target)):
             if problem:
                 out.append(problem)
-    if plan.kernels and (plan.kernels[0].wait_previous or plan.kernels[-1].launch_next):
+    runs = launches(plan)
+    if runs and (runs[0].wait_previous or runs[-1].launch_next) or any(k.tail_of and (k.wait_previous or k.launch_next)
+                                                                      for k in plan.kernels):
         out.append("dependent launch: the first kernel waits for none before it, the last launches none after it")
     for name, w in writers.items():
         if len(w) > 1 and accumulating.get(name) != set(w[1:]):

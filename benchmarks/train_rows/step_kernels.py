@@ -1,0 +1,57 @@
+"""Where a training step's GPU time goes (issue 50): for the named cases of `leantile bench --suite
+train` (leantile.train_bench), one forward + backward step of leantile's op and of torch.compile,
+as the suite builds them, each kernel's GPU time from the torch profiler (mean per step) beside
+the step's do_bench_cudagraph time. Prints each step's kernels, writes JSON.
+
+    python benchmarks/train_rows/step_kernels.py --out DIR CASE [CASE ...]   (on a GPU)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "norm_gemm"))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("cases", nargs="+")
+    args = ap.parse_args(argv)
+    import torch
+    import triton.testing as tt
+
+    import leantile.torch as lt
+    from kernel_times_probe import kernel_times
+    from leantile.runtime import compile as compile_kernel
+    from leantile.train_bench import cases, leaves, step_of
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for case in [c for c in cases() if c.name in args.cases]:
+        k = compile_kernel(case.graph, device="cuda")
+        op = lt.op(k)
+        t = leaves(case, "cuda", 0)
+        gen = torch.Generator().manual_seed(1)
+        cts = [torch.randn(k.output_specs[o][0], generator=gen).to(k.output_specs[o][1]).cuda() for o in k.output_names]
+        eager, _ = case.eager(t)
+        torch._dynamo.reset()
+        forward = {"leantile": lambda: op(*[t[n] for n in k.input_names]), "compile": torch.compile(eager)}
+        row = {"case": case.name, "shape": dict(case.graph.axes)}
+        for name, f in forward.items():
+            step = step_of(f, t, cts)
+            step()
+            row[name] = {"ms": tt.do_bench_cudagraph(step, rep=50, return_mode="median"), "kernels": kernel_times(step)}
+            print(f"{case.name} {name}: {row[name]['ms']:.4f} ms", flush=True)
+            for kn, ms in sorted(row[name]["kernels"].items(), key=lambda kv: -kv[1]):
+                print(f"    {ms:.4f}  {kn}", flush=True)
+        rows.append(row)
+        (out / "step-kernels.json").write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
