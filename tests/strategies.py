@@ -509,6 +509,54 @@ def multi_axis_gemm_graphs(draw, hi: int = 9):
 
 
 @st.composite
+def gemm_sum_graphs(draw, hi: int = 9):
+    """A sum of GEMM products over one output, as recurrent cells (W x + U h), residual branches and
+    gradients write it (dX = dG W_g^T + dU W_u^T: an input two GEMMs read): two or three products,
+    over contractions of their own sizes, a weight read transposed, a computed LHS (activated, or
+    another product: a GEMM after a GEMM), a product that is also an output, summed in any order,
+    with a bias or a scale between, then maybe an activation or a norm over the columns; f32, f16
+    or bf16; size-1 axes. The later product's epilogue adds the earlier ones (earlier_product)."""
+    n_terms = draw(st.integers(2, 3))
+    sizes = {"m": draw(st.integers(1, hi)), "n": draw(st.integers(1, hi)),
+             **{f"k{i}": draw(st.integers(1, hi)) for i in range(n_terms)}}
+    g = DagM("gemm_sum", sizes)
+    dt = draw(st.sampled_from(["f32", "f16", "bf16"]))
+    terms = []
+    for i in range(n_terms):
+        k = f"k{i}"
+        x = g.input(f"X{i}", ["m", k], dt)
+        lhs = draw(st.sampled_from(["input", "input", "activated", "product"]))
+        if lhs == "activated":
+            x = g.tanh(x)
+        elif lhs == "product" and i:  # the first term's LHS times a square weight: a GEMM feeding a GEMM
+            x = g.matmul(g.input(f"P{i}", ["m", "n"], dt), g.input(f"Q{i}", ["n", k], dt), "n", "n")
+        if draw(st.booleans()):  # the weight stored [n, k]: read transposed
+            y = g.matmul(x, g.input(f"W{i}", ["n", k], dt), k, k)
+        else:
+            y = g.matmul(x, g.input(f"W{i}", [k, "n"], dt), k, k)
+        if draw(st.booleans()) and i == 0:
+            g.output("first", y)
+        terms.append(y)
+    order = draw(st.permutations(range(n_terms)))
+    acc = terms[order[0]]
+    for j in order[1:]:
+        between = draw(st.sampled_from(["none", "none", "bias", "scale"]))
+        t = terms[j]
+        if between == "bias":
+            t = g.add(t, g.input(f"b{j}", ["n"], dt))
+        elif between == "scale":
+            t = g.mul(t, g.const("0.5"))
+        acc = g.add(acc, t) if draw(st.booleans()) else g.add(t, acc)
+    after = draw(st.sampled_from(["none", "silu", "norm"]))
+    if after == "silu":
+        acc = g.silu(acc)
+    elif after == "norm":
+        acc = g.layer_norm(acc, "n")
+    g.output("out", acc)
+    return g.graph()
+
+
+@st.composite
 def _user_gemm_chain(draw, allow):
     """Class 17: X W, maybe activated, scaled by a constant or a per-row input or centred on one
     (once or twice), into a second GEMM: that GEMM pulls the scale out and reads the first

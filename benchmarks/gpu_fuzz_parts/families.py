@@ -79,6 +79,9 @@ def families() -> dict:
         # a GEMM's rows or columns over several axes (X[b, t, k], W[k, h, d]): one GEMM over their
         # product where nothing keeps them apart (merge_gemm_axes)
         "multi_axis_gemm": lambda: hyp(S.multi_axis_gemm_graphs(64)),
+        # sums of GEMM products over one output (W x + U h, dX of an input two GEMMs read): the later
+        # product's epilogue adds the earlier ones (rules.gemm.earlier_product)
+        "gemm_sums": lambda: hyp(S.gemm_sum_graphs(64)),
         "masked_attention": lambda: hyp(S.masked_attention_graphs(), first),
         "masked_softmax": lambda: hyp(S.masked_softmax_graphs(), lambda gp: (gp[0], {"prefix": True})),
         "shape_tiled_attention": lambda: hyp(S.shape_tiled_attention_graphs(), first),

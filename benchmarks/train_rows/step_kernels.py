@@ -4,6 +4,10 @@ as the suite builds them, each kernel's GPU time from the torch profiler (mean p
 the step's do_bench_cudagraph time. Prints each step's kernels, writes JSON.
 
     python benchmarks/train_rows/step_kernels.py --out DIR CASE [CASE ...]   (on a GPU)
+
+--two-pass-bytes / --stream-block set rules.row_tiles.TWO_PASS_BYTES / STREAM_BLOCK for this
+process (a two-pass row kernel's rows per CTA, a streamed row's block): one process per setting,
+the settings of one GPU call compared.
 """
 from __future__ import annotations
 
@@ -19,8 +23,16 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "norm_gemm"))
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--two-pass-bytes", type=int)
+    ap.add_argument("--stream-block", type=int)
+    ap.add_argument("--tag", default="")
     ap.add_argument("cases", nargs="+")
     args = ap.parse_args(argv)
+    from leantile.derive.rules import row_tiles
+    if args.two_pass_bytes:
+        row_tiles.TWO_PASS_BYTES = args.two_pass_bytes
+    if args.stream_block:
+        row_tiles.STREAM_BLOCK = args.stream_block
     import torch
     import triton.testing as tt
 
@@ -40,16 +52,17 @@ def main(argv=None) -> int:
         eager, _ = case.eager(t)
         torch._dynamo.reset()
         forward = {"leantile": lambda: op(*[t[n] for n in k.input_names]), "compile": torch.compile(eager)}
-        row = {"case": case.name, "shape": dict(case.graph.axes)}
+        row = {"case": case.name, "shape": dict(case.graph.axes), "two_pass_bytes": row_tiles.TWO_PASS_BYTES,
+               "stream_block": row_tiles.STREAM_BLOCK}
         for name, f in forward.items():
             step = step_of(f, t, cts)
             step()
             row[name] = {"ms": tt.do_bench_cudagraph(step, rep=50, return_mode="median"), "kernels": kernel_times(step)}
-            print(f"{case.name} {name}: {row[name]['ms']:.4f} ms", flush=True)
+            print(f"{case.name} {name} {args.tag}: {row[name]['ms']:.4f} ms", flush=True)
             for kn, ms in sorted(row[name]["kernels"].items(), key=lambda kv: -kv[1]):
                 print(f"    {ms:.4f}  {kn}", flush=True)
         rows.append(row)
-        (out / "step-kernels.json").write_text(json.dumps(rows, indent=1))
+        (out / f"step-kernels{'-' + args.tag if args.tag else ''}.json").write_text(json.dumps(rows, indent=1))
     return 0
 
 

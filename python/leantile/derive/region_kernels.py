@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import ir
-from ..plan import FIXED, Fill, Iota, Load, Map, Pivot, Reduce, State, Store
+from ..plan import DTYPE_BYTES, FIXED, Fill, Iota, Load, Map, Pivot, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
@@ -98,8 +98,9 @@ def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
     two_pass_rows where the kernel streams its rows twice)."""
     rows, column = list(site.rows), column_layout(site.axes, site.axis)
     block, d = streamed_rows(cx, rows, site.axis, MAP_TILE, column)
-    if second_pass_members(cx, site):
-        block = two_pass_rows(cx, rows, site.axis, column)
+    if second_pass_members(cx, site):  # the bytes per element of what it streams (its second pass reads them again)
+        streamed = [i for i in region_loads(cx, site) if site.axis in cx.node(i).axes]
+        block = two_pass_rows(cx, rows, site.axis, column, sum(DTYPE_BYTES[cx.stored_dtype(i)] for i in streamed))
     grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 

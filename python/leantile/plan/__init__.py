@@ -274,7 +274,7 @@ class Kernel(_M):
     # once per block of the stream again, after the epilogue (a plain stream only): a row
     # kernel's elementwise epilogue over the row itself (log-softmax's x - m - log l), which
     # needs the finished row statistics; its second read of the row is meant to hit L2 (rows per
-    # CTA: rules.row_tiles.TWO_PASS_ELEMENTS), in the order SECOND_PASS_REVERSED says
+    # CTA: rules.row_tiles.TWO_PASS_BYTES), in the order SECOND_PASS_REVERSED says
     second_pass: tuple[Stmt, ...] = ()
     threads: int = 256
     # Code-generation decisions, set by the named passes of leantile.plan.passes (the emitter

@@ -29,6 +29,9 @@ def column_layout(axes, axis: str) -> bool:
     return len(axes) > 1 and axes[-1] != axis
 
 
+STREAM_BLOCK = 1024  # elements of a streamed row's block (a row kernel's stream step)
+
+
 def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -> tuple[int, int]:
     """(rows per CTA, block of `axis`) of a kernel streaming `axis` over rows (the last of
     `rows` tiled): blocks of up to 1024 of the axis, and few enough rows per CTA that the grid
@@ -39,7 +42,7 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -
     if column and rows:
         r = max(2, min(COLUMN_ROWS, padded(cx.axes[rows[-1]])))
         return r, max(2, min(padded(cx.axes[axis]), tile // r))
-    d = min(1024, padded(cx.axes[axis]))
+    d = min(STREAM_BLOCK, padded(cx.axes[axis]))
     total = 1
     for a in rows:
         total *= cx.axes[a]
@@ -47,23 +50,26 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -
     return (max(2, min(tile // d, padded(cx.axes[rows[-1]]), fill)) if rows else 1), d
 
 
-# rows of a two-pass streamed row kernel (plan.Kernel.second_pass) share a CTA while they hold at
-# most this many elements (its second read of a row should find it in L2). Log-softmax on an H200
-# (benchmarks/second_pass/results/second-pass-h200-2026-11-29.json), ms at 2 / 4 / 8 rows a CTA
-# against the two kernels before: 2048 x 32000 f16 0.1391 / 0.1278 / 0.1486 against 0.1318;
-# 4096 x 50257 bf16 0.6406 / 0.7115 / 0.8269 against 0.8072. The best of each holds about 128K
-# elements a CTA (4 x 32000, 2 x 50257)
-TWO_PASS_ELEMENTS = 131072
+# rows of a two-pass streamed row kernel (plan.Kernel.second_pass) share a CTA while the tensors
+# its second pass reads again hold at most this many bytes of them (that read should find them in
+# L2). Log-softmax on an H200 (benchmarks/second_pass/results/second-pass-h200-2026-11-29.json), ms
+# at 2 / 4 / 8 rows a CTA against the two kernels before: 2048 x 32000 f16 0.1391 / 0.1278 / 0.1486
+# against 0.1318; 4096 x 50257 bf16 0.6406 / 0.7115 / 0.8269 against 0.8072. The best of each held
+# about 256 KB of its one 16-bit input a CTA (4 x 32000, 2 x 50257). Log-softmax's backward reads
+# two (the cotangent and the output): at 4 rows of 32000, 512 KB a CTA, it ran 0.252 ms against
+# torch.compile's 0.185 (benchmarks/train_rows/results/step-kernels-h200-2026-11-30.json)
+TWO_PASS_BYTES = 262144
 
 
-def two_pass_rows(cx, rows, axis: str, column: bool = False) -> int:
-    """Rows per CTA of a streamed row kernel with a second pass: streamed_rows' block, fewer where
-    the rows are long (at least 2: a block of 1 would make the rows a batch axis); a column
-    reduction keeps its coalesced block."""
+def two_pass_rows(cx, rows, axis: str, column: bool = False, row_bytes: int = 2) -> int:
+    """Rows per CTA of a streamed row kernel with a second pass that reads `row_bytes` bytes per
+    element of the row again (every tensor it streams): streamed_rows' block, fewer where the rows
+    are long (at least 2: a block of 1 would make the rows a batch axis); a column reduction keeps
+    its coalesced block."""
     block, _ = streamed_rows(cx, rows, axis, column=column)
     if column:
         return block
-    fit = max(1, TWO_PASS_ELEMENTS // cx.axes[axis])
+    fit = max(1, TWO_PASS_BYTES // (cx.axes[axis] * max(1, row_bytes)))
     return max(2, min(block, 1 << (fit.bit_length() - 1)))
 
 
