@@ -33,6 +33,13 @@ class Case:
         return choose_plan(self.graph(), self.candidate, self.tiles, tuned=False)[0]
 
 
+def _squares_into_a_scalar(n: int):
+    def build():
+        from leantile.dag import build_graph_with_output
+        return build_graph_with_output("sum_sq", {"n": n}, lambda g: g.red("sum", g.square(g.input("X", ["n"], "f16")), "n"))
+    return build
+
+
 def _softmax(rows, cols):
     return lambda: load_source(str(ROOT / SOFTMAX), {"rows": rows, "cols": cols})
 
@@ -81,6 +88,12 @@ PATHS = [
          tiles={"last_arrival": 1}),
     Case("split combine launched apart", lambda: cross_entropy(16500, 3),
          _any(lambda k: not k.grid and k.stream is None and k.tail_of is None)),
+    # a combine over more slices than its nominal 128 threads, launched on 256: its lanes are the
+    # launch's threads (emit.reductions.lanes; with 128 lanes TileLang synchronised half the CTA
+    # before they read the other half's values: a huber loss over 2^20 was 33% off)
+    Case("split combine over 256 slices", _squares_into_a_scalar(1 << 20),
+         lambda p: any(not k.grid and k.stream is None for k in p.kernels) and max(p.axes.values()) >= 1 << 20
+         and any(a.startswith("split_") and v >= 256 for a, v in p.axes.items())),
     Case("unfused maps and reductions", _softmax(16, 300),
          lambda p: {k.name.split("_")[0] for k in p.kernels} >= {"map", "reduce"}, candidate="unfused"),
     Case("gemm plain", _arch("matmul", m=256, d=512, n=256),

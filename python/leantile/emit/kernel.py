@@ -194,9 +194,9 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         if not axes:
             return "1,"
         if axes == ("__lanes",):
-            return f"{self.k.threads},"
+            return f"{self.lanes()},"
         if axes == ("__one", "__lanes"):  # the same, as one row (a T.reduce_sum operand)
-            return f"1, {self.k.threads}"
+            return f"1, {self.lanes()}"
         dims = self.dims(axes)
         return ", ".join(self.dim_extent(d) for d in dims) + ("," if len(dims) == 1 else "")
 

@@ -70,6 +70,7 @@ class TailWriter:
         tail's writer (its allocations and factory lines join the launch's)."""
         tail, split = self.tail, self.k.stream.split
         child = type(self)(self.plan, tail, within=self)
+        child.within = self  # its lanes are this launch's threads (reductions.lanes)
         child.grid_var = {t.axis: self.grid_var[t.axis] for t in tail.grid}  # the same tile
         child.lines = self.lines
         child.full_row, child.has_gemm = tail.warp_policy == "full_row", False

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from ..plan import FIXED, Buffer, Load, Store
+from ..plan import Buffer, Load, Store
 from ..plan.shared import VECTOR_BYTES, window_granule
 from .common import _global_dtype, _size
 
@@ -80,13 +80,10 @@ class UnalignedWriter:
                                        _global_dtype(self.plan, g))
         return self.flat_views[g.name][0]
 
-    def _threads_expr(self) -> str:
-        return str(self.k.threads) if any(gr.param == FIXED for gr in self.k.grid) else "threads"
-
     def _granule_loop(self, re: str, width: str, v: int, depth: int) -> tuple[str, str, str, int]:
         """A loop of the CTA's threads over (tile row, granule) pairs: (item, row, granule names,
         depth of the loop body)."""
-        thr = self._threads_expr()
+        thr = self.lanes()  # (emit.reductions)
         tx, it, item = self.fresh("tx"), self.fresh("it"), self.fresh("item")
         row, q = self.fresh("wr"), self.fresh("wq")
         nq = f"({width} // {v})"

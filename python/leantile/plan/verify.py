@@ -101,7 +101,8 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
         return math.prod(extent(plan, k, a, tiles) for a in axes) * DTYPE_BYTES.get(dtype, 4)
     if k.overlap:  # emit.overlap: the producer's ring holds stages + 1 blocks
         stages += 1
-    threads = (tiles or {}).get("threads", k.threads)
+    # the threads it launches with (emit.reductions.lanes): the tile parameter unless its grid fixes them
+    threads = k.threads if any(t.param == FIXED for t in k.grid) else (tiles or plan.tiles or {}).get("threads", k.threads)
 
     def temp_bytes(t) -> int:
         return math.prod(threads if a == "__lanes" else extent(plan, k, a, tiles) for a in t.axes) * DTYPE_BYTES.get(t.dtype, 4)
