@@ -12,6 +12,10 @@ COUNTS = (1, 2, 31, 32, 33)  # blocks or grid rows: one, two, one short of / at 
 # rows held on chip at a multiple of 2048, no power of two (rules/regions.padded: widths that are a multiple of 1024)
 EXACT_ROWS = (3072, 5120, 6144, 7168)
 LONG_LIMIT = 2 ** 17 + 1
+# reduced axes past 2^20: a loss into a scalar split into 256 slices, more than its combine's 128
+# planned threads (the lanes race of 2026-11-30, emit.reductions.lanes, lived only there: no
+# length the campaign drew reached it). A tenth of the long reduced axes, where the caps allow.
+HUGE_REDUCED = (2 ** 20 - 1, 2 ** 20 + 1, 3 * 2 ** 19 + 7, 2 ** 21 + 1)
 SHORT = (1, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 48, 63, 64, 65, 96, 100, 127, 128, 129,
          192, 255, 256, 257, 511, 512, 513, 1000, 1024, 1025, 2048, 4096)
 CPU_LONG = (1, 2, 3, 7, 16, 31, 32, 33, 63, 64, 65)
@@ -35,6 +39,7 @@ class Profile:
     def __init__(self, device: str, max_elements: int, max_flops: float):
         cpu = device == "cpu"
         self.long = list(CPU_LONG) if cpu else long_lengths()
+        self.huge = () if cpu else HUGE_REDUCED
         self.short = list(CPU_SHORT) if cpu else list(SHORT)
         self.max_elements, self.max_flops = max_elements, max_flops
         self.max_total = 8 * max_elements  # every node's elements together (the unfused plan stores them)
@@ -81,9 +86,11 @@ def resize(g, rng: random.Random, prof: Profile, keep=()):
         long.append(rng.choice(pool))
     longest = [x for x in prof.long if x >= 2 ** 16] or prof.long[-3:]
 
-    def long_size():  # a third from 2^16 .. 2^17 + 1 (the axes the issue asks for), else any
+    def long_size(c):  # a third from 2^16 .. 2^17 + 1 (the axes the issue asks for), else any
+        if c in red and prof.huge and rng.random() < 0.1:
+            return rng.choice(prof.huge)
         return rng.choice(longest if rng.random() < 0.35 else prof.long)
-    size = {c: long_size() if c in long else rng.choice(prof.short) for c in groups}
+    size = {c: long_size(c) if c in long else rng.choice(prof.short) for c in groups}
     if rng.random() < 0.2:  # the generator's own sizes (a family drawn for its shapes: overlap, shape tiles)
         size = {c: max(g.axes[a] for a in g.axes if cls.find(a) == c) for c in groups}
         long = [c for c in groups if size[c] >= 1024]

@@ -42,6 +42,27 @@ def test_resize_respects_the_caps_and_ties_contraction_axes():
     assert big >= 2 ** 16  # some graph keeps a long axis past 65536
 
 
+def test_long_reductions_reach_a_combine_of_more_slices_than_its_planned_threads():
+    """The lanes race (emit.reductions.lanes) lived only where a split reduction takes more than
+    128 slices (a scalar past 2^20): the campaign draws such reduced axes now (sizes.HUGE_REDUCED)."""
+    from hypothesis import HealthCheck, given, settings
+    from leantile.derive import derive
+    from reduction_strategies import long_reduction_graphs
+    prof = gpu_fuzz.Profile("cuda", 2 ** 26, 2.0 ** 37)
+    seen, draws = [], iter(range(10 ** 6))
+
+    @settings(max_examples=25, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(g=long_reduction_graphs())
+    def draw(g):
+        for _ in range(16):
+            sized = gpu_fuzz.resize(g, random.Random(next(draws)), prof)
+            if sized is not None and max(sized.axes.values()) >= 2 ** 20:
+                seen.append(max((v for a, v in derive(sized).axes.items() if a.startswith("split_")), default=0))
+    draw()
+    assert any(s > 128 for s in seen), seen
+
+
 def test_the_graph_sequence_is_the_same_for_a_seed():
     prof = gpu_fuzz.Profile("cpu", 2 ** 11, 2.0 ** 16)
     fams = gpu_fuzz.families()
