@@ -40,7 +40,7 @@ def _counters(k):
 
 
 @pytest.mark.parametrize("case", CASES, ids=_ids)
-def test_the_tail_is_the_two_launches_bit_for_bit_call_after_call(case):
+def test_the_tail_is_the_graph_with_the_same_bits_call_after_call(case):
     name, sizes = case
     g = reductions.graph(name, **sizes)
     one = leantile.compile(g, tuned=False, tiles={"last_arrival": 1})
