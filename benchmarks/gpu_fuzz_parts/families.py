@@ -213,14 +213,23 @@ def graph_stream(seed: int, fams: dict, dtypes: list, prof: Profile, per_round: 
                     continue
                 g, extra = batches[name][i]
                 r = random.Random(f"{seed}:{name}:{rnd}:{i}")
-                dtype = r.choice(dtypes)
+                dtype, ties = r.choice(dtypes), ()
                 if "loss" in extra:  # the losses take their dtype as they are built (class ids stay f32)
                     import loss_graphs
                     g = loss_graphs.LOSSES[extra["loss"]](3, 5, dtype="f16" if dtype == "mixed" else dtype)
                 elif "forward" in extra:  # a backward: of the forward in the drawn dtype
+                    from leantile import ir
                     from leantile.autodiff import vjp
                     fwd = with_dtype(extra["forward"], dtype, r)
                     bw = vjp(fwd)
+                    # the judge runs this forward at the backward's sizes on the backward's own inputs
+                    # (judge.saved_from_forward): the axes the forward contracts together, and an input's
+                    # axes in the forward and under another name in the backward (vjp renames an axis a
+                    # gradient contracts over: W[k, j] read as W[k_1, j]), keep one size
+                    ties = [(n.axis_a, n.axis_b) for n in fwd.nodes if isinstance(n, ir.Matmul)]
+                    if bw.graph is not None:
+                        inputs_bw = {n.name: n.axes for n in bw.graph.inputs()}
+                        ties += [t for n in fwd.inputs() if n.name in inputs_bw for t in zip(n.axes, inputs_bw[n.name])]
                     g = bw.graph or g
                     extra = {k: v for k, v in extra.items() if k != "forward"}
                     if bw.saved:  # the judge feeds the saved inputs from this forward (judge.saved_from_forward)
@@ -229,7 +238,7 @@ def graph_stream(seed: int, fams: dict, dtypes: list, prof: Profile, per_round: 
                     g = with_dtype(g, dtype, r)
                 if g is None:
                     continue
-                sized = resize(g, r, prof, extra.get("keep", ()))
+                sized = resize(g, r, prof, extra.get("keep", ()), ties)
                 if sized is not None:
                     yield name, sized, dtype, extra
         rnd += 1

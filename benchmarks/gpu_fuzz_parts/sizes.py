@@ -62,13 +62,18 @@ class _Classes:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def resize(g, rng: random.Random, prof: Profile, keep=()):
+def resize(g, rng: random.Random, prof: Profile, keep=(), ties=()):
     """g at drawn GPU sizes (see the module docstring), validated (ir.parse); None where the
     resized graph is not valid. The axes in `keep` hold the generator's size (a pool of 2..32
-    positions, which a drawn size would almost never be)."""
+    positions, which a drawn size would almost never be); each pair of `ties` gets one size (a
+    backward's axes that its forward contracts together: the judge runs that forward at the
+    backward's sizes, judge.saved_from_forward)."""
     from leantile import ir
 
     cls = _Classes(g.axes)
+    for a, b in ties:
+        if a in g.axes and b in g.axes:
+            cls.union(a, b)
     reduced = set()
     for n in g.nodes:
         if isinstance(n, ir.Matmul):
