@@ -84,12 +84,17 @@ def test_a_tail_that_does_not_fit_is_a_verification_error():
 @settings(deadline=None)
 @given(g=long_reduction_graphs(), seed=st.integers(0, 2**16), block=st.sampled_from([None, 2048, 4096]))
 def test_plans_with_tails_are_the_graph_at_other_blocks(g, seed, block):
-    """A tail reads the partials of its tile's slices, however many the block leaves empty."""
-    plan = derive(g, "split" if "split" in [c.name for c in candidates(g)] else None, ON)
+    """A tail reads the partials of its tile's slices, however many the block leaves empty: at
+    another stream block (some slices empty) every tail still fits its launch (verify), and the
+    plan is the graph (the interpreter runs a tail as the kernel it is)."""
+    split = "split" in [c.name for c in candidates(g)]
+    plan = derive(g, "split" if split else None, ON)
+    assert bool(_pairs(plan)) == any(k.stream and k.stream.split for k in plan.kernels)
     if block:
         plan = plan.model_copy(update={"kernels": tuple(
             k.model_copy(update={"stream": k.stream.model_copy(update={"block": block})}) if k.stream and k.stream.split
             else k for k in plan.kernels)})
+    assert not [p for p in verify(plan, g) if "tail" in p]
     inputs = reference.random_inputs(g, seed=seed)
     ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
     out = interp.run(plan, inputs, dtype=torch.float64)

@@ -28,7 +28,7 @@ class _KernelWriter(ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter
         self.plan, self.k = plan, k
         # plan.Kernel.tail_of: the kernel run inside this one's launch (emit.tail), or the launch
         # this writer writes a tail into (`within`: its names, globals and grid indices shared)
-        self.tail = None if within else next((t for t in plan.kernels if t.tail_of == k.name), None)
+        self.tail, self.within = None if within else next((t for t in plan.kernels if t.tail_of == k.name), None), within
         self.lines: list[str] = []
         self.params = tile_param_of(plan, k)
         self.block = {g.axis: g.block for g in k.grid}

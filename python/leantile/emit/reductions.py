@@ -198,7 +198,7 @@ class ReductionWriter:
         threads in a launch of 256 (a split reduction's combine), TileLang synchronised only the
         first 128 after the shared copy the lanes read, and the lanes read the other threads'
         values before they were written (a huber loss over 2^20 came back 33% off on the H200)."""
-        if getattr(self, "within", None) is not None:
+        if self.within is not None:
             return self.within.lanes()
         return str(self.k.threads) if any(g.param == FIXED for g in self.k.grid) else "threads"
 

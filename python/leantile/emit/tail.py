@@ -69,18 +69,18 @@ class TailWriter:
         """The arrival and, for the last slice of the tile, the tail's statements; returns the
         tail's writer (its allocations and factory lines join the launch's)."""
         tail, split = self.tail, self.k.stream.split
-        child = type(self)(self.plan, tail, within=self)
-        child.within = self  # its lanes are this launch's threads (reductions.lanes)
+        child = type(self)(self.plan, tail, within=self)  # (its lanes are this launch's threads: reductions.lanes)
         child.grid_var = {t.axis: self.grid_var[t.axis] for t in tail.grid}  # the same tile
         child.lines = self.lines
         child.full_row, child.has_gemm = tail.warp_policy == "full_row", False
         tx, arrived = self.fresh("tx"), self.fresh("arrived")
         counter = self.fresh(arrivals_name(self.plan, self.k))
         self.counter_name = counter
-        index = "0"
+        index = None
         for t in tail.grid:  # the tile's place among the tail's tiles, the last axis fastest
             count = f"T.ceildiv({_size(t.axis)}, {self.extent(t.axis)})" if t.block > 1 else _size(t.axis)
-            index = f"({index}) * {count} + {self.grid_var[t.axis]}" if index != "0" else self.grid_var[t.axis]
+            index = self.grid_var[t.axis] if index is None else f"({index}) * {count} + {self.grid_var[t.axis]}"
+        index = index or "0"  # a tail over no grid axis: one tile
         self.extra_allocs.append(f"{arrived} = T.alloc_shared((1,), 'int32')  # this CTA's place among its tile's slices")
         self.emit(f"# tail ({tail.name}): {tail.role}; run by the last of this tile's {split} slices to finish", d)
         self.emit(f"{tx} = T.get_thread_binding()", d)

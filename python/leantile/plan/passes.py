@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from .. import ir
-from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, on_chip_dims, pooled_reduce,
-                   running_maxes, statement_effects)
-from .overlap_parts import overlap_parts
-from . import launches
+from . import (FIXED, Fill, Gemm, Kernel, Load, Map, Plan, Reduce, Store, grid_folded, launches, on_chip_dims,
+                   pooled_reduce, running_maxes, statement_effects)
 from .last_arrival import last_arrival
+from .overlap_parts import overlap_parts
 from .verify import deferrable, mma_shaped, smem_problem
 from ..target import DEFAULT, Target
 from ..tiles import schedule_of

@@ -37,8 +37,7 @@ import math
 from .. import ir
 from . import (DTYPE_BYTES, FIXED, GRID_X_MAX, GRID_YZ_MAX, Buffer, Gemm, Iota, Kernel, Load, Map,
                    Pivot, Plan, Reduce, Store, boundary_read, grid_folded, launch_dims, on_chip_dims, statement_effects,
-                   swapped_layout)
-from . import launches
+                   swapped_layout, launches)
 from .last_arrival import tail_fits
 from .shared import reductions, temps, window_width, windows
 from ..target import DEFAULT, Target

@@ -76,8 +76,9 @@ class FuseElementwise(Rule):
     def match(self, cx: Ctx, matmuls: list[int]) -> list[int]:
         """Elementwise nodes computable from the matmul tiles, constants, small inputs, the
         tile's coordinates (iota and what only it and constants compute: a triu mask) and the
-        products of GEMMs before it (earlier_product), in id order. Only users of what is already fused can join, so the walk follows users (a heap
-        keeps id order) instead of scanning every later node: linear in what it visits."""
+        products of GEMMs before it (earlier_product), in id order. Only users of what is already
+        fused can join, so the walk follows users (a heap keeps id order) instead of scanning every
+        later node: linear in what it visits."""
         out_axes = set(cx.node(matmuls[0]).axes)
         have = set(matmuls)
         fused = []
