@@ -91,11 +91,31 @@ def on_chip_extent(cx: Ctx, reduced) -> int:
     return d
 
 
+# elements of one CTA's on-chip row tile where the reduced axes are the innermost (a row layout): a
+# CTA holds 2 rows of 1024 or more (the fewest a row reduction keeps: row_block), 4 of 512, ...
+# Small CTAs keep more rows in flight per SM than large ones of the same elements per thread. H200,
+# whole plans (benchmarks/row_tiles/probe.py; results/row-tiles-probe-h200-2026-11-30-*), ms at the
+# shipped 4 x 4096 on 256 threads -> 2 rows on 128 threads: RMSNorm-with-gain backward 8192 x 4096
+# 0.1097 -> 0.0851, LayerNorm affine backward 0.1298 -> 0.0914, its forward 0.0392 -> 0.0349,
+# LayerNorm 8192 x 5120 0.0584 -> 0.0439; at 16 x 1024 / 8 x 2048 on 256 threads -> 2 rows on 128:
+# RMSNorm-gain backward 16384 x 1024 0.0568 -> 0.0436, 16384 x 2048 0.1315 -> 0.0848, LayerNorm affine
+# backward 16384 x 2048 0.1667 -> 0.0909; at 2 x 8192 on 256 -> 128 threads 0.1934 -> 0.1683 (64 threads
+# spilled: 0.4324). 4 or 8 rows on 128 threads were never faster than 2.
+ROW_TILE = 2048
+
+
+def _row_layout(axes, reduced, rows) -> bool:
+    """Whether the reduced axes all lie after the innermost kept one (a row's elements contiguous)."""
+    return bool(rows) and min(axes.index(a) for a in reduced) > axes.index(rows[-1])
+
+
 def row_block(cx: Ctx, axes, reduced) -> int | None:
     """Rows per CTA of an on-chip row kernel reducing `reduced` (an axis or several), or None
     if two rows do not fit. At least two rows where there are rows (a block of 1 would make the
     row axis a batch axis and the reductions scalar, which TileLang reduces serially); at most
-    64, and few enough that the grid has about two CTAs per SM of an H100/H200 (132 SMs)."""
+    64, and few enough that the grid has about two CTAs per SM of an H100/H200 (132 SMs). A row
+    layout holds ROW_TILE elements (measured); reduced axes before a kept one (a column sum held
+    on chip, a sum over heads) up to ON_CHIP, as before that measurement."""
     reduced = (reduced,) if isinstance(reduced, str) else tuple(reduced)
     d = on_chip_extent(cx, reduced)
     rows = [a for a in axes if a not in reduced]
@@ -107,8 +127,9 @@ def row_block(cx: Ctx, axes, reduced) -> int | None:
     for a in rows:
         total *= cx.axes[a]
     fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+    tile = ROW_TILE if _row_layout(axes, reduced, rows) else ON_CHIP
     # a power of two (an exact row extent such as 5120 leaves ON_CHIP // d at 3)
-    return max(2, min(1 << ((ON_CHIP // d).bit_length() - 1), padded(cx.axes[rows[-1]]), 64, fill))
+    return max(2, min(1 << (max(1, tile // d).bit_length() - 1), padded(cx.axes[rows[-1]]), 64, fill))
 
 
 # elements an on-chip row tile holds at least where it can (GQA's group sums of dK, dV took 4 x 64
@@ -132,11 +153,15 @@ def outer_row_block(cx: Ctx, axes, reduced, block: int) -> tuple[str, int] | Non
 
 
 def row_threads(cx: Ctx, axes, reduced) -> int:
-    """Threads of an on-chip row kernel: 256 (128 for small tiles). Measured on an H200 over an
-    8192 x 8192 f16 row tile of 2 x 8192 (LayerNorm, softmax, log-softmax): 256 threads 0.069 /
-    0.073 / 0.071 ms, 512 threads 0.072 / 0.079 / 0.128 ms, 1024 threads 0.147 / 0.153 / 0.157 ms
-    (a probe like benchmarks/fusion/fusion_tiles_probe.py, 2026-11-24); the fragments are reused in
-    place, so 64 registers a tile fit."""
+    """Threads of an on-chip row kernel: 128 for a row layout (ROW_TILE's measurements: 2 x 8192
+    on 128 threads 0.1683 ms against 0.1934 on 256); otherwise 256 (128 for small tiles), as
+    measured on an H200 over an 8192 x 8192 f16 row tile of 2 x 8192 before (LayerNorm, softmax,
+    log-softmax: 256 threads 0.069 / 0.073 / 0.071 ms, 512 threads 0.072 / 0.079 / 0.128 ms,
+    1024 threads 0.147 / 0.153 / 0.157 ms; 2026-11-24); the fragments are reused in place."""
+    reduced = (reduced,) if isinstance(reduced, str) else tuple(reduced)
+    rows = [a for a in axes if a not in reduced]
+    if _row_layout(axes, reduced, rows):
+        return 128
     block = row_block(cx, axes, reduced) or 1
     block *= (outer_row_block(cx, axes, reduced, block) or (None, 1))[1]
     return 256 if block * on_chip_extent(cx, reduced) >= 256 * 16 else 128

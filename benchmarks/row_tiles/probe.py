@@ -1,0 +1,102 @@
+"""Rows per CTA and threads of on-chip row kernels (rules.row_tiles.row_block / row_threads), probed
+on whole plans: for each case (forward or backward of a train-suite graph, or a reductions-suite
+graph) the plan's GPU time (Kernel.benchmark: do_bench_cudagraph median) at the shipped rows and
+threads and at each setting `ROWSxTHREADS` (every on-chip row kernel of the plan capped at ROWS rows
+per CTA and run on THREADS threads), in one process. Prints a table, writes JSON after each row.
+
+    python benchmarks/row_tiles/probe.py --out DIR [--settings 2x256,2x128,...] [CASE ...]
+
+A case is `train:<name>:fwd`, `train:<name>:bwd` or `red:<name>`, optionally followed by sizes that
+replace the case's own (`train:rmsnorm_gain:bwd:d=8192:m=4096`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "fusion"))
+
+CASES = ["train:rmsnorm_gain:fwd", "train:rmsnorm_gain:bwd", "train:layernorm_affine:fwd",
+         "train:layernorm_affine:bwd", "train:rmsnorm:bwd", "red:layernorm_affine", "red:add_rmsnorm"]
+SETTINGS = ["2x256", "2x128", "2x512", "4x512"]
+
+
+def graph_of(case: str):
+    kind, name, *rest = case.split(":")
+    sizes = dict((k, int(v)) for k, v in (x.split("=") for x in rest if "=" in x))
+    side = [x for x in rest if "=" not in x]
+    if kind == "red":
+        import fusion_suite
+        g = next(g for n, g, _, _ in fusion_suite.workloads("reductions") if n == name)
+        return g.model_copy(update={"axes": {**g.axes, **sizes}}) if sizes else g
+    from leantile import autodiff
+    from leantile.train_bench import cases
+    g = next(c for c in cases(lambda n, shape: {**shape, **sizes} if n == name else shape) if c.name == name).graph
+    if side == ["bwd"]:
+        return autodiff.vjp(g).graph
+    fwd, _ = autodiff.training_forward(g)
+    return fwd or g
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma list of ROWSxTHREADS")
+    ap.add_argument("--budget", type=float, default=480.0, help="seconds; later rows are skipped")
+    ap.add_argument("cases", nargs="*", default=CASES)
+    args = ap.parse_args(argv)
+    args.settings = [x for x in args.settings.split(",") if x]
+    import torch
+
+    from leantile.derive import region_kernels
+    from leantile.derive.engine import derive
+    from leantile.plan import launches
+    from leantile.runtime import Kernel
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shipped_block, shipped_threads = region_kernels.row_block, region_kernels.row_threads
+    rows, t0 = [], time.time()
+    for case in args.cases:
+        g = graph_of(case)
+        row = {"case": case, "shape": dict(g.axes), "ms": {}}
+        inputs = None
+        for setting in ["shipped", *args.settings]:
+            if time.time() - t0 > args.budget:
+                break
+            if setting == "shipped":
+                region_kernels.row_block, region_kernels.row_threads = shipped_block, shipped_threads
+            else:
+                cap, threads = (int(x) for x in setting.split("x"))
+                region_kernels.row_block = lambda cx, axes, reduced, cap=cap: (
+                    None if shipped_block(cx, axes, reduced) is None else min(cap, shipped_block(cx, axes, reduced)))
+                region_kernels.row_threads = lambda cx, axes, reduced, threads=threads: threads
+            try:
+                plan = derive(g)
+                k = Kernel(g, plan, "probe", torch.device("cuda", 0))
+                inputs = inputs or k.random_inputs()
+                row["ms"][setting] = k.benchmark(inputs)
+                row.setdefault("kernels", [x.name for x in launches(plan)])
+                row.setdefault("rows_threads", {})[setting] = [
+                    (x.name, x.grid[0].block if x.grid else None, x.threads) for x in launches(plan)]
+            except Exception as e:  # a setting that does not compile is reported, the others go on
+                row["ms"][setting] = f"{type(e).__name__}: {e}"[:200]
+            print(case, setting, row["ms"][setting], flush=True)
+        region_kernels.row_block, region_kernels.row_threads = shipped_block, shipped_threads
+        rows.append(row)
+        tmp = out / "row-tiles-probe.json.tmp"
+        tmp.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))
+        tmp.replace(out / "row-tiles-probe.json")
+    print("| case | " + " | ".join(["shipped", *args.settings]) + " |")
+    for r in rows:
+        cells = [f"{v:.4f}" if isinstance(v, float) else "err" for v in (r["ms"].get(s, "-") for s in
+                                                                            ["shipped", *args.settings])]
+        print(f"| {r['case']} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
