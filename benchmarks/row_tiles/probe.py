@@ -4,7 +4,11 @@ graph) the plan's GPU time (Kernel.benchmark: do_bench_cudagraph median) at the 
 threads and at each setting `ROWSxTHREADS` (every on-chip row kernel of the plan capped at ROWS rows
 per CTA and run on THREADS threads), in one process. Prints a table, writes JSON after each row.
 
-    python benchmarks/row_tiles/probe.py --out DIR [--settings 2x256,2x128,...] [CASE ...]
+    python benchmarks/row_tiles/probe.py --out DIR [--settings 2x256,threads=128+two_pass=131072,...] [CASE ...]
+
+A setting: `RxT` (on-chip row kernels at R rows a CTA on T threads), `threads=N` (the tile
+parameter: a streamed row kernel's threads), `two_pass=B`, `stream_block=N` (rules.row_tiles'
+TWO_PASS_BYTES, STREAM_BLOCK), joined by '+'.
 
 A case is `train:<name>:fwd`, `train:<name>:bwd` or `red:<name>`, optionally followed by sizes that
 replace the case's own (`train:rmsnorm_gain:bwd:d=8192:m=4096`).
@@ -42,6 +46,33 @@ def graph_of(case: str):
     return fwd or g
 
 
+def apply(setting: str, shipped: dict) -> dict | None:
+    """Set what `setting` names (the shipped values first; items joined by '+'): `RxT` caps every
+    on-chip row kernel at R rows a CTA on T threads; `threads=N` is the tile parameter (a streamed
+    row kernel's threads); `two_pass=B` rules.row_tiles.TWO_PASS_BYTES; `stream_block=N` its
+    STREAM_BLOCK. Returns the tiles to derive with (None: the shape's)."""
+    from leantile.derive import region_kernels
+    from leantile.derive.rules import row_tiles
+    region_kernels.row_block, region_kernels.row_threads = shipped["row_block"], shipped["row_threads"]
+    row_tiles.TWO_PASS_BYTES, row_tiles.STREAM_BLOCK = shipped["TWO_PASS_BYTES"], shipped["STREAM_BLOCK"]
+    tiles = None
+    for item in ([] if setting == "shipped" else setting.split("+")):
+        key, _, value = item.partition("=")
+        if key == "threads":
+            tiles = {**(tiles or {}), "threads": int(value)}
+        elif key == "two_pass":
+            row_tiles.TWO_PASS_BYTES = int(value)
+        elif key == "stream_block":
+            row_tiles.STREAM_BLOCK = int(value)
+        else:
+            cap, threads = (int(x) for x in item.split("x"))
+            block = shipped["row_block"]
+            region_kernels.row_block = lambda cx, axes, reduced, cap=cap, block=block: (
+                None if block(cx, axes, reduced) is None else min(cap, block(cx, axes, reduced)))
+            region_kernels.row_threads = lambda cx, axes, reduced, threads=threads: threads
+    return tiles
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -53,12 +84,14 @@ def main(argv=None) -> int:
     import torch
 
     from leantile.derive import region_kernels
+    from leantile.derive.rules import row_tiles
     from leantile.derive.engine import derive
     from leantile.plan import launches
     from leantile.runtime import Kernel
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    shipped_block, shipped_threads = region_kernels.row_block, region_kernels.row_threads
+    shipped = {"row_block": region_kernels.row_block, "row_threads": region_kernels.row_threads,
+               "TWO_PASS_BYTES": row_tiles.TWO_PASS_BYTES, "STREAM_BLOCK": row_tiles.STREAM_BLOCK}
     rows, t0 = [], time.time()
     for case in args.cases:
         g = graph_of(case)
@@ -67,15 +100,9 @@ def main(argv=None) -> int:
         for setting in ["shipped", *args.settings]:
             if time.time() - t0 > args.budget:
                 break
-            if setting == "shipped":
-                region_kernels.row_block, region_kernels.row_threads = shipped_block, shipped_threads
-            else:
-                cap, threads = (int(x) for x in setting.split("x"))
-                region_kernels.row_block = lambda cx, axes, reduced, cap=cap: (
-                    None if shipped_block(cx, axes, reduced) is None else min(cap, shipped_block(cx, axes, reduced)))
-                region_kernels.row_threads = lambda cx, axes, reduced, threads=threads: threads
+            tiles = apply(setting, shipped)
             try:
-                plan = derive(g)
+                plan = derive(g, None, tiles)
                 k = Kernel(g, plan, "probe", torch.device("cuda", 0))
                 inputs = inputs or k.random_inputs()
                 row["ms"][setting] = k.benchmark(inputs)
@@ -85,7 +112,7 @@ def main(argv=None) -> int:
             except Exception as e:  # a setting that does not compile is reported, the others go on
                 row["ms"][setting] = f"{type(e).__name__}: {e}"[:200]
             print(case, setting, row["ms"][setting], flush=True)
-        region_kernels.row_block, region_kernels.row_threads = shipped_block, shipped_threads
+        apply("shipped", shipped)
         rows.append(row)
         tmp = out / "row-tiles-probe.json.tmp"
         tmp.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows}, indent=1))

@@ -57,8 +57,11 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -
 # against 0.1318; 4096 x 50257 bf16 0.6406 / 0.7115 / 0.8269 against 0.8072. The best of each held
 # about 256 KB of its one 16-bit input a CTA (4 x 32000, 2 x 50257). Log-softmax's backward reads
 # two (the cotangent and the output): at 4 rows of 32000, 512 KB a CTA, it ran 0.252 ms against
-# torch.compile's 0.185 (benchmarks/train_rows/results/step-kernels-h200-2026-11-30.json)
-TWO_PASS_BYTES = 262144
+# torch.compile's 0.185 (benchmarks/train_rows/results/step-kernels-h200-2026-11-30.json). Probed again on
+# 2026-11-30 in one call on whole plans (benchmarks/row_tiles/results/row-tiles-probe-h200-2026-11-30-streamed.*),
+# 2 rows a CTA (128 KB) against 4 (256 KB): 2048 x 32000 f16 0.1095 against 0.1193 ms, 4096 x 32000 bf16
+# 0.2130 against 0.2424 (the order flipped since the first probe, other kernels' changes between)
+TWO_PASS_BYTES = 131072
 
 
 def two_pass_rows(cx, rows, axis: str, column: bool = False, row_bytes: int = 2) -> int:
