@@ -62,3 +62,37 @@ def test_selection_by_tag_and_name():
         "attention", "causal_attention", "sliding_window_attention", "gqa_attention"}
     assert [c.name for c in TB.select(all_cases, tags=["matmul"])] == ["matmul"]
     assert len(TB.select(all_cases, limit=3)) == 3
+
+
+def _graph_tensors(fn, seen=None) -> list:
+    """Tensors with an autograd graph that the callable `fn` holds in its closure (through nested
+    closures, and the values of dicts and tuples there)."""
+    seen = set() if seen is None else seen
+    out = []
+    stack = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if c.cell_contents is not None]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, torch.Tensor):
+            out += [x] if x.grad_fn is not None else []
+        elif isinstance(x, dict):
+            stack += list(x.values())
+        elif isinstance(x, (tuple, list)):
+            stack += list(x)
+        elif callable(x) and getattr(x, "__closure__", None):
+            out += _graph_tensors(x, seen)
+    return out
+
+
+def test_no_contender_keeps_an_autograd_graph_between_steps():
+    """A contender built from inputs that need a gradient holds no tensor with a graph: one would
+    keep those inputs' gradient accumulators alive, made on the default stream, and every
+    contender's CUDA-graph capture of a training step failed (gqa_attention's row: NaN GPU time,
+    2026-11-30: its SDPA paths repeated K and V and viewed Q once, outside the step)."""
+    for case in TB.cases(_small):
+        t = TB.leaves(case, "cpu", seed=0)
+        eager, vendor = case.eager(t)
+        for name, fn in {"eager": eager, **vendor}.items():
+            assert not _graph_tensors(fn), (case.name, name)

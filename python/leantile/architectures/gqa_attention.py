@@ -42,12 +42,18 @@ def sdpa_gqa_paths(t: dict) -> dict:
     import torch.nn.functional as F
 
     hkv, g, tq, d = t["Q"].shape
-    q = t["Q"].reshape(1, hkv * g, tq, d)
-    k, v = (t[n].repeat_interleave(g, dim=0)[None] for n in ("K", "V"))  # [1, h_q, t_kv, d]
+    # K and V repeated once, as leaves of their own: a repeat (or a view of Q) made here from inputs
+    # that need a gradient would keep its autograd graph, and with it the inputs' gradient
+    # accumulators, alive from this call on; a training step's CUDA-graph capture then failed for
+    # every contender (the accumulators' stream is not the capture's: the train suite's gqa row, NaN)
+    k, v = (t[n].detach().repeat_interleave(g, dim=0)[None].requires_grad_(t[n].requires_grad)
+            for n in ("K", "V"))  # [1, h_q, t_kv, d]
 
     def sdpa(backend):
         def f():
+            k.grad = v.grad = None  # (a training step clears the inputs' gradients; these are the vendor's)
             with torch.nn.attention.sdpa_kernel(backend):
+                q = t["Q"].reshape(1, hkv * g, tq, d)
                 return F.scaled_dot_product_attention(q, k, v).reshape(hkv, g, tq, d)
         return f
     b = torch.nn.attention.SDPBackend
