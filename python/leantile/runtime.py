@@ -24,20 +24,20 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from . import interp, ir, reference
+from .binding import GraphInputs
+from .chunked import auto_chunks, chunked_kernel
+from .chunking import chunk as chunk_along
 from .derive import DerivationError, derive
 from .emit import emit_module, load_module
+from .judging import ILL_CONDITIONED_PROBES, Judging, ieee_fp32_matmuls  # noqa: F401  (re-exported)
 from .tolerance import CAP, NOISE, TOLERANCE, output_tolerances, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
 
-# directions Kernel.ill_conditioned moves the inputs in (each one unit in its last place, a random
-# sign per element): a near tie flips in about half of them
-ILL_CONDITIONED_PROBES = 8
 
 
 class CompileError(ValueError):
@@ -145,7 +145,7 @@ def _bytes(n: int) -> str:
     return f"{n / 2**30:.3g} GiB" if n >= 2**30 else (f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n} bytes")
 
 
-class Kernel:
+class Kernel(GraphInputs, Judging):
     """A derived plan, compiled for one device, called like a function."""
 
     def __init__(self, graph: ir.Graph, plan, how: str, device: torch.device, check: bool = False,
@@ -163,10 +163,7 @@ class Kernel:
         self.source = emit_module(plan)
         self._c = _compiled(self.source, device)
         m = self._c.module
-        self.input_names = [n.name for n in graph.inputs()]
-        self.output_names = list(graph.outputs)
-        # bind's quick path: each input's (shape, dtype) in order (reference.check_inputs' rules)
-        self._expected = [(graph.shape(n.id), reference.TORCH_DTYPES[n.dtype]) for n in graph.inputs()]
+        self._bind_to(graph)
         dts = {b["name"]: getattr(torch, b["dtype"]) for b in m.GLOBALS}
         # the graph's shapes (an output over a merged axis, flatten_reduction, comes back as the graph's)
         shapes = {b["name"]: tuple(m.USER_SHAPES.get(b["name"], b["shape"])) for b in m.GLOBALS}
@@ -176,71 +173,6 @@ class Kernel:
         path = "" if self.device.type == "cuda" else (" (interpreter)" if self.interpret else " (reference)")
         return (f"<leantile.Kernel {self.graph.name} / {self.plan.candidate} ({self.how}) on {self.device}{path}: "
                 f"{', '.join(self.input_names)} -> {', '.join(self.output_names)}>")
-
-    # -- calling
-    def _other_sizes_hint(self, inputs: dict) -> str | None:
-        """Where the inputs are of the graph's ranks but other sizes: the sizes they imply, and
-        how to get a kernel for them (every size is compiled into the kernel)."""
-        implied = dict(self.graph.axes)
-        for n in self.graph.inputs():
-            t = inputs.get(n.name)
-            if not isinstance(t, torch.Tensor) or t.dim() != len(n.axes):
-                return None
-            for a, size in zip(n.axes, t.shape):
-                if implied[a] != self.graph.axes[a] and implied[a] != size:
-                    return None  # two inputs disagree on an axis: no one set of sizes
-                implied[a] = int(size)
-        changed = {a: v for a, v in implied.items() if v != self.graph.axes[a]}
-        if not changed:
-            return None
-        return (f"this kernel was compiled for {', '.join(f'{a}={v}' for a, v in self.graph.axes.items())}; the inputs "
-                f"are {', '.join(f'{a}={v}' for a, v in changed.items())}: compile one for them with "
-                f"leantile.compile(source, sizes={implied}) (a Graph: build it at those sizes)")
-
-    def bind(self, args: tuple, kwargs: dict) -> dict[str, torch.Tensor]:
-        """The inputs by name, checked: one GraphError listing every problem (missing or extra,
-        shape, dtype, device, strides)."""
-        if not kwargs and self._well_formed(args):  # every call of a training step: attributes only
-            return dict(zip(self.input_names, args))
-        if len(args) > len(self.input_names):
-            raise ir.GraphError([f"{self.graph.name}: {len(args)} positional inputs, the graph takes "
-                                 f"{len(self.input_names)} ({', '.join(self.input_names)})"])
-        inputs = dict(zip(self.input_names, args))
-        twice = sorted(set(inputs) & set(kwargs))
-        if twice:
-            raise ir.GraphError([f"input {twice[0]!r}: given both by position and by name"])
-        inputs.update(kwargs)
-        try:
-            reference.check_inputs(self.graph, inputs, device=self.device)
-        except ir.GraphError as e:
-            hint = self._other_sizes_hint(inputs)
-            raise ir.GraphError(e.problems + ([hint] if hint else [])) from None
-        bad = [n for n, t in inputs.items() if not t.is_contiguous()]
-        if bad:
-            raise ir.GraphError([f"input {bad[0]!r}: not contiguous (strides {list(inputs[bad[0]].stride())}); "
-                                 "pass .contiguous()"])
-        # the kernels read and write 16-byte vectors from each tensor's start (TMA, vector
-        # copies, emit.unaligned's windows): a view that starts between two such boundaries
-        # would fault on the GPU (a misaligned address, which ends the CUDA context)
-        off = [n for n, t in inputs.items() if t.numel() and t.data_ptr() % 16]
-        if off:
-            t = inputs[off[0]]
-            raise ir.GraphError([f"input {off[0]!r}: its data starts {t.data_ptr() % 16} bytes past a 16-byte "
-                                 f"boundary (a view at storage offset {t.storage_offset()}); pass .clone()"])
-        return inputs
-
-    def _well_formed(self, args: tuple) -> bool:
-        """Whether positional `args` pass every check of bind's full path (shape, dtype, device,
-        contiguous, 16-byte aligned) -- compared attribute by attribute, none of its error
-        building: bind ran 35 us a call, most of an op's own overhead in a training step. False
-        sends bind down the full path, which names what is wrong."""
-        if len(args) != len(self._expected):
-            return False
-        for t, (shape, dtype) in zip(args, self._expected):
-            if not (isinstance(t, torch.Tensor) and t.dtype == dtype and t.shape == shape
-                    and t.device == self.device and t.is_contiguous() and (not t.numel() or t.data_ptr() % 16 == 0)):
-                return False
-        return True
 
     def run(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
         """Launch every kernel on checked inputs; new outputs and intermediates (torch.empty, or
@@ -402,19 +334,6 @@ class Kernel:
         inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed, scale)
         return self.judge(inputs, self._launch(inputs, fill=float("nan")), tolerance)
 
-    def judge(self, inputs: dict, outs: dict, tolerance: float | None = None, refs: tuple | None = None) -> dict:
-        """This kernel's outputs `outs` on `inputs` judged as verify judges them (verify's dict).
-        refs: (reference, the unfused graph in its own dtypes), as `references` gives them, where
-        the caller has them already (a float64 reference shared by every plan of a graph)."""
-        ref, same = refs if refs is not None else self.references(inputs)
-        errs = {o: rel_err(outs[o], ref[o], same[o]) for o in self.output_names}
-        least_precise = output_tolerances(self.graph)
-        tol = {o: least_precise[o] if tolerance is None else tolerance for o in self.output_names}
-        plain = {o: rel_err(outs[o], ref[o]) for o in self.output_names}
-        failed = [o for o in self.output_names if not errs[o] <= tol[o]]
-        return {"ok": not failed, "rel_err": errs, "tolerance": tol, "plain_rel_err": plain,
-                "ill_conditioned": self.ill_conditioned(inputs, failed, ref, same) if failed else []}
-
     def checked(self, inputs: dict, outs: dict) -> bool:
         """compile(check=True)'s check of one call: raise one GraphError naming every output of
         `outs` that verify's judgement finds wrong on the caller's own `inputs` (its error, its
@@ -432,97 +351,6 @@ class Kernel:
                 for o in wrong])
         return v["ok"]
 
-    def references(self, inputs: dict, dtype: torch.dtype = torch.float32) -> tuple[dict, dict]:
-        """(the reference computed in `dtype`: float32, or float64 for an oracle; the unfused
-        graph in its own dtypes) on these inputs."""
-        with ieee_fp32_matmuls():  # float32 products, whatever the caller set
-            ref = reference.evaluate(self.graph, inputs, compute_dtype=dtype)
-            # the unfused graph in its own dtypes, its float32 contractions rounded as the
-            # kernels' are: on the GPU T.gemm of float32 operands runs on TF32 tensor cores (as
-            # torch.set_float32_matmul_precision("high")); the interpreter multiplies in float32
-            same = self._unfused(inputs, own=True)
-            if not self._own_dtypes_judge(ref, same):
-                same = self._unfused(inputs, own=False)
-        return ref, same
-
-    def _unfused(self, inputs: dict, own: bool) -> dict:
-        """The graph's value with the rounding a plan may have: in its own dtypes (own), or in
-        float32 rounded only where every plan rounds (reference.plan_rounded: outputs, casts, GEMM
-        operands)."""
-        tf32 = self.device.type == "cuda"
-        if own:
-            return reference.evaluate(self.graph, inputs, check=False, tf32=tf32)
-        return reference.evaluate(self.graph, inputs, compute_dtype=torch.float32, check=False, tf32=tf32,
-                                  round_at=reference.plan_rounded(self.graph))
-
-    @staticmethod
-    def _own_dtypes_judge(ref: dict, same: dict) -> bool:
-        """Whether the graph in its own dtypes is finite wherever the reference is: else an
-        intermediate overflows there (f16 scores past 65504) that no kernel stores in f16
-        (derive's Ctx.stored_dtype), and it says nothing of the kernels' rounding."""
-        return all(bool((torch.isfinite(same[o]) | ~torch.isfinite(ref[o])).all()) for o in ref)
-
-    def ill_conditioned(self, inputs: dict, outputs=None, ref=None, same=None, seed: int = 0) -> list[str]:
-        """The outputs (of `outputs`, default all) that these inputs leave unjudgeable in the
-        graph's own dtypes: moving every input one unit in its last place (a random sign per
-        element; ILL_CONDITIONED_PROBES such directions, any one suffices) moves the unfused
-        graph's output by more than CAP / NOISE of the output's norm. Its
-        own rounding is then about as large, more than leantile.tolerance forgives (CAP of the
-        norm), so a right kernel may fail there: a bf16 1 x 1 GEMM output over 77 terms that cancel
-        to 0.006 of their size moves by 0.005 (measured: 0.26 rel err at such a draw, 0.0 at the
-        next). Also an output the unfused graph in its own dtypes already misses by more than
-        CAP / NOISE of its norm: its forgiven rounding (NOISE times that) would pass the CAP, so a
-        right kernel, one computing exactly what the graph computes in its own dtypes included,
-        may fail (bf16 decode attention at scores of 1e7, where one bf16 unit is 65536: the
-        softmax picks among ties). And an output the inputs drive past the graph's own range
-        (_out_of_range: an output or a GEMM operand overflows its dtype). A failing output NOT in
-        this list is a wrong kernel; one in it asks for other inputs."""
-        outputs = self.output_names if outputs is None else outputs
-        if ref is None or same is None:
-            ref, same = self.references(inputs)
-        with ieee_fp32_matmuls():  # which rounding `same` modelled (references' choice; failures only)
-            own = self._own_dtypes_judge(ref, self._unfused(inputs, own=True))
-        # float32 GEMM operands run on TF32 tensor cores on the GPU (references' `same` models it,
-        # though not bit for bit: the MMA drops what cuBLAS rounds): there a unit is TF32's, 2^-10
-        # of the value, not float32's (scores of 2^50 pick among rows TF32 cannot tell apart:
-        # every candidate, the unfused one included, 10% off at gpu-fuzz 2026-11-28's huge draw)
-        tf32 = self.device.type == "cuda" and any(isinstance(n, ir.Matmul) for n in self.graph.nodes)
-
-        def beyond(a, b, o) -> bool:
-            both = torch.isfinite(a) & torch.isfinite(b)
-            return (a[both].double() - b[both].double()).norm().item() > CAP / NOISE * ref[o][both].double().norm().item()
-        flagged = self._out_of_range(inputs, ref, outputs) | {o for o in outputs if beyond(same[o], ref[o], o)}
-        # Several directions, not one: a near tie (two keys of a hard-max softmax whose scores
-        # differ by less than their rounding) flips in some directions only; one direction missed
-        # a tie at 1.2e-4 of the scores that TF32 moves by 2.2e-3 (flagged by 2 of 6 directions:
-        # benchmarks/near_ties/, gpu-fuzz 2026-11-28 s29), and the campaign counted a right kernel wrong.
-        gen = torch.Generator().manual_seed(seed)
-        for _ in range(ILL_CONDITIONED_PROBES):
-            if set(outputs) <= flagged:
-                break
-            moved = {}
-            for name, t in inputs.items():
-                up = torch.rand(t.shape, generator=gen) < 0.5
-                if tf32 and t.dtype == torch.float32:
-                    moved[name] = t + torch.where(up, 1.0, -1.0).to(t.device) * t.abs() * 2.0 ** -10
-                    continue
-                way = torch.where(up, math.inf, -math.inf).to(t.dtype)
-                moved[name] = torch.nextafter(t.cpu(), way).to(t.device)
-            with ieee_fp32_matmuls():
-                shifted = self._unfused(moved, own)
-            flagged |= {o for o in outputs if o not in flagged and beyond(shifted[o], same[o], o)}
-        return [o for o in outputs if o in flagged]
-
-    def _out_of_range(self, inputs: dict, ref: dict, outputs) -> set[str]:
-        """The outputs these inputs drive past the graph's own range: the value rounded where
-        every plan rounds (float64 at reference.plan_rounded: the outputs and the GEMM operands
-        beside the casts the reference rounds itself) is inf or NaN where the reference is
-        finite. An f16 row sum of 1e5 is inf in every plan's f16 output, finite in the float32
-        reference: no kernel can be judged against it there."""
-        rounded = reference.evaluate(self.graph, inputs, compute_dtype=torch.float64, check=False,
-                                     round_at=reference.plan_rounded(self.graph))
-        return {o for o in outputs if bool((~torch.isfinite(rounded[o]) & torch.isfinite(ref[o])).any())}
-
     def benchmark(self, inputs: dict | None = None, seed: int = 0, rep: int = 100) -> float:
         """GPU time in ms (triton's do_bench_cudagraph median: launch overhead excluded)."""
         if self.device.type != "cuda":
@@ -533,22 +361,9 @@ class Kernel:
         return tt.do_bench_cudagraph(lambda: self._launch(inputs), rep=rep, return_mode="median")
 
 
-@contextmanager
-def ieee_fp32_matmuls():
-    """torch's float32 GEMMs in float32 (not TF32) for the block, the caller's setting restored."""
-    m = torch.backends.cuda.matmul
-    name, value = ("fp32_precision", "ieee") if hasattr(m, "fp32_precision") else ("allow_tf32", False)  # torch >= 2.9
-    old = getattr(m, name)
-    setattr(m, name, value)
-    try:
-        yield
-    finally:
-        setattr(m, name, old)
-
-
 def compile(source, *, candidate: str | None = None, tiles: dict | None = None, device=None,
             sizes: dict | None = None, tuned: bool = True, check: bool = False,
-            interpret: bool = False) -> Kernel:
+            interpret: bool = False, chunk: dict | bool | None = None):
     """A Kernel for `source` (a Graph, a leantile.dag.DagM, a built-in name, an exports/*.json
     path or module.py:function, at `sizes` where given). device: a CUDA device (default: the
     current one), or "cpu".
@@ -567,7 +382,12 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
     a wrong output raises one GraphError naming it, its rel err and tolerance, and the candidate.
     Later calls of that shape run unchecked (an output those inputs could not judge,
     ill_conditioned, leaves the shape to be checked at its next call). The check synchronises
-    the device: make the first call outside CUDA graph capture."""
+    the device: make the first call outside CUDA graph capture.
+
+    chunk: where the plan's intermediates pass chunked.CHUNK_BYTES (1 GiB) and the graph allows it,
+    the kernel runs in chunks of one axis (a chunked.ChunkedKernel: called as a Kernel; an LM
+    head's logits a chunk at a time); {axis: size} asks for those chunks (GraphError naming the
+    node where the graph cannot be chunked so), False never chunks."""
     _arguments(candidate, tiles, check, interpret)
     g = _graph(source, sizes)
     if device is None:
@@ -586,5 +406,14 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
     if device.type == "cuda" and device.index is None:  # "cuda": the current GPU, as tensors name it (cuda:N)
         device = torch.device("cuda", torch.cuda.current_device())
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    if chunk is not None and not isinstance(chunk, bool) and not (
+            isinstance(chunk, dict) and len(chunk) == 1 and all(isinstance(v, int) for v in chunk.values())):
+        raise ir.GraphError([f"leantile.compile: chunk={chunk!r:.60}; expected {{axis: size}}, True/None (automatic) "
+                             "or False"])
     plan, how = choose_plan(g, candidate, tiles, gpu, tuned)
+    chunks = chunk_along(g, *next(iter(chunk.items()))) if isinstance(chunk, dict) else \
+        auto_chunks(g, plan) if chunk is not False else None
+    if chunks is not None:
+        return chunked_kernel(g, chunks, lambda cg: Kernel(cg, *choose_plan(cg, candidate, tiles, gpu, tuned), device,
+                                                           check=check, interpret=interpret))
     return Kernel(g, plan, how, device, check=check, interpret=interpret)

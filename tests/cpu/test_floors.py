@@ -3,12 +3,13 @@ floors below it, imports inside functions included (an AST walk of every module)
 
     1 target, interrupts, progress, errors, process_pool
     2 ir (the package: the graph IR, the op registry, axis names, sympy forms, the JSON schema), tiles,
-      dag, files, autodiff (reverse mode: a graph's backward, another graph)
+      dag, files, autodiff (reverse mode: a graph's backward, another graph), chunking (a graph in chunks of
+      an axis, another graph)
     3 plan (the package: the plan IR, its passes, verifier and shared buffers), interp, reference, tolerance
     4 derive, architectures, sources
     5 cost, tuned (how a plan is picked: the model's choice, or a measured entry the runtime reads)
     6 emit, lower, codegen_repair, codegen_nan
-    7 runtime, torch
+    7 runtime, torch, binding, judging, chunked (a Kernel's input binding, its verdict, chunked kernels)
     8 bench, suite, train_bench, precompile, search, report, show, lean
     9 cli, entry, __main__
 
@@ -26,12 +27,12 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
 FLOOR = {
     "target": 1, "interrupts": 1, "progress": 1, "errors": 1, "process_pool": 1,
-    "ir": 2, "tiles": 2, "dag": 2, "files": 2, "autodiff": 2,
+    "ir": 2, "tiles": 2, "dag": 2, "files": 2, "autodiff": 2, "chunking": 2,
     "plan": 3, "interp": 3, "reference": 3, "tolerance": 3,
     "derive": 4, "architectures": 4, "sources": 4,
     "cost": 5, "tuned": 5,  # the tuned store is read by the runtime; search (8) writes it
     "emit": 6, "lower": 6, "codegen_repair": 6, "codegen_nan": 6,
-    "runtime": 7, "torch": 7,
+    "runtime": 7, "torch": 7, "binding": 7, "judging": 7, "chunked": 7,
     "bench": 8, "suite": 8, "train_bench": 8, "precompile": 8, "search": 8, "report": 8, "show": 8, "lean": 8,
     "cli": 9, "entry": 9, "__main__": 9,
 }

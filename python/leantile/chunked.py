@@ -1,0 +1,155 @@
+"""A Kernel that runs its graph in chunks of one axis (leantile.chunking): one compiled plan per
+chunk size (the graph at the chunk's size, derived as any graph), launched once per chunk on
+slices of the inputs; row outputs written into their slice of the whole output, sum outputs
+accumulated in float32. leantile.compile chooses it where a plan's intermediates pass CHUNK_BYTES
+and the graph can be chunked (auto_chunks), or where asked (compile(..., chunk={axis: size})).
+
+What it saves: an LM head with its cross-entropy at 8192 tokens x 128256 words keeps 2 GiB of bf16
+logits in its forward and their gradient in its backward; in chunks of 1024 tokens (forward) and
+16032 words (backward) a chunk's 256 MiB at a time.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+
+import torch
+
+from . import ir, reference
+from .binding import GraphInputs
+from .judging import Judging
+from .chunking import ROW, SUM, Chunks, chunk, classify, even_size
+
+# a plan whose global intermediates (neither inputs nor outputs) pass this runs in chunks where
+# its graph allows (a GPU's memory is 80-141 GiB; an intermediate of a GiB is a [tokens, vocabulary]
+# tensor, which the fused LM head + cross-entropy must not hold: issue 50)
+CHUNK_BYTES = 1 << 30
+# the intermediates a chunk holds at most, where the axis allows (a chunk's GEMMs stay large: 1024
+# tokens x 128256 words x 4096 is a TFLOP)
+CHUNK_TARGET = 1 << 28
+
+
+def _buffer_bytes(plan, b) -> int:
+    dt = torch.float32 if b.dtype == "acc" else reference.TORCH_DTYPES[b.dtype]
+    return math.prod(plan.axes[a] for a in b.axes) * dt.itemsize
+
+
+def auto_chunks(g: ir.Graph, plan) -> Chunks | None:
+    """The chunking compile uses by default: None where the plan's intermediates fit CHUNK_BYTES;
+    else, among the axes the graph can be chunked along that its large intermediates are over,
+    the one whose chunks hold least (what stays whole, a chunk of what scales, twice a sum
+    output: its float32 sum and a chunk's), with chunks of about CHUNK_TARGET intermediates."""
+    names = {n.name for n in g.inputs()} | set(plan.outputs.values())
+    inter = [b for b in plan.globals if b.name not in names]
+    whole = sum(_buffer_bytes(plan, b) for b in inter)
+    if whole <= CHUNK_BYTES:
+        return None
+    best = None
+    for axis in sorted(g.axes):
+        scales = sum(_buffer_bytes(plan, b) for b in inter if axis in b.axes)
+        if scales * 2 < whole:  # most of it does not shrink with this axis
+            continue
+        kind, why = classify(g, axis)
+        if why:
+            continue
+        total = g.axes[axis]
+        size = even_size(total, max(1, total * CHUNK_TARGET // scales))
+        if size >= total:
+            continue
+        sums = sum(2 * 4 * math.prod(g.axes[a] for a in g.nodes[i].axes)
+                   for i in g.outputs.values() if kind[i] == SUM)
+        held = whole - scales + scales * size // total + sums
+        if held < whole and (best is None or held < best[0]):
+            best = (held, axis, size)
+    return chunk(g, best[1], best[2]) if best else None
+
+
+class ChunkedKernel(GraphInputs, Judging):
+    """The graph's kernel run in chunks: called, bound and checked as a runtime.Kernel (the whole
+    graph's inputs and outputs), launched as len(chunks.starts()) runs of the chunk plans."""
+
+    def __init__(self, graph: ir.Graph, chunks: Chunks, kernels: dict, device: torch.device):
+        self.graph, self.chunks, self.kernels, self.device = graph, chunks, kernels, device
+        main = kernels[chunks.size]
+        self.plan, self.how = main.plan, f"{main.how}, in chunks of {chunks.axis} = {chunks.size}"
+        self.check, self.interpret = main.check, main.interpret
+        # the op's name digests this: every chunk plan, and how they are put together
+        spec = f"{chunks.axis}:{chunks.size}:{sorted(chunks.outputs.items())}:{sorted(chunks.cast.items())}"
+        self.source = "\n".join([spec, *(kernels[s].source for s in sorted(kernels))])
+        self.digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
+        self._bind_to(graph)
+        dtypes = ir.output_dtypes(graph)
+        self.output_specs = {o: (graph.shape(i), reference.TORCH_DTYPES[dtypes[o]]) for o, i in graph.outputs.items()}
+        self._offsets: dict[int, torch.Tensor] = {}  # made before any CUDA-graph capture: no copy from the host in it
+        if chunks.offset:
+            self._offsets = {s: torch.tensor(float(s), device=device) for s in chunks.starts()}
+
+    def __repr__(self) -> str:
+        return (f"<leantile.ChunkedKernel {self.graph.name}: {len(self.chunks.starts())} chunks of "
+                f"{self.chunks.axis} = {self.chunks.size} ({self.plan.candidate}) on {self.device}>")
+
+    def run(self, inputs: dict[str, torch.Tensor], fill: float | None = None) -> dict[str, torch.Tensor]:
+        c = self.chunks
+        outs, sums = {}, {}
+        for o, (how, _) in c.outputs.items():
+            shape, dtype = self.output_specs[o]
+            if how == ROW:
+                outs[o] = torch.empty(shape, dtype=dtype, device=self.device)
+            elif how == SUM:
+                sums[o] = torch.zeros(shape, dtype=torch.float32, device=self.device)
+        for start in c.starts():
+            size = min(c.size, c.total - start)
+            k = self.kernels[size]
+            feed = {}
+            for n, pos in c.inputs.items():
+                t = inputs[n]
+                if pos is not None:
+                    t = t.narrow(pos, start, size)
+                    if not t.is_contiguous() or (t.numel() and t.data_ptr() % 16):
+                        t = t.contiguous() if not t.is_contiguous() else t.clone()
+                feed[n] = t
+            if c.offset:
+                feed[c.offset] = self._offsets[start]
+            got = k.run(feed, fill)
+            for o, (how, pos) in c.outputs.items():
+                if how == ROW:
+                    outs[o].narrow(pos, start, size).copy_(got[o])
+                elif how == SUM:
+                    sums[o] += got[o].float()
+                elif start == 0:  # FREE: every chunk's is the same
+                    outs[o] = got[o]
+        for o, s in sums.items():
+            outs[o] = s.to(self.output_specs[o][1])
+        return {o: outs[o] for o in self.output_names}
+
+    def __call__(self, *args, **kwargs):
+        outs = self.run(self.bind(args, kwargs))
+        return outs[self.output_names[0]] if len(outs) == 1 else outs
+
+    def random_inputs(self, seed: int = 0, scale: float | None = None) -> dict[str, torch.Tensor]:
+        scale = reference.natural_scale(self.graph) if scale is None else scale
+        return reference.random_inputs(self.graph, seed=seed, device=self.device, scale=scale)
+
+    def verify(self, inputs: dict | None = None, seed: int = 0, tolerance: float | None = None,
+               scale: float | None = None) -> dict:
+        """Every output of the whole graph against its float32 reference, judged as
+        runtime.Kernel.verify judges (each chunk's plan NaN-poisoned)."""
+        inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed, scale)
+        return self.judge(inputs, self.run(inputs, fill=float("nan")), tolerance)
+
+    def benchmark(self, inputs: dict | None = None, seed: int = 0, rep: int = 100) -> float:
+        """GPU time in ms of every chunk's launches (do_bench_cudagraph median)."""
+        import triton.testing as tt
+        inputs = self.bind((), inputs) if inputs is not None else self.random_inputs(seed)
+        self.run(inputs)
+        return tt.do_bench_cudagraph(lambda: self.run(inputs), rep=rep, return_mode="median")
+
+
+def chunked_kernel(g: ir.Graph, chunks: Chunks, make) -> ChunkedKernel:
+    """The ChunkedKernel of g in `chunks`, its chunk kernels from make(graph) (a runtime.Kernel
+    for that graph: compile's own choice of plan), one per chunk size."""
+    sizes = {min(chunks.size, chunks.total - s) for s in chunks.starts()}
+    kernels = {s: make(chunks.at(s)) for s in sorted(sizes)}
+    device = kernels[chunks.size].device
+    return ChunkedKernel(g, chunks, kernels, device)
+

@@ -1,0 +1,148 @@
+"""Chunked execution (leantile.chunking, leantile.chunked): a graph run in chunks of one axis
+computes the graph, for generated graphs (random, structured, user forms, backwards), any axis
+`classify` allows and any chunk size (1, sizes that do not divide the axis, the whole axis);
+where it refuses, compile names the node; an iota over the chunked axis reads the chunk's offset
+(one-hot labels past the first chunk); the LM head with its cross-entropy trains through lt.op in
+chunks (issue 50), and at its real shape (8192 x 4096 x 128256) the chunks hold a fraction of the
+whole plan's intermediates."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import leantile
+from leantile import autodiff, chunked, ir, reference
+from leantile import train_bench as TB
+from leantile.chunked import ChunkedKernel, auto_chunks
+from leantile.chunking import FREE, ROW, SUM, chunk, classify, even_size
+from leantile.dag import DagM
+from leantile.derive import derive
+
+from strategies import backward_graphs, random_graphs, structured_graphs, user_graphs
+
+
+def _judged_right(k, inputs) -> None:
+    v = k.verify(inputs)
+    wrong = [o for o in k.output_names if not v["rel_err"][o] <= v["tolerance"][o] and o not in v["ill_conditioned"]]
+    assert not wrong, (k, {o: (v["rel_err"][o], v["tolerance"][o]) for o in wrong})
+
+
+@settings(deadline=None)
+@given(g=st.one_of(random_graphs(dtypes=("f32", "bf16", "f16")), structured_graphs(), backward_graphs(),
+                   user_graphs().map(lambda gc: gc[0])), data=st.data())
+def test_a_graph_in_chunks_computes_the_graph(g, data):
+    allowed = [a for a in sorted(g.axes) if classify(g, a)[1] is None]
+    refused = [a for a in sorted(g.axes) if a not in allowed]
+    for a in refused:  # one clear error, naming the node
+        with pytest.raises(ir.GraphError, match=r"cannot run in chunks along .*: node \d+"):
+            leantile.compile(g, device="cpu", chunk={a: 1})
+    seed = data.draw(st.integers(0, 2**16), label="seed")
+    for axis in allowed:  # every axis it allows, in chunks of 1 and of about half
+        for size in sorted({1, (g.axes[axis] + 1) // 2}):
+            k = leantile.compile(g, device="cpu", chunk={axis: size})
+            assert isinstance(k, ChunkedKernel) and len(k.chunks.starts()) == -(-g.axes[axis] // size)
+            _judged_right(k, k.random_inputs(seed=seed))
+
+
+def _lm_head(m: int, k: int, d: int, dt: str = "f32"):
+    """An LM head and its mean cross-entropy, as the train suite writes it (train_bench.lm_head_ce)."""
+    g = DagM("lm_head", {"m": m, "k": k, "d": d})
+    x = g.matmul(g.input("H", ["m", "k"], dt), g.input("W", ["k", "d"], dt), "k", "k")
+    label = g.input("label", ["m"], "f32")
+    mx = g.red("max", x, "d")
+    lse = g.add(g.log(g.red("sum", g.exp(g.sub(x, mx)), "d")), mx)
+    picked = g.red("sum", g.mul(x, g.eq(g.iota("d"), label)), "d")
+    g.output("loss", g.div(g.red("sum", g.sub(lse, picked), "m"), g.size_const("m")))
+    return g.graph()
+
+
+def _inputs(g, seed: int) -> dict:
+    t = reference.random_inputs(g, seed=seed)
+    if "label" in t:
+        t["label"] = torch.randint(0, g.axes["d"], t["label"].shape, generator=torch.Generator().manual_seed(seed)).float()
+    return t
+
+
+@pytest.mark.parametrize("interpret", [False, True])
+def test_one_hot_labels_past_the_first_chunk_are_picked(interpret):
+    """The backward chunked along the vocabulary: eq(iota(d), label) must compare the whole
+    vocabulary's positions (iota offset by the chunk's start), or every label past the first chunk
+    is missed; float32, so the chunked gradients equal float64's to float32's rounding."""
+    g = _lm_head(37, 16, 203)
+    bw = autodiff.vjp(g).graph
+    kind, why = classify(bw, "d")
+    assert why is None and kind[bw.outputs["d_W"]] == ROW and kind[bw.outputs["d_H"]] == SUM
+    inputs = _inputs(bw, 3)
+    assert (inputs["label"] >= 64).any()  # labels in the later chunks
+    ref = reference.evaluate(bw, inputs, compute_dtype=torch.float64)
+    k = leantile.compile(bw, device="cpu", chunk={"d": 64}, interpret=interpret)
+    assert k.chunks.offset and len(k.chunks.starts()) == 4
+    out = k.run(k.bind((), inputs))
+    for o in ref:
+        assert (out[o].double() - ref[o]).norm() <= 1e-5 * ref[o].norm(), o
+
+
+def test_what_cannot_be_chunked_is_refused():
+    g = _lm_head(5, 4, 9)
+    _, why = classify(g, "d")  # the max over the vocabulary: no sum of chunks
+    assert "max over d" in why
+    _, why = classify(g, "k")
+    assert why  # the logits are sums over k, and their max is not linear in them
+    kind, why = classify(g, "m")
+    assert why is None and kind[g.outputs["loss"]] == SUM
+    assert all(kind[n.id] == FREE for n in g.nodes if isinstance(n, ir.Input) and "m" not in n.axes)
+    # a max over the chunked axis, output as it is: the chunks' maxima do not add up
+    h = DagM("max_of_rows", {"m": 6, "d": 3})
+    h.output("y", h.red("max", h.input("X", ["m", "d"]), "m"))
+    with pytest.raises(ir.GraphError, match=r"node \d+ \(reduce\): a max over m"):
+        chunk(h.graph(), "m", 2)
+    # the log of a sum over the chunked axis: the chunks' logs do not add up
+    h = DagM("log_of_sum", {"m": 6, "d": 3})
+    h.output("y", h.log(h.red("sum", h.exp(h.input("X", ["m", "d"])), "m")))
+    with pytest.raises(ir.GraphError, match=r"node \d+ \(log\): not linear"):
+        chunk(h.graph(), "m", 2)
+
+
+def test_even_sizes():
+    assert even_size(8192, 1024) == 1024
+    assert even_size(128256, 16100) == 16032  # 8 chunks of 16032: one compiled plan
+    assert even_size(128256, 16000) == 10688  # 9, 10, 11 do not divide it: 12
+    assert even_size(37, 10) == 10  # no exact split into multiples of 16: a shorter last chunk
+    assert even_size(5, 100) == 5
+
+
+def test_the_lm_head_trains_through_lt_op_in_chunks(monkeypatch):
+    """With the thresholds shrunk, compile chunks the LM head's forward (along the tokens) and its
+    backward (along the vocabulary) on its own, and lt.op trains through both: gradients equal the
+    float32 reference's (train_bench.run_case's judgement)."""
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 64)
+    monkeypatch.setattr(chunked, "CHUNK_TARGET", 4096)
+    (case,) = [c for c in TB.cases(lambda n, s: {"m": 37, "k": 16, "d": 203} if n == "lm_head_ce" else s)
+               if c.name == "lm_head_ce"]
+    k = leantile.compile(case.graph, device="cpu")
+    assert isinstance(k, ChunkedKernel) and k.chunks.axis == "m"
+    bw = leantile.compile(autodiff.vjp(case.graph).graph, device="cpu")
+    assert isinstance(bw, ChunkedKernel) and bw.chunks.axis == "d"
+    row = TB.run_case(case, device="cpu", timer=lambda step: 0.0)
+    assert row["ok"], row["grad_rel_err"]
+
+
+def test_at_the_real_shape_a_chunk_holds_a_fraction_of_the_logits():
+    """8192 tokens x 4096 x 128256 words (Llama 3's head): the whole plans keep 2 GiB or more of
+    [tokens, vocabulary] intermediates; auto_chunks picks the tokens for the forward and the
+    vocabulary for the backward, and each chunk's plan keeps at most CHUNK_TARGET-sized ones."""
+    (case,) = [c for c in TB.cases() if c.name == "lm_head_ce"]
+    fw, _ = autodiff.training_forward(case.graph)
+    for g, axis in ((case.graph, "m"), (fw, "m"), (autodiff.vjp(case.graph).graph, "d")):
+        plan = derive(g)
+        c = auto_chunks(g, plan)
+        assert c is not None and c.axis == axis, (g.name, c and c.axis)
+        held = _intermediates(c.graph, derive(c.graph))
+        assert held <= min(2 * chunked.CHUNK_TARGET, _intermediates(g, plan) / 4), (g.name, held)
+
+
+def _intermediates(g, plan) -> int:
+    names = {n.name for n in g.inputs()} | set(plan.outputs.values())
+    return sum(chunked._buffer_bytes(plan, b) for b in plan.globals if b.name not in names)
