@@ -148,8 +148,7 @@ class ChunkedKernel(GraphInputs, Judging):
 def chunked_kernel(g: ir.Graph, chunks: Chunks, make) -> ChunkedKernel:
     """The ChunkedKernel of g in `chunks`, its chunk kernels from make(graph) (a runtime.Kernel
     for that graph: compile's own choice of plan), one per chunk size."""
-    sizes = {min(chunks.size, chunks.total - s) for s in chunks.starts()}
-    kernels = {s: make(chunks.at(s)) for s in sorted(sizes)}
+    kernels = {s: make(cg) for s, cg in chunks.graphs().items()}
     device = kernels[chunks.size].device
     return ChunkedKernel(g, chunks, kernels, device)
 

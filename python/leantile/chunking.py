@@ -111,6 +111,10 @@ class Chunks:
         """The chunk graph at another size of the axis (the last, shorter chunk)."""
         return self.graph.model_copy(update={"axes": {**self.graph.axes, self.axis: size}})
 
+    def graphs(self) -> dict[int, ir.Graph]:
+        """{chunk size: its graph}: one per size the chunks take (a shorter last one apart)."""
+        return {s: self.at(s) for s in sorted({min(self.size, self.total - s) for s in self.starts()})}
+
 
 OFFSET = "chunk_offset"  # the scalar input holding a chunk's first index along the axis
 

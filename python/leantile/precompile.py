@@ -11,11 +11,17 @@ def _precompile(graph_json: str, gpu: str, tuned: bool) -> str | None:
     cache (so the GPU loop's compile is a cache hit); None, or why it failed (the loop then
     compiles, and reports, itself)."""
     try:
+        from .chunked import auto_chunks
         from .emit import emit_module
         from .runtime import choose_plan, emitted_module
 
-        plan, _ = choose_plan(ir.parse(graph_json), gpu=gpu, tuned=tuned)
-        emitted_module(emit_module(plan)).compile_kernels(target="cuda")
+        g = ir.parse(graph_json)
+        plan, _ = choose_plan(g, gpu=gpu, tuned=tuned)
+        chunks = auto_chunks(g, plan)  # compile runs these chunks' plans instead (an LM head's)
+        plans = [plan] if chunks is None else [choose_plan(cg, gpu=gpu, tuned=tuned)[0]
+                                               for cg in chunks.graphs().values()]
+        for p in plans:
+            emitted_module(emit_module(p)).compile_kernels(target="cuda")
         return None
     except Exception as e:
         return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"

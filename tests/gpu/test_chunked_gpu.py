@@ -1,0 +1,73 @@
+"""GPU checks (marker gpu) of chunked execution (leantile.chunked): the LM head with its
+cross-entropy in chunks on the GPU -- its forward, training forward and backward each judged as
+Kernel.verify judges against the float32 reference (chunks that do not divide the axis, labels
+past the first chunk), lt.op training through the chunks (train_bench.run_case's gradient check),
+and a step captured in a CUDA graph equal to the same step run eagerly.
+
+    pytest -m gpu tests/gpu/test_chunked_gpu.py   (on the device)
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import leantile
+from leantile import autodiff, chunked
+from leantile import train_bench as TB
+from leantile.chunked import ChunkedKernel
+
+pytestmark = pytest.mark.gpu
+
+SIZES = {"m": 1000, "k": 256, "d": 5003}  # 4 chunks of 256 tokens (the last 232), 5 of 1024 words (the last 907)
+
+
+def _case():
+    (case,) = [c for c in TB.cases(lambda n, s: SIZES if n == "lm_head_ce" else s) if c.name == "lm_head_ce"]
+    return case
+
+
+def _labels(k, inputs):
+    if "label" in inputs:
+        inputs["label"] = torch.randint(0, SIZES["d"], inputs["label"].shape, device="cuda").float()
+    return inputs
+
+
+@pytest.mark.parametrize("which,axis,size", [("forward", "m", 256), ("training", "m", 256), ("backward", "d", 1024)])
+def test_the_lm_head_in_chunks_is_the_graph(which, axis, size):
+    g = _case().graph
+    g = {"forward": g, "training": autodiff.training_forward(g)[0], "backward": autodiff.vjp(g).graph}[which]
+    k = leantile.compile(g, chunk={axis: size})
+    assert isinstance(k, ChunkedKernel) and len(k.chunks.starts()) == -(-g.axes[axis] // size)
+    for seed in range(2):
+        v = k.verify(_labels(k, k.random_inputs(seed)))
+        assert v["ok"] or set(o for o in k.output_names if v["rel_err"][o] > v["tolerance"][o]) <= set(
+            v["ill_conditioned"]), v
+
+
+def test_lt_op_trains_through_chunks_and_a_captured_step_is_the_eager_one(monkeypatch):
+    monkeypatch.setattr(chunked, "CHUNK_BYTES", 1 << 20)  # these sizes' logits (10 MB) chunk on their own
+    monkeypatch.setattr(chunked, "CHUNK_TARGET", 1 << 21)
+    case = _case()
+    assert isinstance(leantile.compile(case.graph), ChunkedKernel)
+    row = TB.run_case(case, device="cuda", timer=lambda step: 0.0)
+    assert row["ok"], row["grad_rel_err"]
+    import leantile.torch as lt
+    k = leantile.compile(case.graph)
+    op = lt.op(k)
+    t = TB.leaves(case, "cuda", 5)
+    ct = [torch.ones((), device="cuda", dtype=k.output_specs["out"][1])]
+    step = TB.step_of(lambda: op(*[t[n] for n in k.input_names]), t, ct)
+    step()
+    eager = {n: v.grad.clone() for n, v in t.items() if v.grad is not None}
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    graph.replay()
+    torch.cuda.synchronize()
+    for n, want in eager.items():
+        assert torch.equal(t[n].grad, want), n
