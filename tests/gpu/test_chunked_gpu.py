@@ -2,21 +2,34 @@
 cross-entropy in chunks on the GPU -- its forward, training forward and backward each judged as
 Kernel.verify judges against the float32 reference (chunks that do not divide the axis, labels
 past the first chunk), lt.op training through the chunks (train_bench.run_case's gradient check),
-and a step captured in a CUDA graph equal to the same step run eagerly.
+and a step captured in a CUDA graph equal to the same step run eagerly; and generated graphs
+(random, structured, backwards) at the GPU campaign's sizes (resize, benchmarks/gpu_fuzz_parts/sizes.py)
+in chunks of every axis they allow, each judged the same way.
 
     pytest -m gpu tests/gpu/test_chunked_gpu.py   (on the device)
 """
 from __future__ import annotations
 
+import random
+import sys
+from pathlib import Path
+
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import leantile
 from leantile import autodiff, chunked
 from leantile import train_bench as TB
 from leantile.chunked import ChunkedKernel
+from leantile.chunking import classify
 
 pytestmark = pytest.mark.gpu
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+from strategies import backward_graphs, random_graphs, structured_graphs  # noqa: E402
 
 SIZES = {"m": 1000, "k": 256, "d": 5003}  # 4 chunks of 256 tokens (the last 232), 5 of 1024 words (the last 907)
 
@@ -71,3 +84,23 @@ def test_lt_op_trains_through_chunks_and_a_captured_step_is_the_eager_one(monkey
     torch.cuda.synchronize()
     for n, want in eager.items():
         assert torch.equal(t[n].grad, want), n
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(g=st.one_of(random_graphs(dtypes=("f32", "bf16", "f16")), structured_graphs(), backward_graphs()),
+       seed=st.integers(0, 2**16))
+def test_generated_graphs_in_chunks_at_gpu_sizes(g, seed):
+    from gpu_fuzz_parts.sizes import Profile, resize
+    rng = random.Random(seed)
+    big = resize(g, rng, Profile("cuda", 1 << 22, 2.0 ** 34))
+    if big is None:
+        return
+    for axis in [a for a in sorted(big.axes) if classify(big, a)[1] is None and big.axes[a] > 1]:
+        size = rng.choice(sorted({1, max(1, big.axes[axis] // 3), big.axes[axis] - 1}))
+        if -(-big.axes[axis] // size) > 64:  # a chunk of one row of 2^17: compile once, launch 2^17 times
+            size = -(-big.axes[axis] // 64)
+        k = leantile.compile(big, chunk={axis: size})
+        v = k.verify(k.random_inputs(seed))
+        wrong = [o for o in k.output_names if not v["rel_err"][o] <= v["tolerance"][o] and o not in v["ill_conditioned"]]
+        assert not wrong, (big.name, dict(big.axes), axis, size, {o: v["rel_err"][o] for o in wrong})
