@@ -183,7 +183,34 @@ def coordinate_nodes(cx: Ctx, epilogue: list[int], matmuls: list[int]) -> set[in
     return set(epilogue) - reads
 
 
+def left_to_reader(cx: Ctx, epilogue: list[int], matmuls: list[int], claimed: set[int]) -> set[int]:
+    """Epilogue nodes the GEMM should not compute: a node that is no graph output, read by one
+    node outside the epilogue (a reduction or an elementwise node no pattern claimed: a region
+    kernel's) and made only of this GEMM's products, inputs and constants, where each product it
+    reads is stored anyway (an output, or read outside the epilogue by another node). Stored by
+    the GEMM it costs a store there and a load in its reader; left residual, its reader computes
+    it from the product and inputs it loads (RMSNorm's backward stored dY W^T and (dY W^T) X from
+    one GEMM, and its row kernel loaded both and X: the second is one multiply there)."""
+    outs, inside = set(cx.outputs.values()), set(epilogue)
+    mms = set(matmuls)
+    left = set()
+    for i in epilogue:
+        users = cx.users[i]
+        if i in outs or len(users) != 1 or users[0] in inside or users[0] in claimed:
+            continue
+        if not isinstance(cx.node(users[0]), (ir.Reduce, *ELEMENTWISE)):
+            continue
+        args = [a for a in cx.node(i).args() if not cx.literal(a)]
+        if not any(a in mms for a in args) or not all(a in mms or isinstance(cx.node(a), ir.Input) for a in args):
+            continue
+        if all(a in outs or any(u != i and u not in inside for u in cx.users[a]) for a in args if a in mms):
+            left.add(i)
+    return left
+
+
 DUAL, EPILOGUE = DualGemm(), FuseElementwise()
+# left_to_reader applied (a switch for measuring it against the epilogue that stores them)
+LEAVE_TO_READERS = True
 
 
 def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
@@ -212,6 +239,9 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
         s.pool = () if r is None else (r, *EPILOGUE.match(cx, [r]))  # the pool, then its own epilogue
         if not s.pool:  # (one matmul only: ROWS.match)
             s.rows = ROWS.match(cx, s.matmuls, s.epilogue, EPILOGUE.match)
+        if LEAVE_TO_READERS and not s.pool and not s.rows:
+            left = left_to_reader(cx, s.epilogue, s.matmuls, claimed)
+            s.epilogue = [i for i in s.epilogue if i not in left]
     return sites
 
 
