@@ -146,3 +146,18 @@ def test_at_the_real_shape_a_chunk_holds_a_fraction_of_the_logits():
 def _intermediates(g, plan) -> int:
     names = {n.name for n in g.inputs()} | set(plan.outputs.values())
     return sum(chunked._buffer_bytes(plan, b) for b in plan.globals if b.name not in names)
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_a_chunk_graph_with_an_offset_iota_lowers_for_sm_90():
+    """The backward chunked along the vocabulary reads its offset (a scalar input) in the GEMM
+    epilogue's one-hot compare: every kernel of both chunk sizes lowers."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    c = chunk(autodiff.vjp(_lm_head(100, 64, 503, "bf16")).graph, "d", 128)
+    assert c.offset and sorted(c.graphs()) == [119, 128]
+    for size, g in c.graphs().items():
+        mod = load_module(emit_module(derive(g)), f"chunk_offset_{size}")
+        for f in mod.build_kernel().values():
+            lower_to_cuda(f, arch="sm_90")
