@@ -20,6 +20,7 @@ from leantile.chunking import FREE, ROW, SUM, chunk, classify, even_size
 from leantile.dag import DagM
 from leantile.derive import derive
 
+from profiles import examples
 from strategies import backward_graphs, random_graphs, structured_graphs, user_graphs
 
 
@@ -29,7 +30,7 @@ def _judged_right(k, inputs) -> None:
     assert not wrong, (k, {o: (v["rel_err"][o], v["tolerance"][o]) for o in wrong})
 
 
-@settings(deadline=None)
+@settings(deadline=None, max_examples=examples(20, deep=True))
 @given(g=st.one_of(random_graphs(dtypes=("f32", "bf16", "f16")), structured_graphs(), backward_graphs(),
                    user_graphs().map(lambda gc: gc[0])), data=st.data())
 def test_a_graph_in_chunks_computes_the_graph(g, data):
