@@ -386,8 +386,9 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
 
     chunk: where the plan's intermediates pass chunked.CHUNK_BYTES (1 GiB) and the graph allows it,
     the kernel runs in chunks of one axis (a chunked.ChunkedKernel: called as a Kernel; an LM
-    head's logits a chunk at a time); {axis: size} asks for those chunks (GraphError naming the
-    node where the graph cannot be chunked so), False never chunks."""
+    head's logits a chunk at a time), unless a candidate or tiles were named (True chunks those
+    too); {axis: size} asks for those chunks (GraphError naming the node where the graph cannot be
+    chunked so), False never chunks."""
     _arguments(candidate, tiles, check, interpret)
     g = _graph(source, sizes)
     if device is None:
@@ -411,8 +412,11 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
         raise ir.GraphError([f"leantile.compile: chunk={chunk!r:.60}; expected {{axis: size}}, True/None (automatic) "
                              "or False"])
     plan, how = choose_plan(g, candidate, tiles, gpu, tuned)
+    # automatic where no plan was named: a candidate or tiles asked for run as they are (the GPU
+    # campaign judges each candidate's own plan, whatever its intermediates)
+    automatic = chunk is True or (chunk is None and candidate is None and not tiles)
     chunks = chunk_along(g, *next(iter(chunk.items()))) if isinstance(chunk, dict) else \
-        auto_chunks(g, plan) if chunk is not False else None
+        auto_chunks(g, plan) if automatic else None
     if chunks is not None:
         return chunked_kernel(g, chunks, lambda cg: Kernel(cg, *choose_plan(cg, candidate, tiles, gpu, tuned), device,
                                                            check=check, interpret=interpret))
