@@ -202,6 +202,9 @@ def run_case(case: TrainCase, device=None, seed: int = 0, timer=None) -> dict:
     steps["leantile"]()  # derives and compiles the backward (once per op)
     row["compile_s"] = round(time.time() - t0, 1)
     row["candidate"] = k.plan.candidate
+    chunks = getattr(k, "chunks", None)  # a chunked.ChunkedKernel (the LM head: its logits a chunk at a time)
+    if chunks is not None:
+        row["chunks"] = {"axis": chunks.axis, "size": chunks.size, "count": len(chunks.starts())}
     want = reference_gradients(case, t, cts)
     errs = {n: rel_err(t[n].grad.double().cpu(), want[n].double().cpu()) if want[n] is not None else 0.0
             for n in want}

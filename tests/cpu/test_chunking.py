@@ -128,6 +128,7 @@ def test_the_lm_head_trains_through_lt_op_in_chunks(monkeypatch):
     assert isinstance(bw, ChunkedKernel) and bw.chunks.axis == "d"
     row = TB.run_case(case, device="cpu", timer=lambda step: 0.0)
     assert row["ok"], row["grad_rel_err"]
+    assert row["chunks"]["axis"] == "m" and row["chunks"]["count"] == -(-37 // row["chunks"]["size"]) > 1
 
 
 def test_at_the_real_shape_a_chunk_holds_a_fraction_of_the_logits():
