@@ -1,7 +1,7 @@
 """A Kernel that runs its graph in chunks of one axis (leantile.chunking): one compiled plan per
 chunk size (the graph at the chunk's size, derived as any graph), launched once per chunk on
 slices of the inputs; row outputs written into their slice of the whole output, sum outputs
-accumulated in float32. leantile.compile chooses it where a plan's intermediates pass CHUNK_BYTES
+accumulated in float32 (float64 for an f64 output). leantile.compile chooses it where a plan's intermediates pass CHUNK_BYTES
 and the graph can be chunked (auto_chunks), or where asked (compile(..., chunk={axis: size})).
 
 What it saves: an LM head with its cross-entropy at 8192 tokens x 128256 words keeps 2 GiB of bf16
@@ -95,8 +95,9 @@ class ChunkedKernel(GraphInputs, Judging):
             shape, dtype = self.output_specs[o]
             if how == ROW:
                 outs[o] = torch.empty(shape, dtype=dtype, device=self.device)
-            elif how == SUM:
-                sums[o] = torch.zeros(shape, dtype=torch.float32, device=self.device)
+            elif how == SUM:  # float32 at least (float64 for an f64 output: float32 would round it)
+                wide = torch.float64 if dtype == torch.float64 else torch.float32
+                sums[o] = torch.zeros(shape, dtype=wide, device=self.device)
         for start in c.starts():
             size = min(c.size, c.total - start)
             k = self.kernels[size]
@@ -115,7 +116,7 @@ class ChunkedKernel(GraphInputs, Judging):
                 if how == ROW:
                     outs[o].narrow(pos, start, size).copy_(got[o])
                 elif how == SUM:
-                    sums[o] += got[o].float()
+                    sums[o] += got[o].to(sums[o].dtype)
                 elif start == 0:  # FREE: every chunk's is the same
                     outs[o] = got[o]
         for o, s in sums.items():

@@ -21,13 +21,16 @@ from leantile.dag import DagM
 from leantile.derive import derive
 
 from profiles import examples
+from plan_checks import rel_err
 from strategies import backward_graphs, random_graphs, structured_graphs, user_graphs
 
 
-def _judged_right(k, inputs) -> None:
-    v = k.verify(inputs)
-    wrong = [o for o in k.output_names if not v["rel_err"][o] <= v["tolerance"][o] and o not in v["ill_conditioned"]]
-    assert not wrong, (k, {o: (v["rel_err"][o], v["tolerance"][o]) for o in wrong})
+def _in_f64(g):
+    """g with every input and cast in float64: the CPU default then computes in float64, so a chunked
+    run equals the graph to float64's rounding even where a float32 sum cancels (an RMSNorm gradient
+    over one element is rounding noise in float32, whatever the order of its terms)."""
+    return g.model_copy(update={"nodes": tuple(n.model_copy(update={"dtype": "f64"}) if isinstance(n, (ir.Input, ir.Cast))
+                                               else n for n in g.nodes)})
 
 
 @settings(deadline=None, max_examples=examples(20, deep=True))
@@ -40,11 +43,17 @@ def test_a_graph_in_chunks_computes_the_graph(g, data):
         with pytest.raises(ir.GraphError, match=r"cannot run in chunks along .*: node \d+"):
             leantile.compile(g, device="cpu", chunk={a: 1})
     seed = data.draw(st.integers(0, 2**16), label="seed")
+    g = _in_f64(g)
+    inputs = reference.random_inputs(g, seed=seed)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
     for axis in allowed:  # every axis it allows, in chunks of 1 and of about half
         for size in sorted({1, (g.axes[axis] + 1) // 2}):
             k = leantile.compile(g, device="cpu", chunk={axis: size})
             assert isinstance(k, ChunkedKernel) and len(k.chunks.starts()) == -(-g.axes[axis] // size)
-            _judged_right(k, k.random_inputs(seed=seed))
+            out = k.run(k.bind((), inputs))
+            for o in ref:  # (an iota's value is float32, and so is what its dtype rule makes of it)
+                tol = 1e-9 if out[o].dtype == torch.float64 else 1e-6
+                assert rel_err(out[o], ref[o]) < tol, (axis, size, o, rel_err(out[o], ref[o]))
 
 
 def _lm_head(m: int, k: int, d: int, dt: str = "f32"):
@@ -60,9 +69,13 @@ def _lm_head(m: int, k: int, d: int, dt: str = "f32"):
 
 
 def _inputs(g, seed: int) -> dict:
+    """Fresh inputs; class ids below the vocabulary; a backward's saved log-sum-exp the forward's (a
+    random one leaves exp(x - lse) so large that the one-hot term is lost in it)."""
     t = reference.random_inputs(g, seed=seed)
     if "label" in t:
         t["label"] = torch.randint(0, g.axes["d"], t["label"].shape, generator=torch.Generator().manual_seed(seed)).float()
+    for name in [n for n in t if n.startswith("saved_")]:
+        t[name] = torch.logsumexp(t["H"].double() @ t["W"].double(), dim=1).to(t[name].dtype)
     return t
 
 

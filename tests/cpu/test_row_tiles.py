@@ -31,11 +31,14 @@ FORMS = {"layernorm_affine": fusion.layernorm_affine, "rmsnorm_gain": fusion.rms
 
 
 def _row_kernels(plan, axis: str = "d"):
-    """(rows per CTA, row width on chip, threads) of every kernel holding whole rows of `axis`."""
+    """(rows per CTA, row width on chip, threads) of every kernel holding whole rows of `axis` and
+    reducing nothing else."""
     out = []
     for k in launches(plan):
         width = [t.block for t in k.grid if t.axis == axis]
-        if k.stream is None and width and any(isinstance(s, Reduce) and s.axis == axis for s in k.statements()):
+        reduces = [s for s in k.statements() if isinstance(s, Reduce)]
+        # whole rows of `axis` only: a kernel that also reduces over m (all of [m, d] on chip, m tiny) is no row layout
+        if k.stream is None and width and reduces and all(s.axis == axis for s in reduces):
             rows = [t.block for t in k.grid if t.axis == "m"]
             out.append((rows[0] if rows else 1, width[0], k.threads))
     return out
@@ -53,7 +56,7 @@ def test_on_chip_rows_hold_about_a_row_tile_on_128_threads(name, m, d):
     for g in _graphs(name, m, d):
         plan = derive(g)
         kernels = _row_kernels(plan)
-        if 2 * padded(d) <= ON_CHIP:
+        if 2 * padded(d) <= ON_CHIP and m * padded(d) > ON_CHIP:  # (smaller: all of [m, d] on chip, m reduced too)
             assert kernels, (g.name, [k.name for k in launches(plan)])  # the rows sit on chip
         for rows, width, threads in kernels:
             assert width == max(2, padded(d)) and threads == 128, (g.name, rows, width, threads)
