@@ -1,5 +1,6 @@
 """Calling a compiled graph: its inputs bound by name and position and checked once, with one
-GraphError listing every problem (shared by runtime.Kernel and chunked.ChunkedKernel)."""
+GraphError listing every problem, and fresh inputs for it (shared by runtime.Kernel and
+chunked.ChunkedKernel)."""
 from __future__ import annotations
 
 import torch
@@ -83,3 +84,8 @@ class GraphInputs:
                 return False
         return True
 
+    def random_inputs(self, seed: int = 0, scale: float | None = None) -> dict[str, torch.Tensor]:
+        """Fresh normal inputs on the kernel's device, of standard deviation `scale` (default
+        reference.natural_scale: contractions of about unit variance, no f16 overflow)."""
+        scale = reference.natural_scale(self.graph) if scale is None else scale
+        return reference.random_inputs(self.graph, seed=seed, device=self.device, scale=scale)

@@ -10,7 +10,6 @@ logits in its forward and their gradient in its backward; in chunks of 1024 toke
 """
 from __future__ import annotations
 
-import hashlib
 import math
 
 import torch
@@ -73,10 +72,9 @@ class ChunkedKernel(GraphInputs, Judging):
         main = kernels[chunks.size]
         self.plan, self.how = main.plan, f"{main.how}, in chunks of {chunks.axis} = {chunks.size}"
         self.check, self.interpret = main.check, main.interpret
-        # the op's name digests this: every chunk plan, and how they are put together
+        # lt.op names the op by a digest of this: every chunk plan, and how they are put together
         spec = f"{chunks.axis}:{chunks.size}:{sorted(chunks.outputs.items())}:{sorted(chunks.cast.items())}"
         self.source = "\n".join([spec, *(kernels[s].source for s in sorted(kernels))])
-        self.digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
         self._bind_to(graph)
         dtypes = ir.output_dtypes(graph)
         self.output_specs = {o: (graph.shape(i), reference.TORCH_DTYPES[dtypes[o]]) for o, i in graph.outputs.items()}
@@ -126,10 +124,6 @@ class ChunkedKernel(GraphInputs, Judging):
     def __call__(self, *args, **kwargs):
         outs = self.run(self.bind(args, kwargs))
         return outs[self.output_names[0]] if len(outs) == 1 else outs
-
-    def random_inputs(self, seed: int = 0, scale: float | None = None) -> dict[str, torch.Tensor]:
-        scale = reference.natural_scale(self.graph) if scale is None else scale
-        return reference.random_inputs(self.graph, seed=seed, device=self.device, scale=scale)
 
     def verify(self, inputs: dict | None = None, seed: int = 0, tolerance: float | None = None,
                scale: float | None = None) -> dict:

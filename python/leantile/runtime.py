@@ -312,12 +312,6 @@ class Kernel(GraphInputs, Judging):
         return outs[self.output_names[0]] if len(outs) == 1 else outs
 
     # -- checking and timing
-    def random_inputs(self, seed: int = 0, scale: float | None = None) -> dict[str, torch.Tensor]:
-        """Fresh normal inputs on the kernel's device, of standard deviation `scale` (default
-        reference.natural_scale: contractions of about unit variance, no f16 overflow)."""
-        scale = reference.natural_scale(self.graph) if scale is None else scale
-        return reference.random_inputs(self.graph, seed=seed, device=self.device, scale=scale)
-
     def verify(self, inputs: dict | None = None, seed: int = 0, tolerance: float | None = None,
                scale: float | None = None) -> dict:
         """Every output against the float32 reference on the same inputs (fresh random ones by
