@@ -447,8 +447,16 @@ def _user_gemm(draw, allow):
     if _maybe(draw, 8, allow):
         out = g.cast(g.silu(out), "f32")
         built.add(8)
-    if _maybe(draw, 20, allow):  # positions from the tile's coordinates: a triu (or shifted) mask
-        keep = g.ge(g.add(g.iota(g.nodes[a].axes[-1]), g.const(str(draw(st.integers(-2, 2))))), g.iota("m"))
+    if _maybe(draw, 20, allow):  # what the tile computes from its coordinates, constants and inputs alone
+        col = g.nodes[a].axes[-1]
+        source = draw(st.sampled_from(["triu", "lengths", "scaled"]))
+        if source == "triu":  # a triu (or shifted) mask
+            keep = g.ge(g.add(g.iota(col), g.const(str(draw(st.integers(-2, 2))))), g.iota("m"))
+        else:  # padding from a lengths input (|len[m]| n: a cut anywhere in the row), built (j, m) or (m, j)
+            cut = g.mul(g.abs(g.input("len", ["m"], "f32")), g.size_const(col))
+            keep = g.lt(g.iota(col), cut) if draw(st.booleans()) else g.gt(cut, g.iota(col))
+        if source == "scaled":  # and a loss's d_out / m scaling the product (a backward's)
+            out = g.mul(out, g.div(g.input("d_out", [], "f32"), g.size_const("m")))
         out = g.select(keep, out, g.const(draw(st.sampled_from(["0", "-1"]))))
         built.add(20)
     if naming == "plain" and _maybe(draw, 9, allow):  # second weight W + a depends on the first product

@@ -73,7 +73,9 @@ def test_masked_epilogues_lower_on_every_gemm_path():
     cases = [(_masked_gemms({"m": 300, "k": 200, "n": 260}), None, lambda k: True),  # plain, partial tiles
              (_masked_gemms({"m": 8, "k": 4096, "n": 256}), None, lambda k: k.swapped and k.stream.split),
              (_masked_gemms({"m": 256, "k": 512, "n": 256}), PINGPONG_TILES, lambda k: k.pingpong),
-             (_masked_gemms({"m": 64, "k": 256, "n": 256}, True, "shared_lhs"), None, lambda k: "_" in k.name[5:])]
+             (_masked_gemms({"m": 64, "k": 256, "n": 256}, True, "shared_lhs"), None, lambda k: "_" in k.name[5:]),
+             *((input_epilogue({"m": 300, "k": 200, "n": 260}, form), None, lambda k: True)
+               for form in ("onehot", "lengths", "scaled"))]
     for g, tiles, path in cases:
         plan = derive(g, None, tiles)
         assert path(plan.kernels[0]), [k.name for k in plan.kernels]  # the GEMM path the case is for
@@ -104,3 +106,76 @@ def test_a_mask_a_reduction_reads_too_is_computed_by_the_row_kernel_not_by_unfus
     names = [k.name.split("_")[0] for k in derive(g).kernels]
     assert sorted(names) == ["gemm", "row"], names
     _exact(g)
+
+
+# --- epilogues that read what inputs alone compute (rules.gemm.tile_computable) -------------------
+def input_epilogue(sizes, form: str):
+    """A GEMM whose epilogue reads a value made of inputs, coordinates and constants, no product:
+    "onehot": the backward of a loss reduced to a scalar, (d_out / m) X W - (d_out / m) [n == label[m]]
+    (its one-hot built (n, m) as cross-entropy's vjp builds it, the product (m, n));
+    "lengths": X W kept where n < len[m] (padding from a lengths input), else -1;
+    "scaled": X W * (s * b[n] + 1), a scalar and a vector input combined before the product reads them."""
+    def body(g):
+        x, w = g.input("X", ["m", "k"]), g.input("W", ["k", "n"])
+        y = g.matmul(x, w, "k", "k")
+        if form == "onehot":
+            scale = g.div(g.input("d_out", []), g.size_const("m"))
+            hot = g.mul(g.neg(scale), g.eq(g.iota("n"), g.input("label", ["m"], "f32")))
+            g.output("y", g.add(g.mul(scale, y), hot))
+        elif form == "lengths":
+            keep = g.lt(g.iota("n"), g.input("len", ["m"], "f32"))
+            g.output("y", g.select(keep, y, g.const("-1")))
+        else:
+            g.output("y", g.mul(y, g.add(g.mul(g.input("s", []), g.input("b", ["n"])), g.const("1"))))
+    return dag.build_graph(f"input_epilogue_{form}", sizes, body)
+
+
+def _integer_inputs(g, seed):
+    """Random inputs, the labels and lengths integers in [0, n] (a one-hot that hits, a length
+    that cuts the row: fresh random floats would never equal a column index)."""
+    inputs = reference.random_inputs(g, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    for name in ("label", "len"):
+        if name in inputs:
+            inputs[name] = torch.randint(0, g.axes["n"] + 1, inputs[name].shape, generator=gen).to(inputs[name].dtype)
+    return inputs
+
+
+def _exact_inputs(g, seed=1):
+    inputs = _integer_inputs(g, seed)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    for c in candidates(g):
+        out = interp.run(derive(g, c.name), inputs, dtype=torch.float64)
+        for o in g.outputs:
+            assert rel_err(out[o].double(), ref[o]) < 1e-12, (c.name, o)
+
+
+@pytest.mark.parametrize("form", ["onehot", "lengths", "scaled"])
+def test_an_epilogue_computes_what_inputs_alone_make_and_stores_none_of_it(form):
+    g = input_epilogue({"m": 37, "k": 19, "n": 41}, form)
+    plan = derive(g)
+    assert [k.name.split("_")[0] for k in plan.kernels] == ["gemm"], [k.name for k in plan.kernels]
+    stored = {b.name for b in plan.globals if b.scope == "global"}
+    assert stored == {*(n.name for n in g.nodes if n.op == "input"), "y"} or \
+        stored - {n.name for n in g.nodes if n.op == "input"} == {plan.outputs["y"]}, stored
+    _exact_inputs(g)
+
+
+@settings(deadline=None)  # examples: the profile's (ci 40, dev 300, slow 1000)
+@given(m=st.integers(1, 140), k=st.integers(1, 70), n=st.integers(1, 140),
+       form=st.sampled_from(["onehot", "lengths", "scaled"]), seed=st.integers(0, 2**16))
+def test_input_epilogues_random_shapes(m, k, n, form, seed):
+    _exact_inputs(input_epilogue({"m": m, "k": k, "n": n}, form), seed)
+
+
+def test_the_lm_head_backward_scales_and_subtracts_the_one_hot_in_its_gemm():
+    """Cross-entropy's gradient through the LM head, (d_out / m) exp(H W - lse) - (d_out / m) onehot,
+    is the first GEMM's epilogue: three GEMM kernels (logits, dW, dH), no elementwise kernel and
+    no exp(H W - lse) in memory (it was a [tokens, vocabulary] round trip twice over)."""
+    from leantile import autodiff
+    from leantile.train_bench import cases
+    head = next(c for c in cases(lambda name, shape: {"m": 45, "k": 24, "d": 77} if name == "lm_head_ce" else shape) if c.name == "lm_head_ce")
+    bwd = autodiff.vjp(head.graph).graph
+    plan = derive(bwd)
+    assert [k.name.split("_")[0] for k in plan.kernels] == ["gemm"] * 3, [k.name for k in plan.kernels]
+    assert not [b.name for b in plan.globals if b.name.startswith("exp")]

@@ -35,16 +35,22 @@ def test_two_gradients_of_one_product_are_one_kernel_reading_the_cotangent_once(
 
 def test_a_value_that_needs_the_other_through_a_gemm_stays_a_kernel_of_its_own():
     """h = tanh(x) and z = sigmoid(x) (h W V) both read x over (m, k); z needs h through two GEMMs:
-    one kernel for both would wait on itself."""
+    one kernel for both would wait on itself. z is the second GEMM's epilogue (sigmoid(x) made of
+    an input alone: rules.gemm.tile_computable), h a map kernel of its own, written before."""
     g = DagM("through_gemm", {"m": 33, "k": 40, "n": 24})
     x = g.input("x", ["m", "k"], "f32")
     h = g.tanh(x)
     y = g.matmul(g.matmul(h, g.input("W", ["k", "n"], "f32"), "k", "k"), g.input("V", ["n", "k"], "f32"), "n", "n")
     g.output("h", h)
-    g.output("z", g.mul(g.sigmoid(x), y))  # sigmoid(x) is computed: no GEMM epilogue takes z
+    g.output("z", g.mul(g.sigmoid(x), y))
     graph = g.graph()
     plan = derive(graph)
-    assert len(_maps(plan)) == 2, [k.name for k in plan.kernels]
+    writes = {k.name: {s.dst for s in k.statements() if s.op == "store"} for k in plan.kernels}
+    h_at = next(n for n, w in writes.items() if plan.outputs["h"] in w)
+    z_at = next(n for n, w in writes.items() if plan.outputs["z"] in w)
+    names = [k.name for k in plan.kernels]
+    assert h_at != z_at and names.index(h_at) < names.index(z_at), writes
+    assert z_at.startswith("gemm") and [k.name for k in _maps(plan)] == [h_at], writes
     check_every_candidate(graph, seed=2, tiles_list=(None,))
 
 

@@ -74,9 +74,10 @@ class FuseElementwise(Rule):
     statement = "evaluating a composition of elementwise maps pointwise equals composing the evaluated maps"
 
     def match(self, cx: Ctx, matmuls: list[int]) -> list[int]:
-        """Elementwise nodes computable from the matmul tiles, constants, small inputs, the
-        tile's coordinates (iota and what only it and constants compute: a triu mask) and the
-        products of GEMMs before it (earlier_product), in id order. Only users of what is already
+        """Elementwise nodes computable from the matmul tiles, constants, small inputs, what the
+        tile computes from its coordinates, constants and inputs alone (tile_computable: a triu
+        mask, a one-hot of labels, a loss's d_out / m) and the products of GEMMs before it
+        (earlier_product), in id order. Only users of what is already
         fused can join, so the walk follows users (a heap keeps id order) instead of scanning every
         later node: linear in what it visits."""
         out_axes = set(cx.node(matmuls[0]).axes)
@@ -95,14 +96,14 @@ class FuseElementwise(Rule):
                 an = cx.node(a)
                 if a in have or cx.literal(a) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
                     continue
-                if coordinates_only(cx, a, out_axes, free):
+                if tile_computable(cx, a, out_axes, free):
                     cones.append(a)
                     continue
                 if earlier_product(cx, a, matmuls, out_axes):
                     continue
                 ok = False
             if ok and any(a in have for a in n.args()):
-                for c in cones:  # recomputed here from the coordinates, in id order before n
+                for c in cones:  # recomputed here from coordinates and inputs, in id order before n
                     cone = [j for j in _cone(cx, c) if j not in have]
                     have.update(cone)
                     fused.extend(cone)
@@ -145,36 +146,42 @@ def earlier_product(cx: Ctx, i: int, matmuls: list[int], out_axes: set) -> bool:
     return isinstance(n, ir.Matmul) and i < min(matmuls) and set(n.axes) <= out_axes
 
 
-def coordinates_only(cx: Ctx, i: int, out_axes: set, memo: dict[int, bool]) -> bool:
-    """Whether node i is computed from tile coordinates alone: an iota over an output axis, or
-    an elementwise node over output axes whose arguments are such nodes or constants (positions
-    compared: a triu or band mask). Not a graph output (an epilogue does not store it: another
-    kernel that reads it computes it again, assemble.py)."""
+def tile_computable(cx: Ctx, i: int, out_axes: set, memo: dict[int, bool]) -> bool:
+    """Whether an epilogue computes node i from its tile's coordinates, constants and inputs over
+    output axes alone: an iota over an output axis, or an elementwise node over output axes whose
+    arguments are such nodes, constants or such inputs (positions compared: a triu or band mask;
+    a one-hot of labels, iota(d) == label[m]; a loss's scale d_out / m). The backward of a loss
+    reduced to a scalar is made of them: unfused, cross-entropy's gradient stopped at
+    exp(logits - lse) and a kernel of its own loaded that back to scale it and subtract the
+    one-hot (two round trips of [tokens, vocabulary] for the LM head). Not a graph output (an
+    epilogue does not store it: another kernel that reads it computes it again, assemble.py)."""
     if i in memo:
         return memo[i]
     n = cx.node(i)
-    if cx.literal(i) or i in cx.g.outputs.values() or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
+    if isinstance(n, ir.Input):
+        memo[i] = set(n.axes) <= out_axes
+    elif cx.literal(i) or i in cx.g.outputs.values() or not isinstance(n, ELEMENTWISE) or not set(n.axes) <= out_axes:
         memo[i] = bool(cx.literal(i))
     elif isinstance(n, ir.Iota):
         memo[i] = True
     else:
-        memo[i] = all(cx.literal(a) or coordinates_only(cx, a, out_axes, memo) for a in n.args())
+        memo[i] = all(cx.literal(a) or tile_computable(cx, a, out_axes, memo) for a in n.args())
     return memo[i]
 
 
 def _cone(cx: Ctx, i: int) -> list[int]:
-    """The computed nodes i is made of (i included; no constants), in id order."""
+    """The computed nodes i is made of (i included; no constants nor inputs), in id order."""
     seen, stack = set(), [i]
     while stack:
         j = stack.pop()
-        if j not in seen and not cx.literal(j):
+        if j not in seen and not cx.literal(j) and not isinstance(cx.node(j), ir.Input):
             seen.add(j)
             stack += list(cx.node(j).args())
     return sorted(seen)
 
 
 def coordinate_nodes(cx: Ctx, epilogue: list[int], matmuls: list[int]) -> set[int]:
-    """The nodes of a GEMM epilogue that read no matmul (their cone is coordinates and constants):
+    """The nodes of a GEMM epilogue that read no matmul (their cone is coordinates, constants and inputs):
     recomputed in every kernel that needs them, never stored by the GEMM."""
     reads = set(matmuls)
     for i in sorted(epilogue):
