@@ -5,10 +5,10 @@
 # change touches, and the GEMM-epilogue tiles probe (a GroupNorm's 128-column tile at block_m 256).
 source .devbundle/activate.sh && export PYTHONPATH=$PWD/python:$PYTHONPATH
 O=$OUT/g25; mkdir -p $O
-timeout 150 python -m leantile bench --suite train --tag lm_head --time-budget 60 --out $O/train > $O/train.log 2>&1; echo "train rc=$?" >> $O/rc.txt
-timeout 150 python -c "import sys, leantile.chunked as c; c.CHUNK_TARGET = 1 << 27; from leantile.entry import main; sys.exit(main(['bench', '--suite', 'train', '--tag', 'lm_head', '--time-budget', '60', '--out', '$O/train128']))" > $O/train128.log 2>&1; echo "train128 rc=$?" >> $O/rc.txt
-timeout 200 python benchmarks/gpu_fuzz.py --families backward,user_gemm,random,losses --budget-s 110 --drain-s 40 --seed 93 --tag input-epilogues --out $O > $O/fuzz.log 2>&1; echo "fuzz rc=$?" >> $O/rc.txt
-timeout 130 python benchmarks/gemm_tiles/probe.py --out $O/probe --budget 110 \
+timeout 140 python -m leantile bench --suite train --tag lm_head --time-budget 60 --out $O/train > $O/train.log 2>&1; echo "train rc=$?" >> $O/rc.txt
+timeout 140 python -c "import sys, leantile.chunked as c; c.CHUNK_TARGET = 1 << 27; from leantile.entry import main; sys.exit(main(['bench', '--suite', 'train', '--tag', 'lm_head', '--time-budget', '60', '--out', '$O/train128']))" > $O/train128.log 2>&1; echo "train128 rc=$?" >> $O/rc.txt
+timeout 170 python benchmarks/gpu_fuzz.py --families backward,user_gemm,random,losses --budget-s 100 --drain-s 30 --seed 93 --tag input-epilogues --out $O > $O/fuzz.log 2>&1; echo "fuzz rc=$?" >> $O/rc.txt
+timeout 100 python benchmarks/gemm_tiles/probe.py --out $O/probe --budget 80 \
   --settings block_m=256,block_m=256+stages=3,stages=3 red:gemm_groupnorm_large red:gemm_groupnorm \
   > $O/probe.log 2>&1; echo "probe rc=$?" >> $O/rc.txt
 tar czf $OUT/g25.tgz -C $OUT g25; grep "^|\|geomean" $O/train/*.md $O/train128/*.md; tail -n 3 $O/fuzz.log; grep "^|" $O/probe.log; cat $O/rc.txt
