@@ -5,8 +5,8 @@ accumulated in float32 (float64 for an f64 output). leantile.compile chooses it 
 and the graph can be chunked (auto_chunks), or where asked (compile(..., chunk={axis: size})).
 
 What it saves: an LM head with its cross-entropy at 8192 tokens x 128256 words keeps 2 GiB of bf16
-logits in its forward and their gradient in its backward; in chunks of 1024 tokens (forward) and
-16032 words (backward) a chunk's 256 MiB at a time.
+logits in its forward and their gradient in its backward; in chunks of 512 tokens (forward) and
+8016 words (backward) a chunk's 128 MiB at a time.
 """
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ from .chunking import ROW, SUM, Chunks, chunk, classify, even_size
 # its graph allows (a GPU's memory is 80-141 GiB; an intermediate of a GiB is a [tokens, vocabulary]
 # tensor, which the fused LM head + cross-entropy must not hold: issue 50)
 CHUNK_BYTES = 1 << 30
-# the intermediates a chunk holds at most, where the axis allows (a chunk's GEMMs stay large: 1024
-# tokens x 128256 words x 4096 is a TFLOP)
-CHUNK_TARGET = 1 << 28
+# the intermediates a chunk holds at most, where the axis allows (a chunk's GEMMs stay large: 512
+# tokens x 128256 words x 4096 is half a TFLOP). 128 MiB: at 256 the LM head's training step
+# (8192 x 4096 x 128256) peaked at 818 MiB on the H200 against torch.compile's 2004 (the backward's
+# chunk of dlogits, its dW slice and dH beside dH's float32 sum), past issue 50's quarter
+CHUNK_TARGET = 1 << 27
 
 
 def _buffer_bytes(plan, b) -> int:
@@ -114,7 +116,7 @@ class ChunkedKernel(GraphInputs, Judging):
                 if how == ROW:
                     outs[o].narrow(pos, start, size).copy_(got[o])
                 elif how == SUM:
-                    sums[o] += got[o].to(sums[o].dtype)
+                    sums[o].add_(got[o])  # (cast as it adds: no float32 copy of the chunk's sum)
                 elif start == 0:  # FREE: every chunk's is the same
                     outs[o] = got[o]
         for o, s in sums.items():

@@ -47,7 +47,11 @@ def _epilogue_graphs(draw):
     n = draw(st.sampled_from([1, 5, 257, 300, 600]))  # past the column tile: no `rows` epilogue takes the row
     g = DagM("left_to_reader", {"m": m, "k": k, "n": n})
     y = g.matmul(g.input("X", ["m", "k"]), g.input("W", ["k", "n"]), "k", "k")
-    z = g.input("Z", ["m", "n"]) if draw(st.booleans()) else g.input("b", ["n"])
+    z = draw(st.sampled_from(["Z", "b", "mask"]))
+    if z == "mask":  # made of the tile's coordinates and an input alone (a reader computes it too)
+        z = g.lt(g.iota("n"), g.mul(g.abs(g.input("len", ["m"])), g.size_const("n")))
+    else:
+        z = g.input("Z", ["m", "n"]) if z == "Z" else g.input("b", ["n"])
     op = draw(st.sampled_from(["mul", "add", "sub"]))
     e = getattr(g, op)(y, z) if draw(st.booleans()) else g.mul(y, g.const("0.5"))
     s = g.red("sum", y, "n")  # the product is read outside the epilogue: stored anyway
@@ -68,6 +72,20 @@ def test_every_candidate_of_an_epilogue_left_to_its_reader_is_the_graph(g, seed)
         out = interp.run(derive(g, c.name), inputs, dtype=torch.float64)
         for o in ref:
             assert rel_err(out[o], ref[o]) < 1e-9, (c.name, o)
+
+
+def test_cross_entropys_picked_logit_is_summed_by_its_row_kernel_not_stored_by_the_gemm():
+    """The LM head's forward: sum over the vocabulary of logits * onehot(label) is the row kernel's
+    (it loads the logits for the log-sum-exp anyway and makes the one-hot from the labels); the
+    GEMM stores the logits alone (it stored their product with the one-hot too, a second
+    [tokens, vocabulary] tensor)."""
+    from leantile.train_bench import cases
+    head = next(c for c in cases(lambda name, shape: {"m": 45, "k": 24, "d": 300} if name == "lm_head_ce" else shape)
+                if c.name == "lm_head_ce")
+    for g in (head.graph, autodiff.training_forward(head.graph)[0]):
+        plan = derive(g)
+        wide = [b.name for b in plan.globals if set(b.axes) == {"m", "d"}]
+        assert len(wide) == 1 and wide[0].startswith("matmul"), wide
 
 
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)

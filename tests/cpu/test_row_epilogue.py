@@ -69,6 +69,34 @@ def test_every_candidate_of_a_normed_gemm_is_the_graph(g, seed):
     check_every_candidate(g, seed, (None, {"block_m": 32, "block_k": 16, "threads": 64}))
 
 
+def test_a_large_gemm_normed_over_its_narrow_columns_takes_256_row_tiles():
+    """shape_tiles.ROW_EPILOGUE_TILES: the suite's GEMM + GroupNorm at a model's width (32 groups of
+    128) runs 256 x 128 tiles; at 128 x 512 x 8 x 128 (32 CTAs), or a row of 256 columns, 128 rows."""
+    big = derive(reductions.graph("gemm_groupnorm_large"))
+    assert big.tiles["block_m"] == 256 and {t.axis: t.block for t in big.kernels[0].grid}["b"] == 256
+    assert derive(reductions.graph("gemm_groupnorm")).tiles["block_m"] == 128
+    wide = derive(_normed(256, b=8192, k=4096, g=16), "rows")
+    assert wide.tiles["block_m"] == 128, wide.tiles
+
+
+@pytest.mark.parametrize("kind", ["layer", "softmax"])
+@pytest.mark.parametrize("sizes", [{"b": 300}, {"b": 1, "c": 17}, {"b": 257, "c": 128}])
+def test_256_row_tiles_of_a_normed_gemm_are_the_graph(kind, sizes):
+    """Partial 256-row tiles (300, 257 rows; one row), padded columns (100, 17 of 128 and 32)."""
+    g = _normed(kind=kind, **{"c": 100, **sizes})
+    check_every_candidate(g, 3, ({"block_m": 256, "block_k": 32},))
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_the_large_groupnorm_gemm_lowers_at_256_rows():
+    pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import lower_to_cuda
+    plan = derive(reductions.graph("gemm_groupnorm_large"))
+    for name, f in load_module(emit_module(plan), "groupnorm_256_rows").build_kernel().items():
+        assert "__global__" in lower_to_cuda(f, arch="sm_90")
+
+
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
 @pytest.mark.parametrize("sizes", [{"c": 128}, {"c": 100, "b": 70}, {"c": 256, "b": 1}, {"c": 24, "g": 1}])
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])

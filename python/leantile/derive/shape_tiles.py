@@ -132,6 +132,14 @@ LARGE_GEMM_CTAS = 120
 # 0.776), geglu 0.8545 -> 0.7886, rmsnorm_mlp's 0.8497 -> 0.7876, llama3-70b 2048 x 8192 x 28672
 # 3.3315 -> 3.0792 (128 x 192 at 3 stages: 2.9821, but 0.8049 on geglu 8b); 32-deep k steps lose.
 DUAL_LARGE_GEMM_TILES = {"stages": 4}
+# A large GEMM whose epilogue reduces over its whole column axis (fuse_row_epilogue: a GroupNorm's
+# 128 channels) has its column tile fixed to that axis: 256 rows a tile instead (each consumer
+# warpgroup 128 x 128, the share a 128 x 256 tile gives it). H200, GEMM + GroupNorm 8192 x 4096 x 32
+# x 128: 0.5075 ms at 128 rows, 0.4552 at 256 (torch.compile 0.4788), 0.4586 at 256 and 3 stages
+# (benchmarks/gemm_tiles/results/gemm-tiles-probe-h200-2026-11-30.json); at 128 x 512 x 8 x 128 (32
+# CTAs) 128 rows stay (0.0056 against 0.0086: not a large GEMM).
+ROW_EPILOGUE_TILES = {"block_m": 256, "stages": 4}
+ROW_EPILOGUE_WIDE_MAX = 128  # the widest fixed column tile measured at 256 rows
 # Every other GEMM on 128 x 128 tiles (not skinny, not large, not split): 3 stages, not 2. H200,
 # 2 -> 3 stages (benchmarks/default_tiles/results/tiles-probe-gemm-stages-h200-2026-11-26.json): GPT-2 c_proj
 # 2048 x 3072 x 768 0.0236 -> 0.0195 ms (4 stages 0.0238), swiglu llama3-8b m128 0.0724 ->
@@ -257,6 +265,8 @@ def shape_tiles(cx: Ctx, picked: list, swap: bool = True, pow2: bool = False) ->
         return dict(UNALIGNED_SOFTMAX_ROW_TILES if unaligned else SOFTMAX_ROW_TILES)
     if pingpong_fits(cx, picked, 2 * cx.target.sms, read=True):
         return dict(PINGPONG_TILES)
+    if _large_gemm(cx) and _narrow_row_epilogues(cx, picked):
+        return dict(ROW_EPILOGUE_TILES)
     if _large_gemm(cx):
         dual = any(getattr(c, "dual", False) for c in picked)
         return dict(DUAL_LARGE_GEMM_TILES if dual else LARGE_GEMM_TILES)
@@ -401,6 +411,18 @@ def pingpong_fits(cx: Ctx, picked: list, min_tiles: int, read: bool) -> bool:
     if any(cx.axes[n.axes[-1]] * DTYPE_BYTES[cx.dtype_of(n.id)] % 16 for n in (a, b) if n.axes):
         return False
     return _ctas(cx, mm, 128, 128) >= min_tiles
+
+
+def _narrow_row_epilogues(cx: Ctx, picked: list) -> bool:
+    """Whether every GEMM of the plan reduces its whole column axis in its epilogue
+    (fuse_row_epilogue), unsplit, over at most ROW_EPILOGUE_WIDE_MAX padded columns, and no
+    attention or other contraction shares the tiles."""
+    from .rules.base import padded
+    gemms = [c for c in picked if isinstance(c, K.GemmChoice)]
+    if not gemms or len(gemms) != sum(isinstance(n, ir.Matmul) for n in cx.nodes):
+        return False
+    return all(c.rows and not c.split and len(c.site.matmuls) == 1 and
+               padded(cx.axes[cx.node(c.site.matmuls[0]).axes[-1]]) <= ROW_EPILOGUE_WIDE_MAX for c in gemms)
 
 
 def _large_gemm(cx: Ctx) -> bool:

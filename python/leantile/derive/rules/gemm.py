@@ -190,14 +190,18 @@ def coordinate_nodes(cx: Ctx, epilogue: list[int], matmuls: list[int]) -> set[in
     return set(epilogue) - reads
 
 
-def left_to_reader(cx: Ctx, epilogue: list[int], matmuls: list[int], claimed: set[int]) -> set[int]:
+def left_to_reader(cx: Ctx, epilogue: list[int], matmuls: list[int], claimed: set[int],
+                   coordinates: frozenset[int] = frozenset()) -> set[int]:
     """Epilogue nodes the GEMM should not compute: a node that is no graph output, read by one
     node outside the epilogue (a reduction or an elementwise node no pattern claimed: a region
-    kernel's) and made only of this GEMM's products, inputs and constants, where each product it
-    reads is stored anyway (an output, or read outside the epilogue by another node). Stored by
-    the GEMM it costs a store there and a load in its reader; left residual, its reader computes
-    it from the product and inputs it loads (RMSNorm's backward stored dY W^T and (dY W^T) X from
-    one GEMM, and its row kernel loaded both and X: the second is one multiply there)."""
+    kernel's) and made only of this GEMM's products, inputs, constants and `coordinates` (what
+    the tile computes from coordinates and inputs alone: any reader computes them too), where
+    each product it reads is stored anyway (an output, or read outside the epilogue by another
+    node). Stored by the GEMM it costs a store there and a load in its reader; left residual, its
+    reader computes it from the product and inputs it loads (RMSNorm's backward stored dY W^T and
+    (dY W^T) X from one GEMM, and its row kernel loaded both and X: the second is one multiply
+    there; cross-entropy's picked logit, sum(logits * onehot), had its [tokens, vocabulary]
+    product stored for the row kernel that sums it)."""
     outs, inside = set(cx.outputs.values()), set(epilogue)
     mms = set(matmuls)
     left = set()
@@ -208,7 +212,8 @@ def left_to_reader(cx: Ctx, epilogue: list[int], matmuls: list[int], claimed: se
         if not isinstance(cx.node(users[0]), (ir.Reduce, *ELEMENTWISE)):
             continue
         args = [a for a in cx.node(i).args() if not cx.literal(a)]
-        if not any(a in mms for a in args) or not all(a in mms or isinstance(cx.node(a), ir.Input) for a in args):
+        if not any(a in mms for a in args) or \
+                not all(a in mms or a in coordinates or isinstance(cx.node(a), ir.Input) for a in args):
             continue
         if all(a in outs or any(u != i and u not in inside for u in cx.users[a]) for a in args if a in mms):
             left.add(i)
@@ -247,8 +252,15 @@ def gemm_sites(cx: Ctx, claimed: set[int], peel: bool = True) -> list[GemmSite]:
         if not s.pool:  # (one matmul only: ROWS.match)
             s.rows = ROWS.match(cx, s.matmuls, s.epilogue, EPILOGUE.match)
         if LEAVE_TO_READERS and not s.pool and not s.rows:
-            left = left_to_reader(cx, s.epilogue, s.matmuls, claimed)
-            s.epilogue = [i for i in s.epilogue if i not in left]
+            left = left_to_reader(cx, s.epilogue, s.matmuls, claimed, s.coordinates)
+            if left:  # and the coordinate nodes only they read (their readers compute them)
+                kept = [i for i in s.epilogue if i not in left]
+                needed = set(kept) - s.coordinates
+                for i in sorted(kept, reverse=True):
+                    if i in needed:
+                        needed.update(cx.node(i).args())
+                s.epilogue = [i for i in kept if i in needed]
+                s.coordinates = frozenset(s.coordinates & needed)
     return sites
 
 
