@@ -71,8 +71,12 @@ class Sweep:
         counted, allocated = shared_bytes(plan, k), info["shared_bytes"]
         assert counted >= allocated - 1024, (plan.graph, plan.candidate, name, counted, allocated)
         # without async copies (emit.common.pass_configs) TileLang may give two operand tiles one
-        # allocation, their loads no longer in flight together: the verifier's count is then high,
-        # which at worst refuses a tile near the limit that would fit; elsewhere the two agree
-        assert configs or counted <= allocated + 1024, (plan.graph, plan.candidate, name, counted, allocated)
+        # allocation, their loads no longer in flight together; and a stream of one block (a
+        # pipelined loop of one iteration, lowered as straight-line code) lets TileLang reuse one
+        # layout bridge's memory for the next (a softmax over one position: 4608 bytes allocated,
+        # 9216 counted). The verifier's count is then high, which at worst refuses a tile near the
+        # limit that would fit; elsewhere the two agree
+        one_block = k.stream is not None and not k.stream.split and plan.axes[k.stream.axis] <= k.stream.block
+        assert configs or one_block or counted <= allocated + 1024, (plan.graph, plan.candidate, name, counted, allocated)
         _LOWERED[script] = name
         self.seen["lowered"] += 1

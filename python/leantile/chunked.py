@@ -5,8 +5,8 @@ accumulated in float32 (float64 for an f64 output). leantile.compile chooses it 
 and the graph can be chunked (auto_chunks), or where asked (compile(..., chunk={axis: size})).
 
 What it saves: an LM head with its cross-entropy at 8192 tokens x 128256 words keeps 2 GiB of bf16
-logits in its forward and their gradient in its backward; in chunks of 512 tokens (forward) and
-8016 words (backward) a chunk's 128 MiB at a time.
+logits in its forward and their gradient in its backward; in chunks of 256 tokens (forward) and
+5344 words (backward) a chunk's 96 MiB at most at a time.
 """
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ from .chunking import ROW, SUM, Chunks, chunk, classify, even_size
 # its graph allows (a GPU's memory is 80-141 GiB; an intermediate of a GiB is a [tokens, vocabulary]
 # tensor, which the fused LM head + cross-entropy must not hold: issue 50)
 CHUNK_BYTES = 1 << 30
-# the intermediates a chunk holds at most, where the axis allows (a chunk's GEMMs stay large: 512
-# tokens x 128256 words x 4096 is half a TFLOP). 128 MiB: at 256 the LM head's training step
-# (8192 x 4096 x 128256) peaked at 818 MiB on the H200 against torch.compile's 2004 (the backward's
-# chunk of dlogits, its dW slice and dH beside dH's float32 sum), past issue 50's quarter
-CHUNK_TARGET = 1 << 27
+# the intermediates a chunk holds at most, where the axis allows (a chunk's GEMMs stay large: 256
+# tokens x 128256 words x 4096 is a quarter of a TFLOP). The LM head's training step (8192 x 4096 x
+# 128256) on the H200 peaked at 818 MiB with chunks of 256 MiB and 505 MiB with 128 MiB (16 chunks
+# of 8016 words in its backward), against torch.compile's 2004 (issue 50's bound is a quarter: 501);
+# at 96 MiB its backward runs 24 chunks of 5344 words, a chunk's dlogits and dW slice a third
+# smaller (not measured yet); at 64 MiB 48 chunks, each adding its dH into the float32 sum
+CHUNK_TARGET = 96 << 20
 
 
 def _buffer_bytes(plan, b) -> int:
