@@ -5,7 +5,9 @@ version, in one process. Prints a table, writes JSON after each row.
 
     python benchmarks/gemm_tiles/probe.py --out DIR [--settings block_m=256,block_m=256+stages=3,...] [CASE ...]
 
-A setting is tile parameters joined by '+' (`block_m=256+stages=3`); a case `red:<name>` or `fus:<name>`.
+A setting is tile parameters joined by '+' (`block_m=256+stages=3`), optionally with `cand=<candidate>` (a
+plan other than the default: `cand=stats_fused+gain_operand` reads as one item, everything after `cand=`); a
+case `red:<name>` or `fus:<name>`.
 """
 from __future__ import annotations
 
@@ -30,10 +32,13 @@ def workload(case: str):
                 if n == name)
 
 
-def tiles_of(setting: str) -> dict | None:
+def parse(setting: str) -> tuple[str | None, dict | None]:
+    """(candidate, tiles) of a setting: `cand=` takes the rest of the setting as the candidate's name."""
     if setting == "shipped":
-        return None
-    return {k: int(v) for k, v in (x.split("=") for x in setting.split("+"))}
+        return None, None
+    head, _, cand = setting.partition("cand=")
+    tiles = {k: int(v) for k, v in (x.split("=") for x in head.strip("+").split("+") if x)}
+    return cand or None, tiles or None
 
 
 def main(argv=None) -> int:
@@ -63,7 +68,7 @@ def main(argv=None) -> int:
             if time.time() - t0 > args.budget:
                 break
             try:
-                plan = derive(g, None, tiles_of(setting))
+                plan = derive(g, *parse(setting))
                 k = Kernel(g, plan, "probe", torch.device("cuda", 0))
                 inputs = inputs or k.random_inputs()
                 row["ms"][setting] = k.benchmark(inputs)

@@ -58,6 +58,7 @@ def _decode_graph(rng: random.Random):
 def families() -> dict:
     """{name: draw(seed, round, rng, count) -> [(graph, extra)]}, each family that imports here
     (a family whose generator is missing is left out, named)."""
+    import gemm_strategies as G
     import reduction_strategies as R
     import strategies as S
 
@@ -78,10 +79,10 @@ def families() -> dict:
         "user_gemm": lambda: hyp(S._user_gemm(S.ALL_CLASSES), first),
         # a GEMM's rows or columns over several axes (X[b, t, k], W[k, h, d]): one GEMM over their
         # product where nothing keeps them apart (merge_gemm_axes)
-        "multi_axis_gemm": lambda: hyp(S.multi_axis_gemm_graphs(64)),
+        "multi_axis_gemm": lambda: hyp(G.multi_axis_gemm_graphs(64)),
         # sums of GEMM products over one output (W x + U h, dX of an input two GEMMs read): the later
         # product's epilogue adds the earlier ones (rules.gemm.earlier_product)
-        "gemm_sums": lambda: hyp(S.gemm_sum_graphs(64)),
+        "gemm_sums": lambda: hyp(G.gemm_sum_graphs(64)),
         "masked_attention": lambda: hyp(S.masked_attention_graphs(), first),
         "masked_softmax": lambda: hyp(S.masked_softmax_graphs(), lambda gp: (gp[0], {"prefix": True})),
         "shape_tiled_attention": lambda: hyp(S.shape_tiled_attention_graphs(), first),

@@ -14,7 +14,7 @@ from leantile.architectures import build
 from leantile.dag import DagM
 from leantile.derive import derive
 from plan_checks import check_every_candidate
-from strategies import gemm_sum_graphs
+from gemm_strategies import gemm_sum_graphs
 
 
 def _products_added_apart(g: ir.Graph, plan) -> list[int]:

@@ -16,7 +16,7 @@ from leantile.dag import DagM
 from leantile.derive import candidates, check_derivation, derive
 from plan_checks import check_every_candidate
 from profiles import examples
-from strategies import multi_axis_gemm_graphs
+from gemm_strategies import multi_axis_gemm_graphs
 
 RULE = "merge_gemm_axes"
 

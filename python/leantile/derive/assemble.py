@@ -101,7 +101,7 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             sk, stored = K.row_stats_kernel(cx, c, tiles, skip=produced.keys())
             if stored:
                 add(sk, [s.base], stored)
-        gain = next((p for p in s.peels if p.kind == "gain"), None)
+        gain = next((p for p in s.peels if p.kind == "gain"), None) if c.gain_into == "weight" else None
         for m in s.matmuls if gain else ():  # gain_fold: the weight's rows scaled once, before the GEMM
             w = cx.node(m).b
             gained = cx.gained(w)
@@ -197,7 +197,7 @@ def _gemm_reads(cx: Ctx, c: K.GemmChoice) -> set[int]:
     s = c.site
     inside = set(s.matmuls) | set(c.epilogue)
     reads = {s.base} | {cx.node(m).b for m in s.matmuls}
-    reads |= {p.vec for p in s.peels if p.kind == "gain" and not cx.literal(p.vec)}  # gain_fold_kernel's
+    reads |= {p.vec for p in s.peels if p.kind == "gain" and not cx.literal(p.vec)}  # gain_fold_kernel's or the GEMM's
     reads |= {a for i in c.epilogue for a in cx.node(i).args() if a not in inside and not cx.literal(a)}
     if c.stats != "fused":  # separate: its statistics kernel stores them for the GEMM to read
         reads |= {p.vec for p in row_peels(s.peels) if not cx.literal(p.vec)}

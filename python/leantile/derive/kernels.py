@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..plan import FIXED, Buffer, Fill, Gemm, Iota, Kernel, Load, Map, Pivot, Reduce, State, Store, Stream, Tile
 from .context import Ctx
+from .gain_operand import gained_lhs, weight_source
 from .grids import flash_grid, grid_tile, tiled_grid
 from .online_update import online_update
 from .rules.masks import boundary_closure
@@ -318,6 +319,7 @@ class GemmChoice:
     split: int = 0  # split_k: slices of the contraction (0: one CTA runs all of k)
     pool: int | None = None  # fuse_pool_epilogue: the reduce over the weight's last axis, in the epilogue
     rows: tuple[int, ...] = ()  # fuse_row_epilogue: reductions over the whole column axis, in the epilogue
+    gain_into: str = "weight"  # gain_fold: "weight" (a map kernel scales W's rows) or "operand" (the LHS tile, each k step)
 
 
 @dataclass
@@ -443,12 +445,6 @@ def row_stats_kernel(g: Ctx, c: GemmChoice, tiles: dict, skip=()) -> tuple[Kerne
     return kb.build(), stored
 
 
-def weight_source(g: Ctx, s: GemmSite, w: int) -> str:
-    """The global a GEMM of site s reads weight w from: w, or w with its rows scaled by the
-    site's gain (gain_fold: region_kernels.gain_fold_kernel writes it)."""
-    return g.gained(w) if any(p.kind == "gain" for p in s.peels) else g.value(w)
-
-
 def colsum_kernel(g: Ctx, w: int, axis: str, tiles: dict, src: str | None = None) -> Kernel:
     """Column sums of weight w over `axis` (of `src`, w with a gain folded in, where given)."""
     wn = g.node(w)
@@ -501,6 +497,7 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
         kb.role = f"slice of a split-K {what} over {s.axis}: float32 partial sums"
     xs = kb.buf(f"{g.value(s.base)}_shared", base.axes, "shared", g.dtype_of(s.base), s.base, key=("tile", s.base))
     kb.body.append(Load(src=g.value(s.base), dst=xs))
+    lhs = gained_lhs(g, c, kb, xs)  # xs, or its tile times the gain's k slice (gain_fold into the operand)
     have: dict[int, str] = {}
     accs, colsums = [], {}  # colsums: weight -> its column sums here (one per weight, even if used twice)
     for mm in mms:
@@ -509,8 +506,8 @@ def gemm_kernel(g: Ctx, c: GemmChoice, tiles: dict, stores: list[int], split: st
         acc = kb.buf(g.value(mm.id), mm.axes, "fragment", "acc", mm.id, key=("value", mm.id))
         kb.prologue.append(Fill(dst=acc, value="0"))
         kb.states.append(State(buffer=acc, init="0", combine="sum"))
-        kb.body += [Load(src=weight_source(g, s, w.id), dst=ws),
-                    Gemm(a=xs, b=ws, acc=acc, axis_a=mm.axis_a, axis_b=mm.axis_b)]
+        kb.body += [Load(src=weight_source(g, c, w.id), dst=ws),
+                    Gemm(a=lhs, b=ws, acc=acc, axis_a=mm.axis_a, axis_b=mm.axis_b)]
         if c.mean and c.colsum == "streamed" and w.id not in colsums:
             cs = colsums[w.id] = kb.buf(g.colsum(w.id), [a for a in w.axes if a != mm.axis_b], "fragment", "acc",
                                         key=("colsum", w.id))

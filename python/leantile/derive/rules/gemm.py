@@ -274,9 +274,13 @@ def gemm_options(s: GemmSite) -> list[Option]:
         # the alternative, which lifts the row reductions out of the GEMM's mainloop
         stat_modes = ["fused", "separate"] if stats_ok else [None]
     col_modes = ["streamed", "precomputed"] if mean else [None]
+    # a gain applied to the LHS's tile each k step (one kernel), after the options that fold it into
+    # the weight (a map kernel first; measured so far): not with a mean pullout (its column sums are
+    # the gained weight's)
+    gain_modes = [None, "operand"] if any(p.kind == "gain" for p in s.peels) and not mean else [None]
     out = []
-    for stats, col in itertools.product(stat_modes, col_modes):
-        steps = [SCALE.step([p.node, *s.matmuls]) if p.kind == "scale" else GAIN.step([p.node, *s.matmuls])
+    for gain, stats, col in itertools.product(gain_modes, stat_modes, col_modes):
+        steps = [SCALE.step([p.node, *s.matmuls]) if p.kind == "scale" else GAIN.step([p.node, *s.matmuls], into=gain)
                  if p.kind == "gain" else MEAN.step([p.node, *s.matmuls], colsum=col) for p in s.peels]
         if stats:
             steps += [VARIANCE.step([r]) for r in s.expandable]
@@ -285,7 +289,8 @@ def gemm_options(s: GemmSite) -> list[Option]:
             steps.append(DUAL.step(s.matmuls))
         if s.epilogue:
             steps.append(EPILOGUE.step(s.epilogue))
-        label = "+".join(x for x in (f"stats_{stats}" if stats else "", f"colsum_{col}" if col else "") if x)
+        label = "+".join(x for x in (f"stats_{stats}" if stats else "", f"colsum_{col}" if col else "",
+                                     f"gain_{gain}" if gain else "") if x)
         if s.rows:  # normalised in the epilogue (the region rules leave the rows to it: engine._claimed)
             out.append(Option("+".join(x for x in (label, "rows") if x), (*steps, ROWS.step(s.rows)), s,
                               ROWS.name, (s.matmuls[0], s.rows[0])))

@@ -150,6 +150,12 @@ class GainFold(Rule):
     pattern = "matmul(mul(X, g), W) with g a vector over the contraction axis alone (a norm's gain)"
     rewrite = "matmul(X, g W): the weight's rows scaled once by a map kernel, the row scale behind g still pulls out"
     statement = "sum_k (x_k g_k) w_kj = sum_k x_k (g_k w_kj)"
+    params = {"into": "where the gain is applied: 'operand' scales the LHS's tile by its k slice of the gain "
+                      "each k step, in registers before the tensor cores read it (one kernel); absent, the "
+                      "weight's rows once, by a map kernel before the GEMM"}
+
+    def apply(self, choice, step):
+        choice.gain_into = step.params.get("into", "weight")
 
     def match(self, cx: Ctx, node, axis: str) -> Peel | None:
         """Peel(kind "gain") when node is X * g or g * X with g over `axis` alone (not a
