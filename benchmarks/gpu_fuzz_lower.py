@@ -9,7 +9,8 @@ Campaign s32 lost a plan to one ("no available layout found" for two sums of a b
 Each graph is lowered in a pool process (--workers, default the CPU cores); a plan whose lowering
 raises is a crash, a DerivationError or GraphError a refusal (as in the GPU campaign). Writes
 <out>/lower-fuzz-cpu-<date>[-tag].json (atomically, after every graph): graphs, plans, crash,
-refused, the code fingerprint, one record per crash (graph JSON, candidate, kernel, error).
+refused, the code fingerprint, plans lowered per candidate name (which rules the draws reached), one record
+per crash (graph JSON, candidate, kernel, error).
 
     python3 benchmarks/gpu_fuzz_lower.py --budget-s 600 [--seed N] [--families a,b] [--nvcc]
 """
@@ -36,7 +37,7 @@ from gpu_fuzz_parts.sizes import DTYPES, Profile  # noqa: E402
 
 def lower_graph(graph_json: dict, nvcc: bool, max_candidates: int) -> dict:
     """In a pool process: every plan of the graph emitted and each kernel lowered (and compiled
-    with nvcc). {plans, refused: [...], crashes: [...]}."""
+    with nvcc). {plans, candidates: [name of each plan], refused: [...], crashes: [...]}."""
     import traceback
 
     from leantile import ir
@@ -59,7 +60,8 @@ def lower_graph(graph_json: dict, nvcc: bool, max_candidates: int) -> dict:
         except Exception as e:
             crashed.append({"candidate": p["candidate"], "default": p["default"], "stage": stage,
                             "kernel": kernel, "error": error_text(e), "trace": traceback.format_exc()[-1500:]})
-    return {"plans": len(plans), "refused": refused, "crashes": crashed}
+    return {"plans": len(plans), "candidates": [p["candidate"] or "(default)" for p in plans], "refused": refused,
+            "crashes": crashed}
 
 
 def main(argv=None) -> int:
@@ -88,7 +90,7 @@ def main(argv=None) -> int:
     dest = out / f"lower-fuzz-cpu-{date.today()}{'-' + a.tag if a.tag else ''}.json"
     rec = {"device": "cpu (lowering for sm_90" + (", nvcc" if a.nvcc else "") + ")", "seed": a.seed,
            "code": code_fingerprint(ROOT / "python" / "leantile"), "families": sorted(fams), "graphs": 0, "plans": 0,
-           "crash": 0, "refused": 0, "largest_axis": 0, "failures": [], "by_family": {}}
+           "crash": 0, "refused": 0, "largest_axis": 0, "failures": [], "by_family": {}, "candidates": {}}
     t0, workers = time.time(), a.workers or os.cpu_count() or 2
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending, drawn = {}, 0
@@ -115,6 +117,8 @@ def main(argv=None) -> int:
                 d["crash"] += len(r["crashes"])
                 d["refused"] += len(r["refused"])
             rec["largest_axis"] = max(rec["largest_axis"], *g.axes.values())
+            for name in r.get("candidates", ()):  # plans lowered per candidate: which rules the draws reached
+                rec["candidates"][name] = rec["candidates"].get(name, 0) + 1
             for c in r["crashes"]:
                 rec["failures"].append({"family": fam, "dtype": dtype, "sizes": dict(g.axes), **c, "graph": gj})
             sizes = " ".join(f"{k}={v}" for k, v in g.axes.items())

@@ -28,3 +28,4 @@ def test_the_s32_crash_graph_lowers_in_every_plan():
     import gpu_fuzz_lower
     r = gpu_fuzz_lower.lower_graph(S32_CRASH, nvcc=False, max_candidates=0)
     assert r["plans"] >= 2 and r["crashes"] == [], r["crashes"]
+    assert len(r["candidates"]) == r["plans"] and len(set(r["candidates"])) == r["plans"], r["candidates"]
