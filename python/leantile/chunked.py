@@ -1,8 +1,9 @@
 """A Kernel that runs its graph in chunks of one axis (leantile.chunking): one compiled plan per
 chunk size (the graph at the chunk's size, derived as any graph), launched once per chunk on
 slices of the inputs; row outputs written into their slice of the whole output, sum outputs
-accumulated in float32 (float64 for an f64 output). leantile.compile chooses it where a plan's intermediates pass CHUNK_BYTES
-and the graph can be chunked (auto_chunks), or where asked (compile(..., chunk={axis: size})).
+accumulated in float32 (float64 for an f64 output). leantile.compile chooses it where a plan's
+intermediates pass CHUNK_BYTES and the graph can be chunked (auto_chunks), or where asked
+(compile(..., chunk={axis: size})).
 
 What it saves: an LM head with its cross-entropy at 8192 tokens x 128256 words keeps 2 GiB of bf16
 logits in its forward and their gradient in its backward; in chunks of 256 tokens (forward) and

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..plan import Buffer, Plan
 from . import kernels as K
 from .context import Ctx
+from .gain_operand import weight_gain
 from .region_kernels import gain_fold_kernel, region_kernel, region_loads
 from .rules.regions import RegionSite
 from .flash_backward_kernels import flash_backward
@@ -101,7 +102,7 @@ def assemble(cx: Ctx, picked: list, tiles: dict, name: str) -> Plan:
             sk, stored = K.row_stats_kernel(cx, c, tiles, skip=produced.keys())
             if stored:
                 add(sk, [s.base], stored)
-        gain = next((p for p in s.peels if p.kind == "gain"), None) if c.gain_into == "weight" else None
+        gain = weight_gain(c)
         for m in s.matmuls if gain else ():  # gain_fold: the weight's rows scaled once, before the GEMM
             w = cx.node(m).b
             gained = cx.gained(w)

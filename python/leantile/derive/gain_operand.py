@@ -14,10 +14,15 @@ def _gain(c):
     return next((p for p in c.site.peels if p.kind == "gain"), None)
 
 
+def weight_gain(c):
+    """The gain peel GEMM choice c folds into its weights (a map kernel writes them), or None."""
+    return _gain(c) if c.gain_into == "weight" else None
+
+
 def weight_source(g: Ctx, c, w: int) -> str:
     """The global GEMM choice c reads weight w from: w, or w with its rows scaled by the site's
     gain (gain_fold into the weight: region_kernels.gain_fold_kernel writes it)."""
-    return g.gained(w) if _gain(c) is not None and c.gain_into == "weight" else g.value(w)
+    return g.gained(w) if weight_gain(c) is not None else g.value(w)
 
 
 def gained_lhs(g: Ctx, c, kb, xs: str) -> str:

@@ -10,6 +10,7 @@ from ..plan.passes import PINGPONG_BLOCK_M, PINGPONG_DTYPES, PINGPONG_THREADS, S
 from ..plan.verify import DTYPE_BYTES
 from . import kernels as K
 from .context import Ctx
+from .rules.base import padded
 from .sites import FlashBackwardSite, FlashSite, SoftmaxSite
 
 
@@ -415,14 +416,13 @@ def pingpong_fits(cx: Ctx, picked: list, min_tiles: int, read: bool) -> bool:
 
 def _narrow_row_epilogues(cx: Ctx, picked: list) -> bool:
     """Whether every GEMM of the plan reduces its whole column axis in its epilogue
-    (fuse_row_epilogue), unsplit, over at most ROW_EPILOGUE_WIDE_MAX padded columns, and no
-    attention or other contraction shares the tiles."""
-    from .rules.base import padded
+    (fuse_row_epilogue: one matmul, never split) over at most ROW_EPILOGUE_WIDE_MAX padded
+    columns, and no attention or other contraction shares the tiles."""
     gemms = [c for c in picked if isinstance(c, K.GemmChoice)]
     if not gemms or len(gemms) != sum(isinstance(n, ir.Matmul) for n in cx.nodes):
         return False
-    return all(c.rows and not c.split and len(c.site.matmuls) == 1 and
-               padded(cx.axes[cx.node(c.site.matmuls[0]).axes[-1]]) <= ROW_EPILOGUE_WIDE_MAX for c in gemms)
+    return all(c.rows and padded(cx.axes[cx.node(c.site.matmuls[0]).axes[-1]]) <= ROW_EPILOGUE_WIDE_MAX
+               for c in gemms)
 
 
 def _large_gemm(cx: Ctx) -> bool:

@@ -93,10 +93,9 @@ class FuseElementwise(Rule):
             ok = True
             cones = []
             for a in n.args():
-                an = cx.node(a)
-                if a in have or cx.literal(a) or (isinstance(an, ir.Input) and set(an.axes) <= out_axes):
+                if a in have or cx.literal(a):
                     continue
-                if tile_computable(cx, a, out_axes, free):
+                if tile_computable(cx, a, out_axes, free):  # (an input over output axes: an empty cone, a load)
                     cones.append(a)
                     continue
                 if earlier_product(cx, a, matmuls, out_axes):
