@@ -13,9 +13,10 @@ import torch
 from . import ir, reference
 from . import plan as plan_module
 from .ir import ops
-from .plan import (Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
+from .plan import (DTYPE_BYTES, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
                    key_block_interior, key_block_range, running_maxes, user_shape)
 from .plan.overlap_parts import stream_steps
+from .plan.storage import storage
 
 TORCH = reference.TORCH_DTYPES
 
@@ -65,16 +66,63 @@ def run(plan: Plan, inputs: dict[str, torch.Tensor], dtype: torch.dtype | None =
     otherwise buffers keep their declared dtypes and accumulators are float32."""
     mem: dict[str, torch.Tensor] = {}
     gaxes = {b.name: b.axes for b in plan.globals}  # global tensors (a namespace of their own)
-    for b in plan.globals:
+    places = storage(plan)  # guests in their hosts' bytes, as the emitted allocate() places them
+    starts = _uniform_starts(plan, places) if dtype else None
+    for b in sorted(plan.globals, key=lambda b: b.name in places):  # hosts first
         shape = tuple(plan.axes[a] for a in b.axes)
         if b.name in inputs:
             t = inputs[b.name].reshape(shape)  # a view over a merged axis (Plan.merged), else itself
             mem[b.name] = t.to(dtype) if dtype else t
+        elif b.name in places:
+            mem[b.name] = _guest(plan, b, places[b.name], starts, mem, shape)
         else:  # poisoned: an element no kernel writes shows up as NaN
-            mem[b.name] = torch.full(shape, math.nan, dtype=dtype or _dt(b.dtype))
+            mem[b.name] = _host(plan, b, starts, places, shape, dtype)
+    poison = {p.host for p in places.values()}
     for k in plan.kernels:
+        for s in k.statements():  # a host poisoned again as its first kernel starts: its guests are dead
+            name = s.src if isinstance(s, Load) else s.dst if isinstance(s, Store) else None
+            if name in poison:
+                poison.discard(name)
+                mem[name].fill_(math.nan)
         _run_kernel(plan, k, mem, gaxes, dtype)
     return {name: mem[buf].reshape(user_shape(plan, plan.global_buffer(buf))) for name, buf in plan.outputs.items()}
+
+
+def _elements(plan: Plan, name: str) -> int:
+    return math.prod(plan.axes[a] for a in plan.global_buffer(name).axes)
+
+
+def _uniform_starts(plan: Plan, places: dict) -> dict[str, int]:
+    """{guest: first element in its host's storage} where `dtype` makes every buffer one type
+    (a bool mask then takes 8 bytes an element, not 1): each host's guests one after another in
+    the order of their offsets, overlapping the host as on the GPU and never each other."""
+    starts, end = {}, {}
+    for g, p in sorted(places.items(), key=lambda gp: (gp[1].host, gp[1].offset)):
+        starts[g] = end.get(p.host, 0)
+        end[p.host] = starts[g] + _elements(plan, g)
+    return starts
+
+
+def _host(plan: Plan, b, starts: dict | None, places: dict, shape: tuple, dtype) -> torch.Tensor:
+    """A new NaN buffer for b; where b hosts guests and `dtype` makes every buffer one type, the
+    front of a flat one long enough for its guests (_uniform_starts)."""
+    n = math.prod(shape)
+    if starts is not None:
+        n = max([n] + [starts[g] + _elements(plan, g) for g, p in places.items() if p.host == b.name])
+    return torch.full((n,), math.nan, dtype=dtype or _dt(b.dtype))[:math.prod(shape)].view(shape)
+
+
+def _guest(plan: Plan, b, place, starts: dict | None, mem: dict, shape: tuple) -> torch.Tensor:
+    """Guest b (plan.storage) as a NaN view of its host's storage: the GPU's bytes where every
+    buffer keeps its dtype; under one `dtype`, the host's elements from _uniform_starts'."""
+    host = mem[place.host]
+    n = math.prod(shape)
+    if starts is None:
+        nbytes = n * DTYPE_BYTES[b.dtype]
+        view = host.reshape(-1).view(torch.uint8)[place.offset:place.offset + nbytes].view(_dt(b.dtype)).view(shape)
+    else:  # the host's flat storage runs on past its elements (_host)
+        view = torch.as_strided(host, (starts[b.name] + n,), (1,))[starts[b.name]:].view(shape)
+    return view.fill_(math.nan)
 
 
 def _dt(name: str) -> torch.dtype:

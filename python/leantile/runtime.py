@@ -35,6 +35,7 @@ from .chunked import auto_chunks, chunked_kernel
 from .chunking import chunk as chunk_along
 from .derive import DerivationError, derive
 from .emit import emit_module, load_module
+from .plan.storage import storage
 from .judging import ILL_CONDITIONED_PROBES, Judging, ieee_fp32_matmuls  # noqa: F401  (re-exported)
 from .tolerance import CAP, NOISE, TOLERANCE, output_tolerances, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
 
@@ -196,14 +197,15 @@ class Kernel(GraphInputs, Judging):
             return self._reference_outputs(inputs)
         m = self._c.module  # the emitted module's own allocate and launch loop
         self._fits_gpu()
-        return m.run(self._c.launchers, m.allocate(inputs, device=self.device, fill=fill))
+        return m.run(self._c.launchers, m.allocate(inputs, device=self.device, fill=fill), fill=fill)
 
     def gpu_bytes(self) -> tuple[int, str, int]:
         """(bytes, the largest tensor, its bytes) a GPU run allocates: every output and global
         intermediate of the plan, at once (the emitted module's allocate), float32 for "acc"."""
         tensors = []
+        guests = storage(self.plan)  # kept in a host's bytes (plan.storage): nothing of their own
         for b in self.plan.globals:
-            if b.name in self.input_names:  # the caller's tensors
+            if b.name in self.input_names or b.name in guests:  # the caller's tensors
                 continue
             dt = torch.float32 if b.dtype == "acc" else reference.TORCH_DTYPES[b.dtype]
             tensors.append((math.prod(self.plan.axes[a] for a in b.axes) * dt.itemsize,

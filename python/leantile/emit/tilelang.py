@@ -31,6 +31,7 @@ from pathlib import Path
 from ..files import under, write_atomic
 from ..target import DEFAULT
 from ..plan import Plan, launches, user_shape
+from ..plan.storage import lifetimes, storage
 from .common import (TL_DTYPES, TUNABLE, EmitError, _global_dtype, _global_kinds, _ident, nvcc_flags, pass_configs,  # noqa: F401
                      _graph_dtype, _size, tile_param_of)
 from .kernel import _KernelWriter
@@ -153,18 +154,26 @@ def emit_module(plan: Plan) -> str:
     L.append("# every tensor in device memory: graph inputs, intermediates between kernels, outputs")
     L.append("GLOBALS = [")
     kinds = _global_kinds(plan)
+    places = storage(plan)  # 'within': (host, byte offset): an intermediate kept in bytes not yet live (plan.storage)
     for b in plan.globals:
         dt = _global_dtype(plan, b)
         dt = {"DTYPE": out_dt, "ACCUM_DTYPE": "float32"}.get(dt, dt.strip("'\""))
         shape = tuple(plan.axes[a] for a in b.axes)
+        within = f", 'within': {tuple(places[b.name])!r}" if b.name in places else ""
         L.append(f"    {{'name': {b.name!r}, 'axes': {tuple(b.axes)!r}, 'shape': {shape!r}, 'dtype': {dt!r}, "
-                 f"'kind': {kinds[b.name]!r}}},")
+                 f"'kind': {kinds[b.name]!r}{within}}},")
     for w in writers:  # emit.tail: a launch's arrival counters, kept zeroed by allocate()
         if w.tail:
             L.append(f"    {{'name': {counters[w.k.name]!r}, 'axes': (), 'shape': ({arrivals_count(plan, w.tail)},), "
                      "'dtype': 'int32', 'kind': 'arrivals'},")
     L.append("]")
     L.append(f"OUTPUTS = {dict(plan.outputs)!r}")
+    # run(fill=...) poisons a host again as its first kernel starts: its guests' values are dead by then
+    poison: dict[str, list[str]] = {}
+    first = {n: life[0] for n, life in lifetimes(plan).items()}
+    for host in sorted({p.host for p in places.values()}):
+        poison.setdefault(runs[first[host]].name, []).append(host)
+    L.append(f"POISON = {poison!r}  # kernel -> hosts whose first kernel it is (GLOBALS' 'within')")
     # flatten_reduction (Plan.merged): the graph's shapes of the globals the kernels see merged
     views = {b.name: user_shape(plan, b) for b in plan.globals if plan.merged and set(b.axes) & set(plan.merged)}
     L.append(f"USER_SHAPES = {views!r}  # a global's shape in the graph where its kernels view it merged")
@@ -256,26 +265,40 @@ def emit_module(plan: Plan) -> str:
     L.append("")
     L.append("")
     L.extend(ARRIVALS_SOURCE)
-    L.append("def allocate(inputs, device='cuda', fill=float('nan')):")
+    L.append("def allocate(inputs, device='cuda', fill=float('nan'), share=True):")
     L.append('    """Every global buffer as a torch tensor: the given inputs, new intermediates and outputs filled with')
-    L.append('    `fill` (NaN by default: an element no kernel writes shows), or torch.empty for fill=None."""')
+    L.append('    `fill` (NaN by default: an element no kernel writes shows), or torch.empty for fill=None. share: an')
+    L.append("    intermediate with a 'within' lives in its host's bytes (False: every buffer its own, to read all after a run).\"\"\"")
+    L.append("    import math")
     L.append("    import torch")
     L.append("    shapes = {g['name']: g['shape'] for g in GLOBALS}")
     L.append("    tensors = {n: t.reshape(shapes[n]) if n in USER_SHAPES else t for n, t in inputs.items()}")
-    L.append("    for g in GLOBALS:")
+    L.append("    for g in sorted(GLOBALS, key=lambda g: share and 'within' in g):  # hosts first")
+    L.append("        dt = getattr(torch, g['dtype'])")
     L.append("        if g['kind'] == 'arrivals':")
     L.append("            tensors[g['name']] = arrivals(g, device)")
-    L.append("        elif g['name'] not in tensors:")
-    L.append("            dt = getattr(torch, g['dtype'])")
+    L.append("        elif g['name'] in tensors:")
+    L.append("            continue")
+    L.append("        elif share and 'within' in g:")
+    L.append("            host, offset = g['within']")
+    L.append("            nbytes = math.prod(g['shape']) * dt.itemsize")
+    L.append("            raw = tensors[host].reshape(-1).view(torch.uint8)[offset:offset + nbytes]")
+    L.append("            tensors[g['name']] = raw.view(dt).view(g['shape'])")
+    L.append("            if fill is not None:")
+    L.append("                tensors[g['name']].fill_(fill)")
+    L.append("        else:")
     L.append("            tensors[g['name']] = (torch.empty(g['shape'], dtype=dt, device=device) if fill is None else")
     L.append("                                  torch.full(g['shape'], fill, dtype=dt, device=device))")
     L.append("    return tensors")
     L.append("")
     L.append("")
-    L.append("def run(kernels, tensors):")
+    L.append("def run(kernels, tensors, fill=None):")
     L.append('    """Launch every kernel in order. kernels: {name: compiled kernel}; tensors: {global name: tensor}')
-    L.append('    (see allocate()); a 0-D tensor is passed as shape (1,). Returns {output name: tensor}."""')
+    L.append("    (see allocate()); a 0-D tensor is passed as shape (1,). fill: allocate()'s, given again to poison each")
+    L.append('    host of shared bytes as its first kernel starts (POISON). Returns {output name: tensor}."""')
     L.append("    for k in KERNELS:")
+    L.append("        for host in POISON.get(k['name'], ()) if fill is not None else ():")
+    L.append("            tensors[host].fill_(fill)")
     L.append("        kernels[k['name']](*[tensors[n] if tensors[n].dim() else tensors[n].reshape(1) for n in k['params']])")
     L.append("    return {out: tensors[buf].reshape(USER_SHAPES[buf]) if buf in USER_SHAPES else tensors[buf]")
     L.append("            for out, buf in OUTPUTS.items()}")
