@@ -339,6 +339,11 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     for s in k.statements():
         if isinstance(s, Gemm) and s.mma and not mma_shaped(plan, k, s):
             out.append(f"{where}: gemm into {s.acc} is marked for tensor cores but is no 2-D MMA tile shape")
+        # tensor cores multiply one dtype (TileLang refuses f32 x bf16, f16 x bf16): GPU campaign s95
+        if isinstance(s, Gemm) and s.mma and s.a in local and s.b in local and \
+                {local[s.a].dtype, local[s.b].dtype} - {"acc", "f32"} and local[s.a].dtype != local[s.b].dtype:
+            out.append(f"{where}: gemm into {s.acc} multiplies {s.a} ({local[s.a].dtype}) by {s.b} "
+                       f"({local[s.b].dtype}): tensor cores multiply operands of one dtype")
     warp = warps_problem(plan, k)
     if warp:
         out.append(warp)

@@ -220,7 +220,20 @@ def peel_lhs(cx: Ctx, mm: ir.Matmul) -> tuple[int, list[Peel]]:
             break
         peels.append(peel)
         node = cx.node(peel.rest if peel.kind == "gain" else node.a)
-    return node.id, peels
+    # the GEMM multiplies the base: keep the peels down to the last base in the operand's dtype
+    # (gamma_bf16 * (x_f32 * r) is a bf16 operand; its base x is f32, a mixed GEMM the tensor cores
+    # refuse, and rounding x instead of x * r to 16 bits is not the graph's rounding: a large x
+    # overflows f16 where x * r does not). GPU campaign s95, user_norm_gemm's mixed draws.
+    bases = [mm.a]
+    for p in peels:
+        bases.append(p.rest if p.kind == "gain" else cx.node(bases[-1]).a)
+    keep = max(j for j, b in enumerate(bases) if cx.dtype_of(b) == cx.dtype_of(mm.a))
+    if keep < len(peels):
+        rule = {"scale": SCALE, "mean": MEAN, "gain": GAIN}[peels[keep].kind]
+        rule.refuse(cx, (bases[keep],), f"behind {cx.value(bases[keep])} ({cx.dtype_of(mm.a)}, the GEMM's operand) the "
+                    f"LHS is {cx.dtype_of(bases[keep + 1])}: pulling the {peels[keep].kind} out would multiply "
+                    f"{cx.dtype_of(bases[-1])} by {cx.dtype_of(mm.b)} and move the graph's rounding")
+    return bases[keep], peels[:keep]
 
 
 SCALE, MEAN, GAIN = ScalePullout(), MeanPullout(), GainFold()
