@@ -14,6 +14,8 @@ past its dtype, every plan rounds but the reference does not: no kernel can be j
 and the judge calls such an output ill-conditioned (Kernel._out_of_range), never wrong."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
@@ -153,4 +155,23 @@ def test_an_output_past_its_dtype_is_out_of_range_for_the_judge_not_a_wrong_kern
     right = k.run(small)["y"]
     assert k.judge(small, {"y": right})["ok"]
     v = k.judge(small, {"y": right * 1.1})
+    assert not v["ok"] and v["ill_conditioned"] == [], v
+
+
+def test_an_output_the_graphs_own_rounding_overflows_is_ill_conditioned_not_wrong():
+    """Where the graph in its own arithmetic (`same`: on the GPU its float32 GEMMs in TF32) is inf
+    across an output whose float64 reference is finite, no finite element is left to weigh it
+    by: the output is unjudgeable at these inputs (GPU campaign s99, attention's backward at scores
+    of 1e6), never a wrong kernel; where the model is finite and right, a wrong output stays wrong."""
+    g = DagM("f32_row_sum", {"m": 4, "d": 30})
+    g.output("y", g.red("sum", g.input("X", ["m", "d"], "f32"), "d"))
+    g = g.graph()
+    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
+    inputs = {"X": torch.randn(4, 30, generator=torch.Generator().manual_seed(2))}
+    ref, same = k.references(inputs, torch.float64)
+    overflowed = {"y": torch.full_like(same["y"], math.inf)}
+    assert k.ill_conditioned(inputs, ["y"], ref, overflowed) == ["y"]
+    half = {"y": torch.where(torch.arange(4) < 2, math.inf, same["y"])}  # some rows only
+    assert k.ill_conditioned(inputs, ["y"], ref, half) == ["y"]
+    v = k.judge(inputs, {"y": ref["y"].float() * 1.1}, refs=(ref, same))
     assert not v["ok"] and v["ill_conditioned"] == [], v
