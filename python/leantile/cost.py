@@ -128,6 +128,19 @@ def _tile_reductions(k: Kernel) -> int:
     return sum(isinstance(s, Reduce) and s.src not in acc for s in k.body)
 
 
+def _register_operands(k: Kernel) -> int:
+    """Tensor-core GEMM operands k's stream body computes each step from what it loaded (not from
+    an accumulator: attention's P is the chained case): the A tile read into registers, rewritten
+    and handed to wgmma from there, on the warps that issue the MMAs, which wait for it every
+    step as for a reduction's barrier. RMSNorm with a gain into a 4096^3 GEMM with the gain in the
+    operand (derive.gain_operand) ran 0.351 ms against 0.232 with the gain folded into the weight
+    (H200, benchmarks/gemm_tiles/results/gemm-tiles-probe-h200-2026-11-30-gain-operand.log); unpriced,
+    the model shipped it (0.69x torch.compile in the fusion suite at 68a58e4)."""
+    acc = _from_accumulators(k)
+    operands = {x for s in k.body if isinstance(s, Gemm) and s.mma for x in (s.a, s.b)}
+    return sum(isinstance(s, Map) and s.dst in operands and not set(s.args) & acc for s in k.body)
+
+
 def _chained_gemms(k: Kernel) -> bool:
     """A GEMM of k reads another's accumulator (attention's P V after Q K^T)."""
     acc = _from_accumulators(k)
@@ -217,7 +230,7 @@ def kernel_cost(plan: Plan, k: Kernel, tiles: dict | None = None, target: Target
     # the MMA-issuing warps between their wgmmas: those plans ran 1.05x-1.26x a separate statistics
     # kernel at the shape's tiles (benchmarks/deferred_reduce/results/deferred-reduce-h200-2026-11-26.json), so they are charged
     # the same and keep ranking second.
-    syncs = _tile_reductions(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
+    syncs = _tile_reductions(k) + _register_operands(k) if any(isinstance(s, Gemm) and s.mma for s in k.body) else 0
     serial = steps * syncs * REDUCE_SYNC_S * math.ceil(load / per_sm)
     pipeline = per_cta / (max(per_step, 1.0) * stages / target.latency_s) * math.ceil(load / per_sm)
     shared = load * max(per_cta / (target.dram_bps / sms * 2), compute(mma, simt) * sms)

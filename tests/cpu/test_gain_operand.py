@@ -52,6 +52,16 @@ def test_rmsnorm_with_a_gain_before_a_gemm_has_a_one_kernel_candidate():
     assert gemm.a.endswith("_gained") and k.buffer(gemm.a).scope == "fragment"
 
 
+@pytest.mark.parametrize("m,d,n", [(4096, 4096, 4096), (1024, 4096, 4096), (16, 4096, 4096), (8192, 2048, 8192)])
+def test_the_shipped_plan_folds_the_gain_elsewhere(m, d, n):
+    """The operand gain ran 0.351 ms against the row kernel's 0.232 at 4096^3 (H200): what compile
+    ships (cost.choose) prices its per-step register operand (cost._register_operands) and picks
+    another candidate; at 68a58e4 it shipped the operand gain (0.69x torch.compile)."""
+    from leantile.cost import choose
+    g = reductions.graph("rmsnorm_gain_gemm", m=m, d=d, n=n)
+    assert "gain_operand" not in choose(g)[0].candidate
+
+
 def test_no_operand_gain_with_a_mean_pullout():
     """LayerNorm's mean pullout subtracts mu times the gained weight's column sums: the gain stays
     folded into the weight there."""
