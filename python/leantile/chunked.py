@@ -29,7 +29,9 @@ CHUNK_BYTES = 1 << 30
 # 128256) on the H200 peaked at 818 MiB with chunks of 256 MiB and 505 MiB with 128 MiB (16 chunks
 # of 8016 words in its backward), against torch.compile's 2004 (issue 50's bound is a quarter: 501);
 # at 96 MiB its backward runs 24 chunks of 5344 words, a chunk's dlogits and dW slice a third
-# smaller (not measured yet); at 64 MiB 48 chunks, each adding its dH into the float32 sum
+# smaller: 401 MiB (0.20 of torch.compile's peak) at 64.6 ms against 39.3 (0.61x; 0.65x at 128 MiB),
+# benchmarks/results/train-suite-h200-2026-11-30-7ce4185-lm_head-96.md; at 64 MiB 48 chunks, each
+# adding its dH into the float32 sum
 CHUNK_TARGET = 96 << 20
 
 
