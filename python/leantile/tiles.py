@@ -46,6 +46,7 @@ class Schedule(BaseModel):
     flush_subnormals: _Switch = None  # nvcc -ftz=true where an exp2 runs (plan.passes.flush_subnormals)
     fast_math: _Switch = None  # nvcc --use_fast_math on transcendental epilogues storing 16-bit floats (plan.passes.fast_math)
     last_arrival: _Switch = None  # a split reduction's combine run by its slices' last CTA (plan.passes.last_arrival; off by default)
+    stage_loads: _Switch = None  # a streamed row kernel's loads through a pipelined shared tile (plan.passes.stage_loads; off by default)
 
     @model_validator(mode="before")
     @classmethod

@@ -18,7 +18,7 @@ class EmitError(ValueError):
 
 TL_DTYPES = dict(ir.DTYPE_NAMES)  # TileLang names a dtype as torch does
 TUNABLE = ("block_m", "block_n", "block_k", "block_r", "stages", "threads", "swizzle", "overlap", "pingpong", "swap_operands",
-           "dependent_launch", "flush_subnormals", "fast_math", "last_arrival")
+           "dependent_launch", "flush_subnormals", "fast_math", "last_arrival", "stage_loads")
 # names the generated code uses itself; buffer names that collide are renamed
 RESERVED = {"T", "tilelang", "bx", "by", "bz", "k", "k2", "kk", "ks", "i", "j", "l", "i0", "i1", "i2", "i3",
             "main", "dtype", "accum_dtype", "threads", "stages", "block_m", "block_n",
