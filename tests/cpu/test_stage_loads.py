@@ -34,10 +34,11 @@ def _staged(plan) -> dict[str, list[str]]:
     out = {}
     for k in plan.kernels:
         shared = {b.name for b in k.buffers if b.scope == "shared" and b.name.endswith(STAGED_SUFFIX)}
-        names = [s.src for s in k.body if isinstance(s, Load) and s.dst in shared]
+        stmts = (*k.body, *k.second_pass)
+        names = [s.src for s in stmts if isinstance(s, Load) and s.dst in shared]
         if names:
             out[k.name] = names
-            copies = [s for s in k.body if isinstance(s, Map) and s.fn == "copy" and s.args[0] in shared]
+            copies = [s for s in stmts if isinstance(s, Map) and s.fn == "copy" and s.args[0] in shared]
             assert len(copies) == len(names)  # each staged tile copied into its registers once a block
     return out
 
@@ -47,6 +48,8 @@ def test_a_streamed_cross_entropy_stages_its_rows_only_when_asked():
     assert not _staged(derive(g))
     plan = derive(g, None, ON)
     assert _staged(plan) == {"row_2": ["X"]}, _staged(plan)
+    # a two-pass row (log-softmax over 32000 f16: 64 KB rows) stages both passes' loads
+    assert _staged(derive(reductions.graph("log_softmax"), None, ON)) == {"row_1": ["X", "X"]}
     # a GEMM kernel's operands are shared tiles already; a row held on chip has no stream to pipeline
     assert not _staged(derive(reductions.graph("triu_gemm"), None, ON))
     assert not _staged(derive(fusion.graph("rmsnorm_gain"), None, ON))

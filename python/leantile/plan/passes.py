@@ -75,21 +75,25 @@ def stage_loads(plan: Plan, target: Target = DEFAULT) -> Plan:
         if not k.stream or _gemms(k) or k.overlap or k.pingpong or one_block_stream(plan, k):
             return {}
         local = {b.name: b for b in k.buffers}
-        bufs, body = list(k.buffers), []
-        for st in k.body:
-            g = plan.global_buffer(st.src) if isinstance(st, Load) else None
-            b = local.get(st.dst) if isinstance(st, Load) else None
-            if g is None or b.scope != "fragment" or k.stream.axis not in b.axes or row_bytes(plan, g) % 16:
-                body.append(st)
-                continue
-            sh = Buffer(name=f"{b.name}{STAGED_SUFFIX}", axes=b.axes, scope="shared", dtype=g.dtype, node=b.node)
-            bufs.append(sh)
-            body += [st.model_copy(update={"dst": sh.name}), Map(dst=b.name, fn="copy", args=(sh.name,))]
+        bufs, parts = list(k.buffers), {}
+        for part in ("body", "second_pass"):  # (a two-pass row reads its blocks again: plan.Kernel.second_pass)
+            out = []
+            for st in getattr(k, part):
+                g = plan.global_buffer(st.src) if isinstance(st, Load) else None
+                b = local.get(st.dst) if isinstance(st, Load) else None
+                if g is None or b.scope != "fragment" or k.stream.axis not in b.axes or row_bytes(plan, g) % 16:
+                    out.append(st)
+                    continue
+                sh = Buffer(name=f"{b.name}{'2' if part == 'second_pass' else ''}{STAGED_SUFFIX}", axes=b.axes,
+                            scope="shared", dtype=g.dtype, node=b.node)
+                bufs.append(sh)
+                out += [st.model_copy(update={"dst": sh.name}), Map(dst=b.name, fn="copy", args=(sh.name,))]
+            parts[part] = tuple(out)
         if len(bufs) == len(k.buffers):
             return {}
-        staged = k.model_copy(update={"buffers": tuple(bufs), "body": tuple(body)})
-        fits = shared_bytes(plan, staged) + REDUCE_SCRATCH <= target.smem_per_cta
-        return {"buffers": staged.buffers, "body": staged.body} if fits else {}
+        update = {"buffers": tuple(bufs), **parts}
+        fits = shared_bytes(plan, k.model_copy(update=update)) + REDUCE_SCRATCH <= target.smem_per_cta
+        return update if fits else {}
     return _on_kernels(plan, decide)
 
 

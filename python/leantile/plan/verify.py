@@ -93,7 +93,8 @@ def shared_bytes(plan: Plan, k: Kernel, tiles: dict | None = None) -> int:
     every export at three tilings (measured 2026-11-23: matmul 128x256x64, 3 stages: 147456
     both; flash 128x256, d_h 128, 3 stages: 425984 both), and of every generated graph that
     tests/cpu/test_lower_generated lowers."""
-    piped = {s.dst for s in k.body if isinstance(s, Load)} if k.stream else set()
+    # (a second pass's loads, plan.passes.stage_loads, are a pipelined loop of their own: counted as the body's)
+    piped = {s.dst for s in (*k.body, *k.second_pass) if isinstance(s, Load)} if k.stream else set()
     stages = (tiles or {}).get("stages", k.stream.stages) if k.stream else 1
 
     def size(axes, dtype) -> int:
