@@ -12,14 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from hypothesis import given, settings
 
-from leantile import interp, reference
 from leantile.derive import candidates, derive
 from leantile.plan import Load, Map
 from leantile.plan.passes import STAGED_SUFFIX
-from plan_checks import rel_err
+from plan_checks import check_every_candidate
 from reduction_strategies import long_reduction_graphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -60,40 +58,20 @@ def test_a_streamed_cross_entropy_stages_its_rows_only_when_asked():
 @pytest.mark.parametrize("case,sizes", [("cross_entropy", dict(m=5, c=20008)), ("log_softmax", dict(m=3, d=24000))])
 def test_staged_fusion_rows_compute_the_graph(case, sizes):
     g = fusion.graph(case, **sizes)
-    inputs = reference.random_inputs(g, seed=4)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    staged = 0
-    for c in candidates(g):
-        plan = derive(g, c.name, ON)
-        staged += bool(_staged(plan))
-        out = interp.run(plan, inputs, dtype=torch.float64)
-        for o in g.outputs:
-            assert rel_err(out[o], ref[o]) < 1e-9, (c.name, o)
-    assert staged
+    assert any(_staged(derive(g, c.name, ON)) for c in candidates(g))
+    check_every_candidate(g, 4, [ON])
 
 
 @pytest.mark.parametrize("case,sizes", [("layernorm_chw", dict(n=2, c=4, h=33, w=64)), ("mse_loss", dict(m=7, d=2400)),
                                         ("bias_grad", dict(m=9000, d=16))])
 def test_staged_reductions_compute_the_graph(case, sizes):
-    g = reductions.graph(case, **sizes)
-    inputs = reference.random_inputs(g, seed=5)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    for c in candidates(g):
-        out = interp.run(derive(g, c.name, ON), inputs, dtype=torch.float64)
-        for o in g.outputs:
-            assert rel_err(out[o], ref[o]) < 1e-9, (c.name, o)
+    check_every_candidate(reductions.graph(case, **sizes), 5, [ON])
 
 
 @settings(max_examples=15, deadline=None)
 @given(long_reduction_graphs())
 def test_generated_long_reductions_staged_equal_their_reference(g):
-    inputs = reference.random_inputs(g, seed=2)
-    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
-    for c in candidates(g):
-        for tiles in (ON, {**ON, "stages": 3}):
-            out = interp.run(derive(g, c.name, tiles), inputs, dtype=torch.float64)
-            for o in g.outputs:
-                assert rel_err(out[o], ref[o]) < 1e-9, (c.name, tiles, o)
+    check_every_candidate(g, 2, [ON, {**ON, "stages": 3}])
 
 
 @pytest.mark.parametrize("case,src,tiles", [
