@@ -98,7 +98,9 @@ def localize(plan, module, inputs: dict, launcher, device, repeat: int = 1, unsy
     order = [k["name"] for k in module.KERNELS]
     dev_inputs = {n: t.to(device) for n, t in inputs.items()}
     report: dict = {"isolated": {}, "chained": {}, "shipped": {}}
-    tensors = module.allocate(dev_inputs, device=device, fill=float("nan"))
+    # every buffer its own bytes (share=False): plan.storage puts an intermediate in a buffer written
+    # after it, and a buffer read after the run would be its host's by then
+    tensors = module.allocate(dev_inputs, device=device, fill=float("nan"), share=False)
     for name in order:  # isolated: exact inputs
         for r in reads[name]:
             if r not in inputs:
@@ -106,7 +108,7 @@ def localize(plan, module, inputs: dict, launcher, device, repeat: int = 1, unsy
         launcher.launch(name, tensors)
         launcher.sync()
         report["isolated"][name] = {w: buffer_error(tensors[w], want[w]) for w in writes[name]}
-    tensors = module.allocate(dev_inputs, device=device, fill=float("nan"))
+    tensors = module.allocate(dev_inputs, device=device, fill=float("nan"), share=False)
     for name in order:  # chained: the GPU's own intermediates, one kernel at a time
         launcher.launch(name, tensors)
         launcher.sync()
@@ -114,7 +116,7 @@ def localize(plan, module, inputs: dict, launcher, device, repeat: int = 1, unsy
     for mode, runner in (unsynced or {}).items():
         runs = []
         for _ in range(repeat):
-            tensors = module.allocate(dev_inputs, device=device, fill=float("nan"))
+            tensors = module.allocate(dev_inputs, device=device, fill=float("nan"), share=False)
             for name in order:
                 runner.launch(name, tensors)
             runner.sync()
