@@ -1,7 +1,8 @@
 """Tiles of GEMMs with a fused epilogue (a GroupNorm, a pool, a norm's pulled-out scale), probed on whole
 plans: for each case (a reductions-suite or fusion-suite graph) the plan's GPU time (Kernel.benchmark:
-do_bench_cudagraph median) at the shipped tiles and at each setting, and torch.compile of the PyTorch
-version, in one process. Prints a table, writes JSON after each row.
+do_bench_cudagraph median) at the shipped tiles and at each setting, each verified first (Kernel.verify: a
+wrong setting is reported, not timed), and torch.compile of the PyTorch version, in one process. Prints a
+table, writes JSON after each row.
 
     python benchmarks/gemm_tiles/probe.py --out DIR [--settings block_m=256,block_m=256+stages=3,...] [CASE ...]
 
@@ -62,7 +63,7 @@ def main(argv=None) -> int:
         if time.time() - t0 > args.budget:
             break
         g, fn = workload(case)
-        row = {"case": case, "shape": dict(g.axes), "ms": {}, "tiles": {}}
+        row = {"case": case, "shape": dict(g.axes), "ms": {}, "tiles": {}, "ok": {}}
         inputs = None
         for setting in settings:
             if time.time() - t0 > args.budget:
@@ -71,7 +72,8 @@ def main(argv=None) -> int:
                 plan = derive(g, *parse(setting))
                 k = Kernel(g, plan, "probe", torch.device("cuda", 0))
                 inputs = inputs or k.random_inputs()
-                row["ms"][setting] = k.benchmark(inputs)
+                row["ok"][setting] = bool(k.verify(inputs)["ok"])  # a setting is timed only where it is right
+                row["ms"][setting] = k.benchmark(inputs) if row["ok"][setting] else "wrong"
                 row["tiles"][setting] = [(x.name, [(t.axis, t.block) for t in x.grid], x.threads) for x in launches(plan)]
             except Exception as e:  # a setting that does not compile is reported, the others go on
                 row["ms"][setting] = f"{type(e).__name__}: {e}"[:200]
