@@ -225,6 +225,47 @@ def test_atomic_dq_is_verified_and_equals_the_reference():
     assert any("narrower than float32" in p for p in verify(plan.model_copy(update={"globals": narrow}), bw))
 
 
+def test_atomic_dq_with_the_forwards_statistics_zeroes_its_sums_in_a_kernel_of_its_own():
+    """Where the forward's statistics are saved (training: no statistics kernel), the atomic dQ
+    candidate zeroes dQ's float32 sums in a kernel of its own first; the dK/dV kernel adds each
+    block as one TMA reduce-add of a staged tile where its rows are whole 16-byte granules (a head
+    dim of 8 float32 sums: 32 bytes), its threads' own atomics where not (6: 24 bytes);
+    every candidate equals the reference."""
+    from leantile.plan.verify import verify
+    for d_h, staged in ((8, True), (6, False)):
+        g = _f64(architectures.build("causal_attention", h=2, t_q=7, t_kv=9, d_h=d_h))
+        bw = vjp(g).graph
+        names = [c.name for c in candidates(bw)]
+        assert "flash_backward_exp2_atomic_dq" in names and names[0] == "flash_backward_exp2"
+        plan = derive(bw, "flash_backward_exp2_atomic_dq", {"block_m": 2, "block_n": 3})
+        assert plan.kernels[0].name.startswith("flash_bwd_dq_zero")
+        adds = [s for k in plan.kernels for s in k.statements() if isinstance(s, Store) and s.accumulate]
+        assert len(adds) == 1 and adds[0].staged == staged, (d_h, adds)
+        assert verify(plan, bw) == []
+        _equal_everywhere(bw, [{"block_m": 2, "block_n": 3}, {"block_m": 4, "block_n": 1}], seed=4)
+
+
+@pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
+def test_atomic_dq_lowers_as_a_tma_reduce_add():
+    """FlashAttention-3's dQ: the dK/dV kernel's dQ block staged in shared memory and added by one
+    TMA reduce-add (cp.reduce.async.bulk), compiled by nvcc without spills."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed")
+    from lowering_sweeps import load_module
+
+    from leantile.emit.tilelang import emit_module
+    from leantile.lower import compile_cuda, lower_to_cuda, nvcc_path
+    bw = vjp(architectures.build("attention", h=4, t_q=500, t_kv=700, d_h=64)).graph
+    plan = derive(bw, "flash_backward_exp2_atomic_dq")
+    mod = load_module(emit_module(plan), "flash_backward_tma_add")
+    (name,) = [k.name for k in plan.kernels if k.name.startswith("flash_bwd_dkdv")]
+    cu = lower_to_cuda(mod.build_kernel()[name], arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
+    assert "tma_store_add" in cu
+    if nvcc_path():
+        report: list = []
+        compile_cuda(cu, report=report)
+        assert any("0 bytes spill stores" in line for line in report), report
+
+
 def test_an_odd_head_dim_keeps_the_generic_backward():
     """TileLang 0.1.15 lowers no dQ or dK/dV kernel over an odd head dim (GPU campaign s76, d_h = 5:
     "no available layout found"): the site is refused with the reason, the generic backward stays

@@ -312,6 +312,18 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
     return kb.build()
 
 
+def dq_zero_kernel(cx: Ctx, s: FlashBackwardSite, tiles: dict, dq_acc: str) -> Kernel:
+    """dQ's float32 sums (dq_acc) set to zero before the dK/dV kernel adds into them, where no
+    statistics kernel runs to do it (the forward's statistics saved), one tile of query rows a CTA."""
+    dqn = cx.node(s.dq)
+    batch = tuple(a for a in dqn.axes if a not in (s.row,) and a in _other_axes(s, cx))
+    kb = KernelBuilder(cx.names.user, f"flash_bwd_dq_zero_{s.dq}", "attention backward: dQ's float32 sums zeroed",
+                       _grid(batch, s.row, tiles), None, tiles["threads"])
+    zero = kb.buf(f"{dq_acc}_zero", dqn.axes, "fragment", "acc", key=("zero", s.dq))
+    kb.body = [Fill(dst=zero, value="0"), Store(src=zero, dst=dq_acc)]
+    return kb.build()
+
+
 def dq_cast_kernel(cx: Ctx, s: FlashBackwardSite, tiles: dict, dq_acc: str) -> Kernel:
     """dQ from its float32 sums (dq_acc) in the output's dtype, one tile of query rows a CTA."""
     dqn = cx.node(s.dq)
@@ -335,9 +347,10 @@ class FlashBackwardChoice:
 
 
 def atomic_dq_applies(s: FlashBackwardSite) -> bool:
-    """dQ can be added from the dK/dV kernel: it runs (dK or dV wanted), dQ is wanted, and a
-    statistics kernel runs first to zero its sums (none where the forward's are saved)."""
-    return s.dq is not None and (s.dk is not None or s.dv is not None) and not s.saved_stats
+    """dQ can be added from the dK/dV kernel: it runs (dK or dV wanted) and dQ is wanted (its
+    sums zeroed first by the statistics kernel, or where the forward's statistics are saved by a
+    kernel of their own: dq_zero_kernel)."""
+    return s.dq is not None and (s.dk is not None or s.dv is not None)
 
 
 def flash_backward(cx: Ctx, c: FlashBackwardChoice, tiles: dict) -> tuple[list, list[Buffer]]:
@@ -357,17 +370,19 @@ def flash_backward(cx: Ctx, c: FlashBackwardChoice, tiles: dict) -> tuple[list, 
                                  "TileLang 0.1.15 has no layout for its dQ and dK/dV products"])
     inputs = [qk.a, qk.b, dp.a, dp.b, *s.leaves]
     out, bufs, dq_acc = [], [], None
+    if c.atomic_dq and atomic_dq_applies(s):
+        dq_acc = cx.names.extra(("dq_acc", s.dq), f"{cx.value(s.dq)}_acc")
+        bufs.append(Buffer(name=dq_acc, axes=cx.node(s.dq).axes, scope="global", dtype="acc",
+                           why="float32: dQ's sums, added into by the dK/dV kernel's CTAs"))
     if s.saved_stats:  # the forward's max (c m) and sum are leaves: no statistics kernel
         m_name = cx.value(sm.mx)
+        if dq_acc is not None:  # (what the statistics kernel would zero: a kernel of its own)
+            out.append((dq_zero_kernel(cx, s, tiles, dq_acc), [], [dq_acc]))
     else:
         m_name = cx.names.extra(("raw_max", sm.mx), f"{cx.value(sm.mx)}_raw")
         bufs.append(Buffer(name=m_name, axes=cx.node(sm.mx).axes, scope="global", dtype="acc",
                            why="float32: the scores' row max before the scale, for P = exp(c (s - m)) / l in the "
                                "backward's kernels"))
-        if c.atomic_dq and atomic_dq_applies(s):
-            dq_acc = cx.names.extra(("dq_acc", s.dq), f"{cx.value(s.dq)}_acc")
-            bufs.append(Buffer(name=dq_acc, axes=cx.node(s.dq).axes, scope="global", dtype="acc",
-                               why="float32: dQ's sums, added into by the dK/dV kernel's CTAs"))
         writes = [m_name, sm.sm, *([s.dsum] if s.prod is not None else []), *([dq_acc] if dq_acc else [])]
         out.append((stats_kernel(cx, s, exp2, tiles, m_name, skip, dq_acc), inputs, writes))
         inputs = inputs + [m_name, sm.sm, s.dsum]  # (D computed elsewhere where it is a leaf: inputs has it)

@@ -270,7 +270,7 @@ class _Walk:
 
     def store(self, s: Store) -> None:
         b, g = self.local[s.src], self.plan.global_buffer(s.dst)
-        if s.accumulate or window_granule(self.plan, self.k, g, b):  # (an atomic add: from the registers)
+        if (s.accumulate and not s.staged) or window_granule(self.plan, self.k, g, b):  # (an atomic add: from the registers)
             return
         if swapped_layout(self.k, b.axes):  # (column, row) on chip: through a (row, column) tile
             self.add("transposing", s.src, b.axes, g.dtype)

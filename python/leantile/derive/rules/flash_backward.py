@@ -213,7 +213,7 @@ class FlashBackward(Rule):
             return (*shift, self.step(s.nodes, axis=s.axis, **params), *skip)
         exp2 = (EXP2.step([s.softmax.exp]),)
         atomic = [Option("flash_backward_exp2_atomic_dq", (*steps(dq="atomic"), *exp2), s, self.name, s.nodes)] \
-            if s.dq is not None and (s.dk is not None or s.dv is not None) and not s.saved_stats else []
+            if s.dq is not None and (s.dk is not None or s.dv is not None) else []
         return [Option("flash_backward_exp2", (*steps(), *exp2), s, self.name, s.nodes), *atomic,
                 Option("flash_backward", steps(), s, self.name, s.nodes)]
 
