@@ -61,7 +61,7 @@ for p in (ROOT / "python", ROOT / "tests", ROOT / "benchmarks"):
         sys.path.insert(0, str(p))
 
 from gpu_fuzz_parts.families import families, graph_key, graph_stream  # noqa: E402
-from gpu_fuzz_parts.plans import kernel_digests, plans_of, precompile  # noqa: E402
+from gpu_fuzz_parts.plans import kernel_digests, parse_tiles, plans_of, precompile  # noqa: E402
 from gpu_fuzz_parts.results import Results, code_fingerprint, slug, table  # noqa: E402
 from gpu_fuzz_parts.sizes import DTYPES, Profile  # noqa: E402
 from gpu_fuzz_parts.worker import Worker, init_compile_process, log_tail  # noqa: E402
@@ -92,6 +92,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-elements", type=int, default=0, help="per tensor (default 2^26; 2^11 on cpu)")
     ap.add_argument("--max-flops", type=float, default=0, help="per GEMM (default 2^37; 2^16 on cpu)")
     ap.add_argument("--max-candidates", type=int, default=0, help="per graph (0: every candidate)")
+    ap.add_argument("--tiles", default="", help="tile parameters every plan is derived with, k=v joined by ',' "
+                                                "(a switch not yet shipped: stage_loads=1)")
     ap.add_argument("--skip-unfused", action="store_true",
                     help="leave out the unfused fallback where a fused candidate exists (its many kernels are most of "
                          "the nvcc time; it ships only where nothing else derives)")
@@ -221,7 +223,7 @@ def main(argv=None) -> int:
                 continue
             seen_keys.add(key)
             t0 = time.time()
-            plans, refused, crashed = plans_of(g, a.max_candidates, a.skip_unfused)
+            plans, refused, crashed = plans_of(g, a.max_candidates, a.skip_unfused, parse_tiles(a.tiles))
             stages["derive_emit_s"] += time.time() - t0
             job = {"gid": gid_next, "key": key, "family": fam, "name": g.name, "dtype": dtype, "sizes": dict(g.axes),
                    "graph": g.to_json(), "extra": extra, "seed": int(key[:8], 16),
@@ -241,6 +243,7 @@ def main(argv=None) -> int:
 
     def send(w, job):
         msg = {k: job[k] for k in ("gid", "graph", "extra", "seed", "large", "start")}
+        msg["tiles"] = parse_tiles(a.tiles)
         msg["plans"] = [{k: p[k] for k in ("candidate", "default", "key")} for p in job["plans"]]
         w.inq.put(msg)
         w.job, w.last = job, time.time()

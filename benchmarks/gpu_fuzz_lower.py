@@ -12,7 +12,7 @@ raises is a crash, a DerivationError or GraphError a refusal (as in the GPU camp
 refused, the code fingerprint, plans lowered per candidate name (which rules the draws reached), one record
 per crash (graph JSON, candidate, kernel, error).
 
-    python3 benchmarks/gpu_fuzz_lower.py --budget-s 600 [--seed N] [--families a,b] [--nvcc]
+    python3 benchmarks/gpu_fuzz_lower.py --budget-s 600 [--seed N] [--families a,b] [--nvcc] [--tiles stage_loads=1]
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ for p in (ROOT / "python", ROOT / "tests", ROOT / "benchmarks"):
         sys.path.insert(0, str(p))
 
 from gpu_fuzz_parts.families import families, graph_stream  # noqa: E402
-from gpu_fuzz_parts.plans import error_text, plans_of  # noqa: E402
+from gpu_fuzz_parts.plans import error_text, parse_tiles, plans_of  # noqa: E402
 from gpu_fuzz_parts.sizes import DTYPES, Profile  # noqa: E402
 
 
-def lower_graph(graph_json: dict, nvcc: bool, max_candidates: int) -> dict:
+def lower_graph(graph_json: dict, nvcc: bool, max_candidates: int, tiles: dict | None = None) -> dict:
     """In a pool process: every plan of the graph emitted and each kernel lowered (and compiled
     with nvcc). {plans, candidates: [name of each plan], refused: [...], crashes: [...]}."""
     import traceback
@@ -45,7 +45,7 @@ def lower_graph(graph_json: dict, nvcc: bool, max_candidates: int) -> dict:
     from leantile.lower import compile_cuda, lower_to_cuda
 
     g = ir.parse(graph_json)
-    plans, refused, crashed = plans_of(g, max_candidates)
+    plans, refused, crashed = plans_of(g, max_candidates, tiles=tiles)
     for p in plans:
         stage, kernel = "build", None
         try:
@@ -76,6 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--nvcc", action="store_true", help="also compile each kernel to a cubin (nvcc, sm_90a)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--tag", default="")
+    ap.add_argument("--tiles", default="", help="tile parameters every plan is derived with, k=v joined by ',' "
+                                                "(a switch not yet shipped: stage_loads=1)")
     a = ap.parse_args(argv)
     from gpu_fuzz_parts.results import code_fingerprint
     from leantile.files import write_atomic
@@ -88,7 +90,7 @@ def main(argv=None) -> int:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     dest = out / f"lower-fuzz-cpu-{date.today()}{'-' + a.tag if a.tag else ''}.json"
-    rec = {"device": "cpu (lowering for sm_90" + (", nvcc" if a.nvcc else "") + ")", "seed": a.seed,
+    rec = {"device": "cpu (lowering for sm_90" + (", nvcc" if a.nvcc else "") + ")", "seed": a.seed, "tiles": parse_tiles(a.tiles),
            "code": code_fingerprint(ROOT / "python" / "leantile"), "families": sorted(fams), "graphs": 0, "plans": 0,
            "crash": 0, "refused": 0, "largest_axis": 0, "failures": [], "by_family": {}, "candidates": {}}
     t0, workers = time.time(), a.workers or os.cpu_count() or 2
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
             fam, g, dtype, _ = next(stream)
             drawn += 1
             gj = g.model_dump(mode="json", by_alias=True)
-            pending[pool.submit(lower_graph, gj, a.nvcc, a.max_candidates)] = (fam, g, dtype, gj)
+            pending[pool.submit(lower_graph, gj, a.nvcc, a.max_candidates, parse_tiles(a.tiles))] = (fam, g, dtype, gj)
         while len(pending) < 2 * workers and time.time() - t0 < a.budget_s and (not a.max_graphs or drawn < a.max_graphs):
             submit()
         while pending:

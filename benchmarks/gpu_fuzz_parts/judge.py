@@ -164,7 +164,8 @@ def run_graph(job, dev, outq, leantile, ir, runtime, torch) -> dict:
         t0 = time.time()
         try:
             # the CPU dry run checks the plan (the interpreter), not the graph's reference
-            k = leantile.compile(g, candidate=p["candidate"], device=dev, tuned=False, interpret=dev.type != "cuda")
+            k = leantile.compile(g, candidate=p["candidate"], device=dev, tuned=False, interpret=dev.type != "cuda",
+                                 tiles=job.get("tiles"))
         except (DerivationError, ir.GraphError) as e:
             outq.put(("plan", gid, i, {**rec, "status": "refused", "error": error_text(e)}))
             continue

@@ -8,10 +8,18 @@ import time
 import traceback
 
 
-def plans_of(g, max_candidates: int = 0, skip_unfused: bool = False) -> tuple[list, list, list]:
+def parse_tiles(text: str) -> dict | None:
+    """`k=v,k=v` (the campaigns' --tiles) as {k: int(v)}; None for ''."""
+    return {k: int(v) for k, v in (x.split("=") for x in text.split(",") if x)} or None
+
+
+def plans_of(g, max_candidates: int = 0, skip_unfused: bool = False, tiles: dict | None = None) -> tuple[list, list, list]:
     """(plans, refusals, crashes) of g: plans [{candidate (None: the default), default, key
     (the emitted source's digest), source, kernels (their names)}], each distinct source once;
-    refusals and crashes [{candidate, stage, error}] of derive and emit."""
+    refusals and crashes [{candidate, stage, error}] of derive and emit. `tiles`: every plan
+    derived with these tile parameters (a schedule switch to judge before it ships, e.g.
+    stage_loads=1; the default is then the default candidate at them, as leantile.compile(tiles=)
+    derives it)."""
     from leantile import ir
     from leantile.cost import choose
     from leantile.derive import DerivationError, candidates, derive
@@ -29,7 +37,7 @@ def plans_of(g, max_candidates: int = 0, skip_unfused: bool = False) -> tuple[li
     for name in [*cands, None]:
         stage = "derive"
         try:
-            plan = choose(g)[0] if name is None else derive(g, name)
+            plan = choose(g)[0] if name is None and not tiles else derive(g, name, tiles)
             stage = "emit"
             src = emit_module(plan)
         except (DerivationError, ir.GraphError) as e:
