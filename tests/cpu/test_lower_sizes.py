@@ -192,3 +192,43 @@ def test_one_wave_tiles_of_a_colsum_stream_take_power_of_two_columns():
     mod = load_module(emit_module(plan), "sizes_reduce_layout_default")
     for name, f in mod.build_kernel(pdl=True).items():
         assert "__global__" in lower_to_cuda(f, pass_configs=mod.PASS_CONFIGS.get(name))
+
+
+# The GPU campaign's graph (CPU lowering campaign s104, 2026-11-30): a user attention's backward in bf16 at
+# d_h = 4 (rows of 8 bytes: cp.async, no TMA), its dK/dV kernel streaming the queries from a mask's bound
+# (a run-time trip count) at the shape's 64 x 64 tiles: "Downcast from tirx.Sub to ir.IntImm failed" at 2
+# stages in every flash candidate, the default too; emit.streams.dynamic_stage_cap now caps a stream
+# that copies rows narrower than 16 bytes at 1 stage.
+NARROW_BACKWARD = (
+    '{"axes":{"d":63,"d_h":4,"h":8,"t_kv":96,"t_q":63},"derivation":[],"name":"user_attention_vjp","nodes":[{'
+    '"axes":["h","t_q","d_h"],"dtype":"bf16","id":0,"name":"d_out","op":"input"},{"axes":["h","t_kv","d_h"],"'
+    'dtype":"bf16","id":1,"name":"V","op":"input"},{"a":0,"axes":["h","t_q","t_kv"],"axis_a":"d_h","axis_b":"'
+    'd_h","b":1,"id":2,"op":"matmul"},{"axes":["t_kv"],"axis":"t_kv","id":3,"op":"iota"},{"axes":["t_q"],"axi'
+    's":"t_q","id":4,"op":"iota"},{"a":3,"axes":["t_kv","t_q"],"b":4,"id":5,"op":"le"},{"axes":["h","t_q","d_'
+    'h"],"dtype":"bf16","id":6,"name":"Q","op":"input"},{"axes":["h","t_kv","d_h"],"dtype":"bf16","id":7,"nam'
+    'e":"K","op":"input"},{"a":6,"axes":["h","t_q","t_kv"],"axis_a":"d_h","axis_b":"d_h","b":7,"id":8,"op":"m'
+    'atmul"},{"axes":[],"id":9,"op":"const","value":"-inf"},{"a":8,"axes":["h","t_q","t_kv"],"b":9,"cond":5,"'
+    'id":10,"op":"select"},{"axes":["h","t_q"],"dtype":"f32","id":11,"name":"saved_9","op":"input"},{"a":10,"'
+    'axes":["h","t_q","t_kv"],"b":11,"id":12,"op":"sub"},{"axes":["h","t_q","t_kv"],"id":13,"op":"exp","x":12'
+    '},{"axes":["h","t_q"],"dtype":"f32","id":14,"name":"saved_12","op":"input"},{"a":13,"axes":["h","t_q","t'
+    '_kv"],"b":14,"id":15,"op":"div"},{"a":15,"axes":["h","t_kv","d_h"],"axis_a":"t_q","axis_b":"t_q","b":0,"'
+    'id":16,"op":"matmul"},{"axes":["h","t_q","d_h"],"dtype":"bf16","id":17,"name":"saved_14","op":"input"},{'
+    '"a":0,"axes":["h","t_q","d_h"],"b":17,"id":18,"op":"mul"},{"axes":["h","t_q"],"axis":"d_h","id":19,"kind'
+    '":"sum","op":"reduce","x":18},{"a":2,"axes":["h","t_q","t_kv"],"b":19,"id":20,"op":"sub"},{"a":15,"axes"'
+    ':["h","t_q","t_kv"],"b":20,"id":21,"op":"mul"},{"axes":[],"id":22,"op":"const","value":"0.0"},{"a":21,"a'
+    'xes":["h","t_q","t_kv"],"b":22,"cond":5,"id":23,"op":"select"},{"a":23,"axes":["h","t_q","d_h"],"axis_a"'
+    ':"t_kv","axis_b":"t_kv","b":7,"id":24,"op":"matmul"},{"a":23,"axes":["h","t_kv","d_h"],"axis_a":"t_q","a'
+    'xis_b":"t_q","b":6,"id":25,"op":"matmul"}],"outputs":{"d_K":25,"d_Q":24,"d_V":16},"schema":"leantile/v1"'
+    '}')
+
+
+def test_a_backward_over_rows_narrower_than_16_bytes_lowers():
+    from leantile.derive import candidates, derive
+    g = parse(__import__("json").loads(NARROW_BACKWARD))
+    names = [c.name for c in candidates(g)]
+    assert "flash_backward_exp2" in names
+    for name in names:
+        plan = derive(g, name)
+        mod = load_module(emit_module(plan), f"narrow_backward_{name}")
+        for kernel, f in mod.build_kernel().items():
+            assert f"{kernel}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(kernel))

@@ -39,20 +39,25 @@ def cp_async_pipeline(plan: Plan, k) -> bool:
     return bool(cfg.get("tl.disable_warp_specialized")) or not any(_surely_tma(plan, k, g, b) for g, b in loads)
 
 
-def dynamic_stage_cap(k) -> int:
+def dynamic_stage_cap(plan: Plan, k) -> int:
     """The stages a cp.async pipeline over a run-time trip count lowers with: 2 where the body's
     shared loads are one run of statements (a GEMM slice's A and B), 1 where they are several
     (flash attention's K, then V after the softmax): TileLang then waits on a count that depends
     on the loop variable ("Downcast from tirx.Sub to ir.IntImm failed" at 2 stages too: gpu-fuzz
     2026-11-28, f32 attention with a per-head length mask at d_h = 1; f16 causal attention at
-    d_h = 100 alike; upstream: tile-ai/TileOPs#1852)."""
+    d_h = 100 alike; upstream: tile-ai/TileOPs#1852). Also 1 where one of them reads rows of
+    fewer than 16 bytes a 2-D tile (copies narrower than cp.async's widest: the dK/dV kernel of a
+    bf16 attention backward at d_h = 4, CPU lowering campaign s104)."""
     shared = {b.name for b in k.buffers if b.scope == "shared"}
-    runs, inside = 0, False
+    runs, inside, narrow = 0, False, False
     for s in k.body:
         load = isinstance(s, Load) and s.dst in shared
         runs += load and not inside
         inside = load
-    return CP_ASYNC_DYNAMIC_STAGES if runs <= 1 else 1
+        if load:
+            g = plan.global_buffer(s.src)
+            narrow |= len(g.axes) >= 2 and row_bytes(plan, g) < 16
+    return CP_ASYNC_DYNAMIC_STAGES if runs <= 1 and not narrow else 1
 
 
 def _surely_tma(plan: Plan, k, g, b) -> bool:
@@ -141,7 +146,7 @@ class StreamWriter:
             st = k.stream
             stages = "stages" if "stages" in (self.plan.tiles or {}) and self.plan.tiles["stages"] == st.stages else str(st.stages)
             if (st.skip or st.split) and cp_async_pipeline(self.plan, k):  # a run-time trip count
-                stages = f"min({stages}, {dynamic_stage_cap(k)})"
+                stages = f"min({stages}, {dynamic_stage_cap(self.plan, k)})"
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
             nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
             if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
