@@ -6,7 +6,6 @@ and the emitted module's allocate() makes the guests views of their hosts' bytes
 from __future__ import annotations
 
 import importlib
-import math
 import sys
 from pathlib import Path
 
@@ -121,4 +120,3 @@ def test_allocate_puts_guests_in_their_hosts_bytes_and_gpu_bytes_counts_hosts_al
     new = [b.name for b in plan.globals if b.name not in inputs]
     assert k.gpu_bytes()[0] == sum(size[n] for n in new if n not in storage(plan))
     assert k.gpu_bytes()[0] < sum(size[n] for n in new)
-    assert math.prod(t[next(iter(plan.outputs.values()))].shape) > 0
