@@ -43,6 +43,19 @@ def _scaled(sizes: dict):
     return g.graph()
 
 
+def saved_from_forward(fwd, back, inputs: dict) -> dict:
+    """The backward's saved inputs (O, the rows' max and sum) as the forward computes them from the
+    drawn Q, K, V: drawn ones are no training step's (a row sum near 0 overflows P; every plan was
+    'wrong' at 2048, 2026-11-30 g34), the GPU campaign's judge.saved_from_forward."""
+    import torch
+
+    from leantile import reference
+    from leantile.autodiff import forward_saving
+    out = reference.evaluate(forward_saving(fwd, back), {n.name: inputs[n.name] for n in fwd.inputs()},
+                             compute_dtype=torch.float32, check=False)
+    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape).contiguous() for k in back.saved}}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -60,7 +73,9 @@ def main(argv=None) -> int:
     for name, sizes in CASES:
         if args.cases and name not in args.cases:
             continue
-        bw = vjp(_scaled(sizes) if name == "scaled_attention" else architectures.build(name, **sizes)).graph
+        fwd = _scaled(sizes) if name == "scaled_attention" else architectures.build(name, **sizes)
+        back = vjp(fwd)
+        bw = back.graph
         for label, tiles, skip, cand in VARIANTS:
             if ("causal" not in name and label in ("no_skip", "m64_n128", "stages1")) or \
                     (args.variants and label not in args.variants):
@@ -69,7 +84,7 @@ def main(argv=None) -> int:
             row = {"case": name, "sizes": sizes, "variant": label, "tiles": tiles}
             try:
                 k = leantile.compile(bw, tiles=tiles, candidate=cand)
-                inputs = k.random_inputs(0)
+                inputs = saved_from_forward(fwd, back, k.random_inputs(0))
                 v = k.verify(inputs)
                 row["ok"] = bool(v["ok"])
                 row["rel_err"] = {o: float(e) for o, e in v["rel_err"].items()} if isinstance(v["rel_err"], dict) else v["rel_err"]

@@ -6,11 +6,13 @@ per CTA and run on THREADS threads), in one process. Prints a table, writes JSON
 
     python benchmarks/row_tiles/probe.py --out DIR [--settings 2x256,threads=128+two_pass=131072,...] [CASE ...]
 
-A setting: `RxT` (on-chip row kernels at R rows a CTA on T threads), `threads=N` (the tile
-parameter: a streamed row kernel's threads), `two_pass=B`, `stream_block=N` (rules.row_tiles'
+A setting: `RxT` (on-chip row kernels at R rows a CTA on T threads), `threads=N`, `stages=N`,
+`stage_loads=1` (tile parameters: a streamed row kernel's threads, its stream's stages, its loads
+staged through shared memory), `two_pass=B`, `stream_block=N` (rules.row_tiles'
 TWO_PASS_BYTES, STREAM_BLOCK), joined by '+'.
 
-A case is `train:<name>:fwd`, `train:<name>:bwd` or `red:<name>`, optionally followed by sizes that
+A case is `train:<name>:fwd`, `train:<name>:bwd`, `red:<name>` (examples/reductions.py) or
+`fus:<name>` (examples/fusion.py), optionally followed by sizes that
 replace the case's own (`train:rmsnorm_gain:bwd:d=8192:m=4096`).
 """
 from __future__ import annotations
@@ -33,9 +35,10 @@ def graph_of(case: str):
     kind, name, *rest = case.split(":")
     sizes = dict((k, int(v)) for k, v in (x.split("=") for x in rest if "=" in x))
     side = [x for x in rest if "=" not in x]
-    if kind == "red":
+    if kind in ("red", "fus"):
         import fusion_suite
-        g = next(g for n, g, _, _ in fusion_suite.workloads("reductions") if n == name)
+        which = "reductions" if kind == "red" else "fusion"
+        g = next(g for n, g, _, _ in fusion_suite.workloads(which) if n == name)
         return g.model_copy(update={"axes": {**g.axes, **sizes}}) if sizes else g
     from leantile import autodiff
     from leantile.train_bench import cases
@@ -58,8 +61,8 @@ def apply(setting: str, shipped: dict) -> dict | None:
     tiles = None
     for item in ([] if setting == "shipped" else setting.split("+")):
         key, _, value = item.partition("=")
-        if key == "threads":
-            tiles = {**(tiles or {}), "threads": int(value)}
+        if key in ("threads", "stages", "stage_loads"):  # tile parameters (leantile.tiles.TUNABLE)
+            tiles = {**(tiles or {}), key: int(value)}
         elif key == "two_pass":
             row_tiles.TWO_PASS_BYTES = int(value)
         elif key == "stream_block":

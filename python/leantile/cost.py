@@ -52,7 +52,10 @@ class KernelCost:
 # the CTAs adding into the same lines in turn: counted as this many plain stores. H200, attention's
 # backward 16 x 2048^2 x 128 with dQ added from the dK/dV kernel (16 key tiles each adding all of
 # dQ in float32, 268 MB) 0.310 ms against 0.289 with a dQ kernel of its own
-# (benchmarks/flash_backward/results/variants-h200-2026-11-29-atomic-dq.json)
+# (benchmarks/flash_backward/results/variants-h200-2026-11-29-atomic-dq.json); as FlashAttention-3 adds
+# it (a block staged in shared memory, one TMA reduce-add) still slower: 0.266 against 0.240 ms, causal
+# 0.235 against 0.208 (variants-h200-2026-11-30-atomic-dq-tma.json): the dK/dV kernel's time grew by more
+# than the dQ kernel's it saved
 ATOMIC_TRAFFIC = 4
 
 

@@ -63,8 +63,11 @@ def stage_loads(plan: Plan, target: Target = DEFAULT) -> Plan:
     copy into shared memory (TMA or cp.async, `stages` blocks ahead, a producer warp) but not a
     load into registers, which each block issues and then waits for: cross-entropy over 8192 x 32000
     f16 (one pass, 8 rows a CTA, 127 registers, 2 CTAs an SM) streamed 1.6 TB/s on an H200 (0.3232
-    ms, fusion suite 2026-11-30). The tile parameter `stage_loads` (0 or 1) asks; off unless asked
-    until a GPU times it. Only where the global's rows are whole 16-byte granules (no window
+    ms, fusion suite 2026-11-30). The tile parameter `stage_loads` (0 or 1) asks; off unless asked:
+    timed on an H200 it lost on every streamed row (cross-entropy 0.323 -> 0.469 ms, log-softmax
+    0.110 -> 0.197 at 4 stages, BatchNorm statistics 0.135 -> 0.178:
+    benchmarks/gemm_tiles/results/gemm-tiles-probe-h200-2026-11-30-stage-loads.log; the cost of
+    those rows is their per-block cross-warp reductions, not the loads). Only where the global's rows are whole 16-byte granules (no window
     path), the stream is more than one block, and the staged tiles fit the target's shared memory."""
     if schedule_of(plan.tiles or {}).stage_loads != 1:
         return plan
