@@ -48,3 +48,26 @@ def test_kernels_marks_the_default_plan(tmp_path, monkeypatch):
         g = ir.parse(Path(p).read_text())
         marked = [e["candidate"] for e in index["candidates"] if e["arch"] == g.name and e["default"]]
         assert marked == [shipped_plan(g, tuned=False)[0].candidate], (g.name, marked)
+
+
+@pytest.mark.parametrize("name", ["layernorm_chw", "groupnorm", "batchnorm_train"])
+def test_derive_shows_every_candidate_of_a_norm_over_several_axes(name, tmp_path, capsys):
+    """`leantile derive` offers and replays the candidates leantile.compile does where
+    flatten_reduction merges a norm's reduced axes first (before 2026-11-30 it listed the unmerged
+    graph's candidates and failed on the default, 'no candidate split', for every such norm)."""
+    from importlib.util import module_from_spec, spec_from_file_location
+    spec = spec_from_file_location("leantile_reductions_examples", REPO / "examples" / "reductions.py")
+    m = module_from_spec(spec)
+    spec.loader.exec_module(m)
+    g = m.graph(name, n=2, c=8, h=32, w=64, g=2)  # long rows, few: split over the merged axis
+    path = tmp_path / f"{name}.json"
+    path.write_text(g.to_json())
+    assert main(["derive", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["candidate"] == shipped_plan(g, tuned=False)[0].candidate
+    offered = [c.name for c in candidates(g)]
+    assert len(offered) > 1
+    for name in offered:
+        assert main(["derive", str(path), "--candidate", name, "--all-candidates"]) == 0
+        out = capsys.readouterr().out
+        assert f"derivation ({name}" in out
+        assert name == "unfused" or "1. flatten_reduction" in out  # the merged graph's derivation

@@ -4,7 +4,8 @@ from __future__ import annotations
 from ..sources import load_source, parse_sizes
 from ..tiles import parse_tiles
 from ..derive.context import Ctx, gc_paused
-from ..derive.engine import _candidates, computed, _families, _pick, _replay, refusal_lines
+from ..derive.engine import _families, _pick, candidates, derive, refusal_lines
+from ..derive.rules.flatten import flatten
 from ..derive.rules import rule
 from .options import add_size, add_tile
 
@@ -95,16 +96,16 @@ def cmd_derive(args) -> int:
 def _derive(args) -> int:
     g = load_source(args.source, parse_sizes(args.size))
     tiles = parse_tiles(args.tile)
-    cx = Ctx(g)
-    families = _families(cx)
-    cands = _candidates(families, computed(g))
+    # the candidates leantile.compile offers: on the graph with its reduced axes merged where
+    # flatten_reduction merges them (a norm over (c, h, w)), each beginning with those steps
+    cands = candidates(g)
     # nothing asked: the plan leantile.compile and `leantile kernels` ship (tuned.shipped_plan at
     # no GPU: the cost model's pick; the tuned entries per GPU are listed below). A carried
     # derivation (Lean's export) was checked at load (sources.load_source) and is named, not run
     how = "asked"
     if args.candidate or tiles:
         chosen = _pick(g, cands, args.candidate)
-        plan = _replay(cx, families, chosen.steps, tiles, chosen.name)
+        plan = derive(g, chosen.name, tiles)
     else:
         from ..tuned import shipped_plan
         plan, how = shipped_plan(g, tuned=False)
@@ -118,6 +119,8 @@ def _derive(args) -> int:
     if args.all_candidates:
         for c in cands:
             print(f"  offered  {c.name}: {c.summary}")
+        cx = Ctx(flatten(g)[0])
+        _families(cx)
         refused = refusal_lines(cx)
         for line in refused:
             print(f"  refused  {line}")

@@ -18,7 +18,8 @@ from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
 from .rules.base import padded
 from .rules.regions import RegionSite
-from .rules.row_tiles import column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_rows
+from .rules.row_tiles import (column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_rows,
+                              warp_rows)
 
 
 def _args(cx: Ctx, site: RegionSite, i: int) -> tuple[int, ...]:
@@ -93,14 +94,18 @@ def second_pass_members(cx: Ctx, site: RegionSite) -> list[int]:
     return [i for i in site.members if not isinstance(cx.node(i), ir.Reduce) and site.axis in cx.node(i).axes]
 
 
-def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict):
+def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict, whole: bool = True):
     """Grid and stream of a streamed row kernel, fixed from the shape (rules.row_tiles.streamed_rows;
-    two_pass_rows where the kernel streams its rows twice)."""
+    two_pass_rows where the kernel streams its rows twice; warp_rows where it streams them once,
+    `whole`: not a split's slice, whose blocks split_reduction counts at streamed_rows' block)."""
     rows, column = list(site.rows), column_layout(site.axes, site.axis)
     block, d = streamed_rows(cx, rows, site.axis, MAP_TILE, column)
+    streamed = [i for i in region_loads(cx, site) if site.axis in cx.node(i).axes]
     if second_pass_members(cx, site):  # the bytes per element of what it streams (its second pass reads them again)
-        streamed = [i for i in region_loads(cx, site) if site.axis in cx.node(i).axes]
         block = two_pass_rows(cx, rows, site.axis, column, sum(DTYPE_BYTES[cx.stored_dtype(i)] for i in streamed))
+    elif whole and not column:
+        block, d = warp_rows(cx, rows, site.axis, MAP_TILE, {DTYPE_BYTES[cx.stored_dtype(i)] for i in streamed}) \
+            or (block, d)
     grid = [grid_tile(a, block, FIXED) if a == rows[-1] else grid_tile(a, 1, None) for a in rows]
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 
@@ -158,7 +163,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
         role = f"row kernel over {', '.join(site.reduced)} (whole row on chip): {len(order)} ops, {reductions} reductions"
         stream = None
     else:
-        grid, stream = stream_tiles(cx, site, tiles)
+        grid, stream = stream_tiles(cx, site, tiles, whole=not split)
         name = f"row_{site.members[0]}"
         role = f"row kernel streaming {site.axis}: {reductions} reductions in one pass, row epilogue"
         if split:

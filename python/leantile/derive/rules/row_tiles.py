@@ -43,11 +43,36 @@ def streamed_rows(cx, rows, axis: str, tile: int = 8192, column: bool = False) -
         r = max(2, min(COLUMN_ROWS, padded(cx.axes[rows[-1]])))
         return r, max(2, min(padded(cx.axes[axis]), tile // r))
     d = min(STREAM_BLOCK, padded(cx.axes[axis]))
-    total = 1
-    for a in rows:
-        total *= cx.axes[a]
-    fill = 1 << max(1, (max(2, total // 264)).bit_length() - 1)
-    return (max(2, min(tile // d, padded(cx.axes[rows[-1]]), fill)) if rows else 1), d
+    return (max(2, min(tile // d, padded(cx.axes[rows[-1]]), _fill(rows, cx))) if rows else 1), d
+
+
+def _fill(rows, cx) -> int:
+    """Rows per CTA that leave the grid about two CTAs per SM (a power of two, at least 2)."""
+    total = math.prod(cx.axes[a] for a in rows)
+    return 1 << max(1, (max(2, total // 264)).bit_length() - 1)
+
+
+# A streamed block of 16-bit rows one warp wide: 32 lanes of one 16-byte vector, 256 elements. At
+# STREAM_BLOCK's 1024 TileLang spreads a row's block over 128 threads, so each block's max and sum
+# cross four warps (a shared-memory all-reduce and a barrier per row, per block, per reduction);
+# at 256 a row is one warp's (a shuffle all-reduce, no barrier) and the kernel holds half the
+# registers. H200, whole plans (benchmarks/row_tiles/results/row-tiles-probe-h200-2026-11-30-stream-block.*):
+# cross-entropy over 8192 x 32000 f16, one pass, 8 rows a CTA at 1024 -> 16 at 256: 0.3239 -> 0.1550
+# ms (torch.compile 0.3525). Where a CTA holds few rows it loses: log-softmax's two-pass kernel at 2
+# rows 0.1098 -> 0.2102 (2 elements a thread a block), an MSE loss's split slices 0.0649 -> 0.0805.
+# Float32 rows are laid out across all the threads at any block (no warp a row): they keep 1024.
+WARP_BLOCK = 256
+WARP_ROWS = 16  # the fewest rows a CTA for WARP_BLOCK: two a warp at 256 threads
+
+
+def warp_rows(cx, rows, axis: str, tile: int, widths: set[int]) -> tuple[int, int] | None:
+    """(rows per CTA, WARP_BLOCK) for a one-pass, unsplit streamed row kernel whose streamed loads
+    are all 16-bit (`widths`: their bytes per element), where the grid still fills the GPU at
+    WARP_ROWS rows or more a CTA; None where streamed_rows' block stands."""
+    if not rows or widths != {2} or cx.axes[axis] <= WARP_BLOCK:
+        return None
+    r = min(tile // WARP_BLOCK, padded(cx.axes[rows[-1]]), _fill(rows, cx))
+    return (r, WARP_BLOCK) if r >= WARP_ROWS else None
 
 
 # rows of a two-pass streamed row kernel (plan.Kernel.second_pass) share a CTA while the tensors
