@@ -46,6 +46,25 @@ def buffer_error(got, want) -> float:
     return rel_err(got.detach().cpu(), want.detach().cpu())
 
 
+def worst_elements(got, want, n: int = 6) -> list:
+    """The n elements where `got` is farthest from `want`: [index, got, want] each (a wrong kernel's
+    pattern: one row, a tile's edge, every element), NaN-aware."""
+    import torch
+    g, w = got.detach().cpu().double().reshape(-1), want.detach().cpu().double().reshape(-1)
+    diff = torch.where(torch.isnan(g) != torch.isnan(w), torch.full_like(g, float("inf")), (g - w).abs().nan_to_num(0.0))
+    top = torch.topk(diff, min(n, diff.numel())).indices.tolist() if diff.numel() else []
+    shape = tuple(got.shape)
+    return [[list(_unravel(i, shape)), float(g[i]), float(w[i])] for i in top]
+
+
+def _unravel(i: int, shape: tuple) -> tuple:
+    out = []
+    for s in reversed(shape):
+        out.append(i % s)
+        i //= s
+    return tuple(reversed(out))
+
+
 class InterpreterLaunch:
     """The interpreter standing in for the GPU, kernel by kernel (--device cpu): launch(name,
     tensors) runs one kernel of the plan on the tensors given, in place."""
@@ -108,6 +127,7 @@ def localize(plan, module, inputs: dict, launcher, device, repeat: int = 1, unsy
         launcher.launch(name, tensors)
         launcher.sync()
         report["isolated"][name] = {w: buffer_error(tensors[w], want[w]) for w in writes[name]}
+        report.setdefault("worst", {})[name] = {w: worst_elements(tensors[w], want[w]) for w in writes[name]}
     tensors = module.allocate(dev_inputs, device=device, fill=float("nan"), share=False)
     for name in order:  # chained: the GPU's own intermediates, one kernel at a time
         launcher.launch(name, tensors)
@@ -198,6 +218,9 @@ def main(argv=None) -> int:
             for r, errs in enumerate(runs):
                 print(f"  shipped/{mode} run {r}: " + ", ".join(f"{b} {e:.3g}" for b, e in errs.items()))
         print(f"  first wrong: {rep['first_wrong']}")
+        if rep["first_wrong"]:
+            _, kname, buf, _ = rep["first_wrong"]
+            print(f"  worst elements of {buf} (isolated {kname}: [index, got, want]): {rep['worst'][kname][buf]}")
         print(f"  judged as the campaign judges (leantile.compile on {dev.type}"
               f"{', the interpreter' if dev.type != 'cuda' else ''}): {rep['judged']}", flush=True)
     if a.out:
