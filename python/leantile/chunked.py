@@ -33,6 +33,13 @@ CHUNK_BYTES = 1 << 30
 # benchmarks/results/train-suite-h200-2026-11-30-7ce4185-lm_head-96.md; at 64 MiB 48 chunks, each
 # adding its dH into the float32 sum
 CHUNK_TARGET = 96 << 20
+# where each chunk adds into a sum output in place (in_place_sums), a chunk's intermediates may reach
+# this fraction of that output's bytes: each chunk reads and writes the whole sum once. The LM head's
+# training step (train_step: 8192 x 4096 x 128256 bf16, dW 1 GiB) then runs 16 chunks of 512 tokens
+# holding 287 MiB (logits and their gradient, 125 MiB each; issue 50's bound is 501); at a quarter the
+# rounding of even_size gave 32 chunks of 256, each dW GEMM contracting 256 tokens while it reads and
+# writes 2 GiB
+IN_PLACE_SHARE = 3
 
 
 def _buffer_bytes(plan, b) -> int:
@@ -40,11 +47,29 @@ def _buffer_bytes(plan, b) -> int:
     return math.prod(plan.axes[a] for a in b.axes) * dt.itemsize
 
 
+def in_place_sums(g: ir.Graph, axis: str) -> set[str]:
+    """The sum outputs over `axis` each chunk adds into the output itself (chunking.chunk's
+    in_place): those whose float32 sum would pass CHUNK_TARGET (an LM head's dW, [4096, 128256]:
+    2 GiB in float32, past issue 50's memory bound on its own), where no final rounding follows."""
+    kind, why = classify(g, axis)
+    if why:
+        return set()
+    return {o for o, i in g.outputs.items() if kind[i] == SUM and not isinstance(g.nodes[i], ir.Cast)
+            and 4 * math.prod(g.axes[a] for a in g.nodes[i].axes) > CHUNK_TARGET}
+
+
+def _output_bytes(g: ir.Graph, o: str) -> int:
+    i = g.outputs[o]
+    return math.prod(g.axes[a] for a in g.nodes[i].axes) * reference.TORCH_DTYPES[ir.value_dtypes(g)[i]].itemsize
+
+
 def auto_chunks(g: ir.Graph, plan) -> Chunks | None:
     """The chunking compile uses by default: None where the plan's intermediates fit CHUNK_BYTES;
     else, among the axes the graph can be chunked along that its large intermediates are over,
     the one whose chunks hold least (what stays whole, a chunk of what scales, twice a sum
-    output: its float32 sum and a chunk's), with chunks of about CHUNK_TARGET intermediates."""
+    output: its float32 sum and a chunk's; nothing for a sum added in place), with chunks of
+    about CHUNK_TARGET intermediates, or a third of the largest sum added in place (IN_PLACE_SHARE):
+    each chunk reads and writes that sum once, so few large chunks."""
     names = {n.name for n in g.inputs()} | set(plan.outputs.values())
     inter = [b for b in plan.globals if b.name not in names]
     whole = sum(_buffer_bytes(plan, b) for b in inter)
@@ -58,16 +83,17 @@ def auto_chunks(g: ir.Graph, plan) -> Chunks | None:
         kind, why = classify(g, axis)
         if why:
             continue
-        total = g.axes[axis]
-        size = even_size(total, max(1, total * CHUNK_TARGET // scales))
+        total, into = g.axes[axis], in_place_sums(g, axis)
+        target = max([CHUNK_TARGET] + [_output_bytes(g, o) // IN_PLACE_SHARE for o in into])
+        size = even_size(total, max(1, total * target // scales))
         if size >= total:
             continue
         sums = sum(2 * 4 * math.prod(g.axes[a] for a in g.nodes[i].axes)
-                   for i in g.outputs.values() if kind[i] == SUM)
+                   for o, i in g.outputs.items() if kind[i] == SUM and o not in into)
         held = whole - scales + scales * size // total + sums
         if held < whole and (best is None or held < best[0]):
-            best = (held, axis, size)
-    return chunk(g, best[1], best[2]) if best else None
+            best = (held, axis, size, into)
+    return chunk(g, best[1], best[2], best[3]) if best else None
 
 
 class ChunkedKernel(GraphInputs, Judging):
@@ -80,7 +106,8 @@ class ChunkedKernel(GraphInputs, Judging):
         self.plan, self.how = main.plan, f"{main.how}, in chunks of {chunks.axis} = {chunks.size}"
         self.check, self.interpret = main.check, main.interpret
         # lt.op names the op by a digest of this: every chunk plan, and how they are put together
-        spec = f"{chunks.axis}:{chunks.size}:{sorted(chunks.outputs.items())}:{sorted(chunks.cast.items())}"
+        spec = (f"{chunks.axis}:{chunks.size}:{sorted(chunks.outputs.items())}:{sorted(chunks.cast.items())}"
+                f":{sorted(chunks.into.items())}")
         self.source = "\n".join([spec, *(kernels[s].source for s in sorted(kernels))])
         self._bind_to(graph)
         dtypes = ir.output_dtypes(graph)
@@ -100,6 +127,8 @@ class ChunkedKernel(GraphInputs, Judging):
             shape, dtype = self.output_specs[o]
             if how == ROW:
                 outs[o] = torch.empty(shape, dtype=dtype, device=self.device)
+            elif o in c.into:  # each chunk adds into the output itself (its kernels write over the sum so far)
+                outs[o] = torch.zeros(shape, dtype=dtype, device=self.device)
             elif how == SUM:  # float32 at least (float64 for an f64 output: float32 would round it)
                 wide = torch.float64 if dtype == torch.float64 else torch.float32
                 sums[o] = torch.zeros(shape, dtype=wide, device=self.device)
@@ -116,9 +145,14 @@ class ChunkedKernel(GraphInputs, Judging):
                 feed[n] = t
             if c.offset:
                 feed[c.offset] = self._offsets[start]
+            for o, name in c.into.items():
+                feed[name] = outs[o]
             got = k.run(feed, fill)
             for o, (how, pos) in c.outputs.items():
-                if how == ROW:
+                if o in c.into:  # written over the sum so far (a plan's in-place output), else copied there
+                    if got[o].data_ptr() != outs[o].data_ptr():
+                        outs[o].copy_(got[o])
+                elif how == ROW:
                     outs[o].narrow(pos, start, size).copy_(got[o])
                 elif how == SUM:
                     sums[o].add_(got[o])  # (cast as it adds: no float32 copy of the chunk's sum)

@@ -11,7 +11,10 @@ A graph can be chunked along axis `a` where every value is one of
     such values, products and quotients by free ones, casts): the whole graph's value is the sum
     of the chunks' values.
 An output that is a row value is the chunks' outputs concatenated along `a`; a sum output is their
-sum, accumulated in float32 and rounded to the output's dtype once; a free one is any chunk's. A
+sum, accumulated in float32 and rounded to the output's dtype once, or, asked (`in_place`: a sum
+whose float32 copy would outweigh the chunks, an LM head's dW), added by each chunk into the
+output itself (the chunk graph reads the sum so far as an input and outputs it plus its own part,
+which the kernels write over that input: leantile.plan's in-place outputs); a free one is any chunk's. A
 reduction over `a` other than a sum (a max), or a sum value used non-linearly (a log of a loss),
 makes the graph unchunkable along `a`: `classify` names the node.
 
@@ -22,7 +25,7 @@ runs the graph's own derived plan, at the chunk's size.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import ir
 
@@ -94,7 +97,8 @@ class Chunks:
     each input's position of the axis (None: passed whole); `outputs`: (how, position) per output,
     how in "row" (concatenated along the axis at that position), "sum" (added up), "free" (any
     chunk's); `cast`: the dtype a sum output is rounded to, where the chunk graph outputs it
-    before that rounding."""
+    before that rounding; `into`: {sum output: the chunk graph's input of the sum so far}, for
+    the sums each chunk adds into the output itself (chunk's in_place)."""
     axis: str
     total: int
     size: int
@@ -103,6 +107,7 @@ class Chunks:
     inputs: dict[str, int | None]
     outputs: dict[str, tuple[str, int | None]]
     cast: dict[str, str]
+    into: dict[str, str] = field(default_factory=dict)
 
     def starts(self) -> list[int]:
         return list(range(0, self.total, self.size))
@@ -119,8 +124,10 @@ class Chunks:
 OFFSET = "chunk_offset"  # the scalar input holding a chunk's first index along the axis
 
 
-def chunk(g: ir.Graph, axis: str, size: int) -> Chunks:
-    """g in chunks of `size` along `axis`; ir.GraphError naming the node where it cannot be."""
+def chunk(g: ir.Graph, axis: str, size: int, in_place=()) -> Chunks:
+    """g in chunks of `size` along `axis`; ir.GraphError naming the node where it cannot be. The
+    sum outputs named in `in_place` (those a sum runs over without a final rounding) are added
+    into by each chunk (Chunks.into); the others summed in float32."""
     if axis not in g.axes:
         raise ir.GraphError([f"{g.name}: chunk along {axis!r}: no such axis (axes: {', '.join(g.axes)})"])
     if not 1 <= size <= g.axes[axis]:
@@ -152,11 +159,20 @@ def chunk(g: ir.Graph, axis: str, size: int) -> Chunks:
             new[n.id] = add(ir.Binary(id=0, op="add", a=at, b=off_id, axes=n.axes))
         else:
             new[n.id] = add(n.model_copy(update=update))
-    outputs, how, cast = {}, {}, {}
+    outputs, how, cast, into = {}, {}, {}, {}
+    taken = names | {offset}
+    dtypes = ir.value_dtypes(g)
     for o, i in g.outputs.items():
         n = g.nodes[i]
         if kind[i] == SUM and isinstance(n, ir.Cast):  # summed before its rounding
             outputs[o], cast[o] = new[n.x], n.dtype
+        elif kind[i] == SUM and o in in_place:  # the sum so far, read as an input, plus this chunk's
+            into[o] = f"{o}_sum"
+            while into[o] in taken:
+                into[o] += "_"
+            taken.add(into[o])
+            so_far = add(ir.Input(id=0, op="input", name=into[o], dtype=dtypes[i], axes=n.axes))
+            outputs[o] = add(ir.Binary(id=0, op="add", a=so_far, b=new[i], axes=n.axes))
         else:
             outputs[o] = new[i]
         how[o] = (kind[i], n.axes.index(axis) if kind[i] == ROW else None)
@@ -166,7 +182,7 @@ def chunk(g: ir.Graph, axis: str, size: int) -> Chunks:
     if problems:  # a rewrite that broke the graph is this module's fault, not the user's
         raise AssertionError(f"chunk graph of {g.name} along {axis}: {problems[:3]}")
     inputs = {n.name: (n.axes.index(axis) if axis in n.axes else None) for n in g.inputs()}
-    return Chunks(axis, total, size, graph, offset, inputs, how, cast)
+    return Chunks(axis, total, size, graph, offset, inputs, how, cast, into)
 
 
 def even_size(total: int, most: int, multiple: int = 16) -> int:

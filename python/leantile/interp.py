@@ -75,8 +75,12 @@ def run(plan: Plan, inputs: dict[str, torch.Tensor], dtype: torch.dtype | None =
             mem[b.name] = t.to(dtype) if dtype else t
         elif b.name in places:
             mem[b.name] = _guest(plan, b, places[b.name], starts, mem, shape)
+        elif b.name in plan.in_place:  # written over an input (plan.storage.in_place)
+            continue
         else:  # poisoned: an element no kernel writes shows up as NaN
             mem[b.name] = _host(plan, b, starts, places, shape, dtype)
+    for out, inp in plan.in_place.items():
+        mem[out] = mem[inp]
     poison = {p.host for p in places.values()}
     for k in plan.kernels:
         for s in k.statements():  # a host poisoned again as its first kernel starts: its guests are dead

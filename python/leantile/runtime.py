@@ -31,11 +31,11 @@ import torch
 
 from . import interp, ir, reference
 from .binding import GraphInputs
-from .chunked import auto_chunks, chunked_kernel
+from .chunked import auto_chunks, chunked_kernel, in_place_sums
 from .chunking import chunk as chunk_along
 from .derive import DerivationError, derive
 from .emit import emit_module, load_module
-from .plan.storage import storage
+from .plan.storage import in_place, storage
 from .judging import ILL_CONDITIONED_PROBES, Judging, ieee_fp32_matmuls  # noqa: F401  (re-exported)
 from .tolerance import CAP, NOISE, TOLERANCE, output_tolerances, rel_err, tolerance as _tolerance  # noqa: F401  (the one accuracy check, re-exported)
 
@@ -205,7 +205,7 @@ class Kernel(GraphInputs, Judging):
         tensors = []
         guests = storage(self.plan)  # kept in a host's bytes (plan.storage): nothing of their own
         for b in self.plan.globals:
-            if b.name in self.input_names or b.name in guests:  # the caller's tensors
+            if b.name in self.input_names or b.name in guests or b.name in self.plan.in_place:  # the caller's
                 continue
             dt = torch.float32 if b.dtype == "acc" else reference.TORCH_DTYPES[b.dtype]
             tensors.append((math.prod(self.plan.axes[a] for a in b.axes) * dt.itemsize,
@@ -411,9 +411,11 @@ def compile(source, *, candidate: str | None = None, tiles: dict | None = None, 
     # automatic where no plan was named: a candidate or tiles asked for run as they are (the GPU
     # campaign judges each candidate's own plan, whatever its intermediates)
     automatic = chunk is True or (chunk is None and candidate is None and not tiles)
-    chunks = chunk_along(g, *next(iter(chunk.items()))) if isinstance(chunk, dict) else \
+    chunks = chunk_along(g, *next(iter(chunk.items())), in_place_sums(g, next(iter(chunk)))) if isinstance(chunk, dict) else \
         auto_chunks(g, plan) if automatic else None
     if chunks is not None:
-        return chunked_kernel(g, chunks, lambda cg: Kernel(cg, *choose_plan(cg, candidate, tiles, gpu, tuned), device,
-                                                           check=check, interpret=interpret))
+        def make(cg):  # a chunk's kernel: its sums added in place written over the sums so far
+            plan, how = choose_plan(cg, candidate, tiles, gpu, tuned)
+            return Kernel(cg, in_place(plan, chunks.into), how, device, check=check, interpret=interpret)
+        return chunked_kernel(g, chunks, make)
     return Kernel(g, plan, how, device, check=check, interpret=interpret)

@@ -28,6 +28,7 @@ from .autodiff import default_saved, training_forward, vjp
 from .ir import GraphError
 from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
+from .train_step import step_graph
 
 _OPS: dict[str, object] = {}  # op name -> registered op (registering twice is an error in torch)
 _BACKWARDS: dict[tuple[str, frozenset], tuple] = {}  # (forward op, inputs wanting a gradient) -> backward
@@ -46,7 +47,11 @@ def op(kernel: Kernel, *, differentiable: bool = True):
     if name in _OPS:
         return _OPS[name]
     custom = _custom_op(kernel, name)
-    if differentiable:
+    if differentiable and getattr(kernel, "chunks", None) is not None and step_graph(kernel.graph) is not None:
+        # a loss too large to run whole (an LM head's logits): its gradients computed in the
+        # forward, a chunk at a time (leantile.train_step), the backward scaling them
+        custom = StepOp(custom, kernel, name)
+    elif differentiable:
         g, extra = training_forward(kernel.graph)
         if g is not None:  # values the backward reads: stored by a training forward beside its outputs
             train = _compile(g, device=kernel.device, check=kernel.check, interpret=kernel.interpret)
@@ -74,6 +79,67 @@ class TrainingOp:
             r = self.training(*args)
             return r[0] if self.outputs == 1 else tuple(r[:self.outputs])
         return self.inference(*args)
+
+
+class StepOp:
+    """The op of a scalar loss whose forward runs in chunks (a chunked.ChunkedKernel: an LM head
+    with its cross-entropy): under autograd it runs the loss's training step instead
+    (train_step.step_graph: the loss and the gradients of the inputs that need one, in one graph,
+    in chunks of tokens), keeps the gradients and hands them to the backward scaled by the loss's
+    cotangent: three GEMM passes where a forward and a backward make four, and the [tokens,
+    vocabulary] values a chunk at a time. Without autograd, the inference op."""
+
+    def __init__(self, inference, kernel, name: str):
+        self.inference, self.kernel, self.name = inference, kernel, name
+        self.steps: dict[frozenset, object] = {}  # the inputs wanting a gradient -> the step's op
+        self.step_kernels: dict[frozenset, object] = {}  # ... -> its kernel (chunked where it needs to be)
+
+    def __call__(self, *args):
+        names = self.kernel.input_names
+        if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+            return self.inference(*args)
+        wanted = frozenset(n for n, a in zip(names, args) if isinstance(a, torch.Tensor) and a.requires_grad)
+        if wanted not in self.steps:
+            self.steps[wanted] = self._step(wanted)
+        return self.steps[wanted](*args)[0]
+
+    def _step(self, wanted: frozenset):
+        k = self.kernel
+        step, grads = step_graph(k.graph, wrt=wanted)
+        sk = self.step_kernels[wanted] = _compile(step, device=k.device, check=k.check, interpret=k.interpret)
+        digest = hashlib.sha256(sk.source.encode()).hexdigest()[:12]
+        custom = _custom_op(sk, f"{self.name}_step_{digest}")
+        names, g = k.input_names, k.graph
+        axes = {n.name: n.axes for n in g.inputs()}
+        order = [n for n in names if n in grads]  # the step's gradient outputs, after its loss
+        if sk.output_names != [loss_name(g), *(grads[n].output for n in order)]:
+            raise AssertionError(f"{g.name}: step outputs {sk.output_names} out of order")
+
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*output[1:])
+            ctx.scaled = False
+
+        def backward(ctx, d_loss, *_unused):
+            if ctx.scaled:  # the gradients were scaled in place by the first backward
+                raise RuntimeError(f"{g.name}: the fused loss step's backward runs once (retain_graph is not supported)")
+            ctx.scaled = True
+            got = dict(zip(order, ctx.saved_tensors))
+            out = []
+            for n in names:
+                if n not in got:
+                    out.append(None)
+                    continue
+                t = got[n].mul_(d_loss.to(got[n].dtype))  # in place: a second dW of 1 GiB would double the peak
+                out.append(grads[n].like_input(t, axes[n], g.axes))
+            return tuple(out)
+
+        custom.register_autograd(backward, setup_context=setup_context)
+        return custom
+
+
+def loss_name(g) -> str:
+    (name,) = g.outputs
+    return name
 
 
 def _custom_op(kernel: Kernel, name: str):

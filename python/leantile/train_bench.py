@@ -205,6 +205,10 @@ def run_case(case: TrainCase, device=None, seed: int = 0, timer=None) -> dict:
     chunks = getattr(k, "chunks", None)  # a chunked.ChunkedKernel (the LM head: its logits a chunk at a time)
     if chunks is not None:
         row["chunks"] = {"axis": chunks.axis, "size": chunks.size, "count": len(chunks.starts())}
+    for sk in getattr(op, "step_kernels", {}).values():  # lt.StepOp: the loss's fused step (leantile.train_step)
+        c = getattr(sk, "chunks", None)
+        row["step"] = {"chunks": c and {"axis": c.axis, "size": c.size, "count": len(c.starts()),
+                                        "in_place": sorted(c.into)}}
     want = reference_gradients(case, t, cts)
     errs = {n: rel_err(t[n].grad.double().cpu(), want[n].double().cpu()) if want[n] is not None else 0.0
             for n in want}

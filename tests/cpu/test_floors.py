@@ -4,7 +4,7 @@ floors below it, imports inside functions included (an AST walk of every module)
     1 target, interrupts, progress, errors, process_pool
     2 ir (the package: the graph IR, the op registry, axis names, sympy forms, the JSON schema), tiles,
       dag, files, autodiff (reverse mode: a graph's backward, another graph), chunking (a graph in chunks of
-      an axis, another graph)
+      an axis, another graph), train_step (a loss and its gradients, one graph)
     3 plan (the package: the plan IR, its passes, verifier and shared buffers), interp, reference, tolerance
     4 derive, architectures, sources
     5 cost, tuned (how a plan is picked: the model's choice, or a measured entry the runtime reads)
@@ -27,7 +27,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "python" / "leantile"
 FLOOR = {
     "target": 1, "interrupts": 1, "progress": 1, "errors": 1, "process_pool": 1,
-    "ir": 2, "tiles": 2, "dag": 2, "files": 2, "autodiff": 2, "chunking": 2,
+    "ir": 2, "tiles": 2, "dag": 2, "files": 2, "autodiff": 2, "chunking": 2, "train_step": 2,
     "plan": 3, "interp": 3, "reference": 3, "tolerance": 3,
     "derive": 4, "architectures": 4, "sources": 4,
     "cost": 5, "tuned": 5,  # the tuned store is read by the runtime; search (8) writes it

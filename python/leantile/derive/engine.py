@@ -34,8 +34,8 @@ from .rules.row_tiles import row_block
 from .rules.flatten import FLATTEN, MERGE_AXES, flatten
 from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
-from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_rows, shape_tiles,
-                          swap_rows, wave_tiles)
+from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_judging_tiles, gemm_rows,
+                          shape_tiles, swap_rows, wave_tiles)
 from .flash_backward_kernels import FlashBackwardChoice, flash_backward
 from .rules.flash_backward import FLASH_BWD
 from .sites import FlashBackwardSite, FlashSite, GemmSite, Sites, SoftmaxSite, row_peels
@@ -204,8 +204,8 @@ def _gemm_options(cx: Ctx, s) -> list[Option]:
     # a lone GEMM's one wave of 64-row tiles
     mm = cx.node(s.matmuls[0])
     skinny = gemm_rows(cx, mm) <= 64
-    tiles = ({**default_tiles(cx), **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else default_tiles(cx)) | \
-        (SWAP_AB_TILES if swap_rows(cx, mm) else {}) | wave_tiles(cx)
+    tiles = ({**default_tiles(cx), **SMALL_M_TILES, **SMALL_M_GEMM_TILES} if skinny else
+             default_tiles(cx) | gemm_judging_tiles(cx)) | (SWAP_AB_TILES if swap_rows(cx, mm) else {}) | wave_tiles(cx)
     n = SPLIT_K.splits(cx, s, tiles)
     if not n or s.pool or s.rows:  # a slice holds a partial product: a pool or a norm of it is no slice's
         return opts

@@ -446,3 +446,12 @@ def _large_gemm(cx: Ctx) -> bool:
 def wave_fill(ctas: int, sms: int) -> float:
     """The share of SMs busy over a grid's waves: ctas / (waves * sms)."""
     return ctas / (math.ceil(ctas / sms) * sms)
+
+
+def gemm_judging_tiles(cx: Ctx) -> dict:
+    """The columns a plain (non-skinny) GEMM of this graph runs at, as far as the graph alone
+    decides them (shape_tiles): 256 where a large GEMM gives the plan LARGE_GEMM_TILES, which every
+    GEMM kernel of the plan then takes. The split rule judges a GEMM's grid at these: an LM head's
+    training step in chunks of 512 tokens ran its dH GEMM (512 x 4096 over 128256) on 64 CTAs of
+    128 x 256 unsplit, judged at 128 x 128 (128 CTAs: no split)."""
+    return dict(LARGE_GEMM_TILES) if _large_gemm(cx) else {}

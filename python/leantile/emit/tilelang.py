@@ -159,7 +159,8 @@ def emit_module(plan: Plan) -> str:
         dt = _global_dtype(plan, b)
         dt = {"DTYPE": out_dt, "ACCUM_DTYPE": "float32"}.get(dt, dt.strip("'\""))
         shape = tuple(plan.axes[a] for a in b.axes)
-        within = f", 'within': {tuple(places[b.name])!r}" if b.name in places else ""
+        within = f", 'within': {tuple(places[b.name])!r}" if b.name in places else \
+            f", 'alias': {plan.in_place[b.name]!r}" if b.name in plan.in_place else ""  # written over that input
         L.append(f"    {{'name': {b.name!r}, 'axes': {tuple(b.axes)!r}, 'shape': {shape!r}, 'dtype': {dt!r}, "
                  f"'kind': {kinds[b.name]!r}{within}}},")
     for w in writers:  # emit.tail: a launch's arrival counters, kept zeroed by allocate()
@@ -279,6 +280,8 @@ def emit_module(plan: Plan) -> str:
     L.append("            tensors[g['name']] = arrivals(g, device)")
     L.append("        elif g['name'] in tensors:")
     L.append("            continue")
+    L.append("        elif 'alias' in g:  # an output written over the input it names (the caller's tensor)")
+    L.append("            tensors[g['name']] = tensors[g['alias']]")
     L.append("        elif share and 'within' in g:")
     L.append("            host, offset = g['within']")
     L.append("            nbytes = math.prod(g['shape']) * dt.itemsize")

@@ -492,6 +492,9 @@ class Plan(_M):
     tiles: dict[str, int] = {}  # the tile parameters this plan was built with
     # flatten_reduction: merged axis -> its graph axes; a global over it views the user's tensor
     merged: dict[str, tuple[str, ...]] = {}
+    # output buffer -> the input whose bytes it takes (plan.storage.in_place: a chunk of a sum
+    # written over the sum so far; the caller's tensor is the output)
+    in_place: dict[str, str] = {}
 
     def global_buffer(self, name: str) -> Buffer:
         for b in self.globals:

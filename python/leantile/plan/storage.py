@@ -15,6 +15,14 @@ itself a guest (one level: a host's bytes are its own from its first launch on).
 The emitted module's allocate() and the interpreter both place guests so (the interpreter
 runs the sharing the GPU runs, so a wrong lifetime shows as a wrong value in every CPU test);
 Kernel.gpu_bytes counts hosts alone.
+
+    in_place(plan, {output: input}) -> plan
+
+An output may also take the bytes of an input of the same shape (Plan.in_place): a chunk of an
+LM head's dW added to the sum so far, written over it (leantile.chunking's in-place sums: no
+second 1 GiB buffer). Where one kernel reads each element of the input and then writes the
+same element of the output, once, and nothing else touches either, writing over the input
+changes no value any kernel reads.
 """
 from __future__ import annotations
 
@@ -65,7 +73,8 @@ def storage(plan: Plan) -> dict[str, Place]:
     written = {s.dst for k in plan.kernels for s in k.statements() if isinstance(s, Store)}
     size = {b.name: buffer_bytes(plan, b) for b in plan.globals}
     # an input returned as an output is the caller's: never a host
-    hosts = [b.name for b in plan.globals if b.name in written and b.name in life]
+    # (an output written over an input is the caller's bytes too)
+    hosts = [b.name for b in plan.globals if b.name in written and b.name in life and b.name not in plan.in_place]
     hosts.sort(key=lambda n: (n not in outputs, -size[n], n))
     guests = sorted((n for n in hosts if n not in outputs), key=lambda n: (-size[n], n))
     used = dict.fromkeys(hosts, 0)
@@ -82,3 +91,41 @@ def storage(plan: Plan) -> dict[str, Place]:
                 used[h] = offset + size[g]
                 break
     return place
+
+
+def in_place(plan: Plan, pairs: dict[str, str]) -> Plan:
+    """plan with each graph output of `pairs` written over the graph input it names
+    (Plan.in_place), where that is safe (in_place_refusal); the others keep bytes of their own
+    (the caller copies them: nothing depends on it but memory)."""
+    take = {}
+    for out, inp in pairs.items():
+        buf = plan.outputs.get(out)
+        if buf is not None and in_place_refusal(plan, buf, inp) is None:
+            take[buf] = inp
+    return plan.model_copy(update={"in_place": {**plan.in_place, **take}}) if take else plan
+
+
+def in_place_refusal(plan: Plan, out: str, inp: str) -> str | None:
+    """Why output buffer `out` may not take input `inp`'s bytes, or None: the same axes and dtype;
+    one kernel stores `out`, once, after the stream (not per block, not an atomic add), over a grid
+    of `out`'s own axes (each element one CTA's), and reads `inp` before it as the only reader;
+    no kernel reads `out`."""
+    names = {b.name: b for b in plan.globals}
+    if out not in names or inp not in names:
+        return "no such buffer"
+    if names[out].axes != names[inp].axes or names[out].dtype != names[inp].dtype:
+        return "another shape or dtype"
+    stores = [(k, s) for k in plan.kernels for s in k.statements() if isinstance(s, Store) and s.dst == out]
+    if len(stores) != 1:
+        return "stored by several statements"
+    k, store = stores[0]
+    if store.accumulate or store not in k.epilogue or any(t.axis not in names[out].axes for t in k.grid):
+        return "not stored once per element after the stream"
+    for j in plan.kernels:
+        loads = [s for s in j.statements() if isinstance(s, Load) and s.src in (inp, out)]
+        if loads and (j is not k or any(s.src == out or (k.stream is not None and s in k.body) for s in loads)):
+            return "read elsewhere"
+    order = list(k.statements())
+    if any(order.index(s) > order.index(store) for s in order if isinstance(s, Load) and s.src == inp):
+        return "read after the store"
+    return None
