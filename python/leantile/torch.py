@@ -93,12 +93,17 @@ class StepOp:
         self.inference, self.kernel, self.name = inference, kernel, name
         self.steps: dict[frozenset, object] = {}  # the inputs wanting a gradient -> the step's op
         self.step_kernels: dict[frozenset, object] = {}  # ... -> its kernel (chunked where it needs to be)
+        # every input a gradient reaches: its step made now, as TrainingOp's training forward is (a
+        # step made on the first call would be traced by torch.compile); another set on first use
+        self.differentiable = frozenset(step_graph(kernel.graph)[1])
+        self.steps[self.differentiable] = self._step(self.differentiable)
 
     def __call__(self, *args):
         names = self.kernel.input_names
-        if not (torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)):
+        wanted = frozenset(n for n, a in zip(names, args) if isinstance(a, torch.Tensor) and a.requires_grad
+                           and n in self.differentiable) if torch.is_grad_enabled() else frozenset()
+        if not wanted:
             return self.inference(*args)
-        wanted = frozenset(n for n, a in zip(names, args) if isinstance(a, torch.Tensor) and a.requires_grad)
         if wanted not in self.steps:
             self.steps[wanted] = self._step(wanted)
         return self.steps[wanted](*args)[0]

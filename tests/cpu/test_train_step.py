@@ -111,8 +111,9 @@ def test_in_place_is_refused_where_another_kernel_reads_the_sum():
 
 def test_the_op_trains_through_the_fused_step(monkeypatch):
     """lt.op of a chunked loss runs the step under autograd (its dW added in place chunk by chunk):
-    gradients equal the reference's for a cotangent of 2; a second backward is refused; without
-    autograd it is the inference op."""
+    gradients equal the reference's for a cotangent of 2, eagerly and under
+    torch.compile(fullgraph=True); a second backward is refused; without autograd it is the
+    inference op."""
     case = next(c for c in cases(lambda n, s: {"m": 40, "k": 24, "d": 300} if n == "lm_head_ce" else s)
                 if c.name == "lm_head_ce")
     k = leantile.compile(case.graph, device="cpu", interpret=True, chunk={"m": 16})
@@ -134,6 +135,12 @@ def test_the_op_trains_through_the_fused_step(monkeypatch):
     assert sk.chunks.axis == "m" and sk.chunks.into == {"d_W": "d_W_sum"}
     with pytest.raises(RuntimeError, match="runs once"):
         loss.backward(torch.tensor(1.0, dtype=loss.dtype))
+    # under torch.compile(fullgraph=True) (aot_eager: AOTAutograd's tracing, no C++ compiler needed)
+    t = leaves(case, "cpu", 0)
+    f = torch.compile(lambda *a: op(*a), backend="aot_eager", fullgraph=True)
+    f(*[t[n] for n in k.input_names]).backward(torch.tensor(2.0, dtype=loss.dtype))
+    for n in ("H", "W"):
+        assert rel_err(t[n].grad.double(), want[n].double()) <= 2e-2, n
 
 
 def test_the_lm_head_step_at_its_shape_fits_a_quarter_of_torch_compiles_peak():
