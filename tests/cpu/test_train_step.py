@@ -88,6 +88,12 @@ def test_sums_added_in_place_equal_the_step_and_write_over_the_sum_so_far():
     feed = {n: (t.narrow(0, 0, 16) if n in ("H", "label") else t) for n, t in x.items()}
     out = one.run({**feed, "d_W_sum": so_far})
     assert out["d_W"].data_ptr() == so_far.data_ptr()
+    # the emitted module's allocate() (the GPU path) hands the output the input's tensor, unpoisoned
+    from leantile.emit import emit_module, load_module
+    mod = load_module(emit_module(one.plan), "in_place_allocate")
+    given = {**{n: t.clone() for n, t in feed.items()}, "d_W_sum": so_far}
+    tensors = mod.allocate(given, device="cpu", fill=float("nan"))
+    assert tensors[one.plan.outputs["d_W"]] is so_far and not so_far.isnan().any()
 
 
 def test_in_place_is_refused_where_another_kernel_reads_the_sum():
