@@ -43,19 +43,6 @@ def _scaled(sizes: dict):
     return g.graph()
 
 
-def saved_from_forward(fwd, back, inputs: dict) -> dict:
-    """The backward's saved inputs (O, the rows' max and sum) as the forward computes them from the
-    drawn Q, K, V: drawn ones are no training step's (a row sum near 0 overflows P; every plan was
-    'wrong' at 2048, 2026-11-30 g34), the GPU campaign's judge.saved_from_forward."""
-    import torch
-
-    from leantile import reference
-    from leantile.autodiff import forward_saving
-    out = reference.evaluate(forward_saving(fwd, back), {n.name: inputs[n.name] for n in fwd.inputs()},
-                             compute_dtype=torch.float32, check=False)
-    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape).contiguous() for k in back.saved}}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -65,6 +52,7 @@ def main(argv=None) -> int:
     import leantile
     from leantile import architectures
     from leantile.autodiff import vjp
+    from leantile.reference import saved_from_forward
     from leantile.derive.rules import flash_backward as fb
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -84,7 +72,7 @@ def main(argv=None) -> int:
             row = {"case": name, "sizes": sizes, "variant": label, "tiles": tiles}
             try:
                 k = leantile.compile(bw, tiles=tiles, candidate=cand)
-                inputs = saved_from_forward(fwd, back, k.random_inputs(0))
+                inputs = saved_from_forward(fwd, back, k.random_inputs(0))  # not drawn: the forward's
                 v = k.verify(inputs)
                 row["ok"] = bool(v["ok"])
                 row["rel_err"] = {o: float(e) for o, e in v["rel_err"].items()} if isinstance(v["rel_err"], dict) else v["rel_err"]

@@ -242,3 +242,15 @@ def random_inputs(g: ir.Graph, seed: int = 0, dtype: str | None = None, device="
         t = torch.randn(g.shape(n.id), generator=gen, dtype=torch.float64) * scale
         out[n.name] = t.to(dt).to(device)
     return out
+
+
+def saved_from_forward(forward: ir.Graph, backward, inputs: dict) -> dict:
+    """`inputs` of a backward graph (autodiff.vjp's `backward`) with its saved inputs (attention's
+    O, its rows' max and sum) computed by the forward from the primal inputs, in float32, in
+    place of drawn ones: drawn statistics are no training step's (a row sum near 0 overflows P;
+    every plan, the unfused too, judged "wrong": benchmarks/flash_backward/variants.py at 2048,
+    2026-11-30). The GPU campaign does the same from a campaign record (gpu_fuzz_parts.judge)."""
+    from .autodiff import forward_saving
+    out = evaluate(forward_saving(forward, backward), {n.name: inputs[n.name] for n in forward.inputs()},
+                   compute_dtype=torch.float32, check=False)
+    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape).contiguous() for k in backward.saved}}

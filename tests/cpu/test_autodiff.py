@@ -544,3 +544,20 @@ def test_module_parameters_take_optimizer_steps():
             out.append(loss.item())
     assert losses[-1] < 0.9 * losses[0], losses
     assert max(abs(a - b) for a, b in zip(losses, twin_losses)) <= 1e-4 * losses[0], (losses, twin_losses)
+
+
+def test_a_backward_judged_on_its_forwards_saved_values():
+    """Attention's backward reads the forward's O and its rows' max and sum: drawn at random they
+    are no training step's (P overflows: d_Q judged wrong, every plan alike), computed by the
+    forward (reference.saved_from_forward) the plan is judged right."""
+    import leantile
+    from leantile.reference import saved_from_forward
+    fwd = architectures.build("attention", h=2, t_q=37, t_kv=45, d_h=16)
+    back = vjp(fwd)
+    assert back.saved
+    k = leantile.compile(back.graph, device="cpu", interpret=True)
+    drawn = k.random_inputs(0)
+    inputs = saved_from_forward(fwd, back, drawn)
+    assert any(not torch.equal(inputs[n], drawn[n]) for n in back.saved)
+    v = k.verify(inputs)
+    assert v["ok"], v
