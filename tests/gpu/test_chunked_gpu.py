@@ -104,3 +104,25 @@ def test_generated_graphs_in_chunks_at_gpu_sizes(g, seed):
         v = k.verify(k.random_inputs(seed))
         wrong = [o for o in k.output_names if not v["rel_err"][o] <= v["tolerance"][o] and o not in v["ill_conditioned"]]
         assert not wrong, (big.name, dict(big.axes), axis, size, {o: v["rel_err"][o] for o in wrong})
+
+
+def test_the_fused_loss_step_adds_dw_in_place_on_the_gpu(monkeypatch):
+    """The LM head's training step (leantile.train_step) in chunks of tokens with dW added in place
+    (chunking's in_place, plan.storage.in_place): judged against the float32 reference, every
+    chunk's plan writing dW over the sum so far, and a chunk's kernel handing back that very
+    tensor (the emitted allocate's alias on the GPU)."""
+    from leantile.train_step import step_graph
+    monkeypatch.setattr(chunked, "CHUNK_TARGET", 1 << 21)  # dW's float32 sum (5 MB) then counts as large
+    step, _ = step_graph(_case().graph)
+    k = leantile.compile(step, chunk={"m": 256})
+    assert k.chunks.into == {"d_W": "d_W_sum"} and all(kk.plan.in_place for kk in k.kernels.values())
+    for seed in range(2):
+        v = k.verify(_labels(k, k.random_inputs(seed)))
+        assert v["ok"], v
+    one = k.kernels[256]
+    x = _labels(k, k.random_inputs(3))
+    feed = {n: (t[:256].contiguous() if n in ("H", "label") else t) for n, t in x.items()}
+    so_far = torch.randn(one.output_specs["d_W"][0], device="cuda").to(one.output_specs["d_W"][1])
+    before = so_far.clone()
+    out = one.run({**feed, "d_W_sum": so_far})
+    assert out["d_W"].data_ptr() == so_far.data_ptr() and not torch.equal(so_far, before)
