@@ -13,12 +13,13 @@ def _precompile(graph_json: str, gpu: str, tuned: bool) -> str | None:
     try:
         from .chunked import auto_chunks
         from .emit import emit_module
+        from .plan.storage import in_place
         from .runtime import choose_plan, emitted_module
 
         g = ir.parse(graph_json)
         plan, _ = choose_plan(g, gpu=gpu, tuned=tuned)
-        chunks = auto_chunks(g, plan)  # compile runs these chunks' plans instead (an LM head's)
-        plans = [plan] if chunks is None else [choose_plan(cg, gpu=gpu, tuned=tuned)[0]
+        chunks = auto_chunks(g, plan)  # compile runs these chunks' plans instead (an LM head's), as it makes them
+        plans = [plan] if chunks is None else [in_place(choose_plan(cg, gpu=gpu, tuned=tuned)[0], chunks.into)
                                                for cg in chunks.graphs().values()]
         for p in plans:
             emitted_module(emit_module(p)).compile_kernels(target="cuda")
@@ -45,8 +46,15 @@ def precompile_pool(jobs: list, workers: int | None):
 def training_graphs(g: ir.Graph, wrt=None) -> list[ir.Graph]:
     """The graphs leantile.torch.op compiles to train g: g itself, its training forward where the
     backward reads saved values (autodiff.training_forward), and the backward for `wrt` (default:
-    every input) -- what to compile ahead of a training run."""
+    every input); for a loss that runs in chunks, g and its fused step (leantile.torch.StepOp) --
+    what to compile ahead of a training run."""
     from .autodiff import default_saved, training_forward, vjp
+    from .chunked import auto_chunks
+    from .runtime import choose_plan
+    from .train_step import step_graph
+    step = step_graph(g, wrt)
+    if step is not None and auto_chunks(g, choose_plan(g)[0]) is not None:
+        return [g, step[0]]
     train, _ = training_forward(g)
     bw = vjp(g, wrt=wrt, save=default_saved(g)).graph
     return [g] + ([train] if train is not None else []) + ([bw] if bw is not None else [])

@@ -168,3 +168,13 @@ def test_the_lm_head_step_at_its_shape_fits_a_quarter_of_torch_compiles_peak():
     assert own <= 2004 * 2 ** 20 / 4, own / 2 ** 20
     dh = next(k for k in p.kernels if p.outputs["d_H"].split("_")[-1] in k.name and "slice" in k.role)
     assert any(t.axis.startswith("split") for t in dh.grid), dh.role
+
+
+def test_a_training_run_compiles_ahead_what_the_op_runs():
+    """precompile.training_graphs names the graphs lt.op compiles: for the LM head at its shape
+    (a forward in chunks) the loss and its fused step, not the forward/backward pair StepOp never runs."""
+    from leantile.precompile import training_graphs
+    g = lm_head(8192, 4096, 128256)
+    assert [x.name for x in training_graphs(g)] == ["lm_head_ce", "lm_head_ce_step"]
+    small = lm_head(40, 24, 300)  # runs whole: the forward and backward pair
+    assert [x.name for x in training_graphs(small)][0::2] == ["lm_head_ce", "lm_head_ce_vjp"]
