@@ -56,6 +56,30 @@ def test_a_graph_in_chunks_computes_the_graph(g, data):
                 assert rel_err(out[o], ref[o]) < tol, (axis, size, o, rel_err(out[o], ref[o]))
 
 
+@settings(deadline=None, max_examples=examples(10, deep=True))
+@given(g=st.one_of(random_graphs(dtypes=("f32",)), structured_graphs(), backward_graphs()), data=st.data())
+def test_sums_added_in_place_by_each_chunk_compute_the_graph(g, data):
+    """Every sum output added by each chunk into the output itself (chunking's in_place, as an LM
+    head's dW is: forced here for every sum), the chunk plans run by the interpreter with their
+    in-place outputs (plan.storage.in_place where it is safe, a copy elsewhere), inputs in float64
+    (the plans' accumulators float32): equal to the graph, along every axis the graph allows, in
+    chunks of 1 and of about half."""
+    g = _in_f64(g)
+    seed = data.draw(st.integers(0, 2**16), label="seed")
+    inputs = reference.random_inputs(g, seed=seed)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    # the graph's own float32 rounding (the plans accumulate in float32): forgiven where a value cancels
+    same = reference.evaluate(g, inputs, compute_dtype=torch.float32, check=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(chunked, "CHUNK_TARGET", 0)  # every sum (no final rounding) in place
+        for axis in [a for a in sorted(g.axes) if classify(g, a)[1] is None]:
+            for size in sorted({1, (g.axes[axis] + 1) // 2}):
+                k = leantile.compile(g, device="cpu", interpret=True, chunk={axis: size})
+                out = k.run(k.bind((), inputs))
+                for o in ref:
+                    assert rel_err(out[o], ref[o], same[o]) < 1e-6, (axis, size, o, k.chunks.into)
+
+
 def _lm_head(m: int, k: int, d: int, dt: str = "f32"):
     """An LM head and its mean cross-entropy, as the train suite writes it (train_bench.lm_head_ce)."""
     g = DagM("lm_head", {"m": m, "k": k, "d": d})
