@@ -75,7 +75,8 @@ def plan_rounded(g: ir.Graph) -> frozenset[int]:
 
 
 def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None,
-             check: bool = True, tf32: bool = False, round_at: frozenset[int] = frozenset()) -> dict[str, torch.Tensor]:
+             check: bool = True, tf32: bool = False, round_at: frozenset[int] = frozenset(),
+             jitter: torch.Generator | None = None) -> dict[str, torch.Tensor]:
     """Evaluate every output of g. With compute_dtype (float64 for oracles) all arithmetic
     runs in that dtype, except that a cast rounds to its own dtype (the user's rounding: inf past
     its range, as torch's .to(); every plan rounds it too, derive.kernels.node_map); otherwise
@@ -84,7 +85,10 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
     computes it and as the kernels write their outputs. With tf32, a float32 contraction's
     operands are first rounded to TF32 (10-bit mantissa), as the GPU's tensor cores take them.
     round_at (with compute_dtype): these nodes' values are rounded to their IR dtype (as
-    plan_rounded: what the kernels round, computing the rest in float32)."""
+    plan_rounded: what the kernels round, computing the rest in float32). jitter: every computed
+    value moved by one unit of its dtype's rounding (2^-24 of itself in float32, a random sign
+    per element, from this generator): the graph as another correct rounding computes it (a
+    kernel's FMA, its own order of a sum), for judging.Judging.ill_conditioned."""
     if check:
         check_inputs(g, inputs)
     last = {}  # node -> the last node that reads it: its value is dropped after that one
@@ -118,10 +122,31 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
                                 tf32 and (compute_dtype is None or bool(round_at)))
         if compute_dtype is not None and (n.id in round_at or isinstance(n, ir.Cast)):
             vals[n.id] = vals[n.id].to(TORCH_DTYPES[dtypes[n.id]]).to(dt)
+        if jitter is not None and _rounds(n) and vals[n.id].is_floating_point():
+            v = vals[n.id]
+            unit = torch.finfo(v.dtype).eps / 2
+            sign = torch.where(torch.rand(v.shape, generator=jitter) < 0.5, -1.0, 1.0).to(device=v.device, dtype=v.dtype)
+            vals[n.id] = v + v * sign * unit
         for a in set(n.args()):  # a long chain holds one intermediate at a time, not all of them
             if last[a] == n.id and a not in keep:
                 vals.pop(a, None)
     return {name: arg(i, dtype_of(i)) for name, i in g.outputs.items()}
+
+
+# operations whose result every correct implementation gives exactly (a max, a comparison, a
+# sign): evaluate's jitter leaves them, and an input, an iota's indices and a cast (the graph's own
+# rounding, which every plan makes), alone
+_EXACT = frozenset({"max", "min", "neg", "abs", *ops.COMPARISONS})
+
+
+def _rounds(n) -> bool:
+    """Whether node n's value is a rounded result that another correct order or fusion may round
+    otherwise (a sum, a product, a transcendental, a contraction)."""
+    if isinstance(n, ir.Reduce):
+        return n.kind == "sum"
+    if isinstance(n, (ir.Unary, ir.Binary)):
+        return n.op not in _EXACT
+    return isinstance(n, ir.Matmul)
 
 
 def peak_bytes(g: ir.Graph, dtype_of) -> tuple[int, tuple[int, int]]:

@@ -175,3 +175,36 @@ def test_an_output_the_graphs_own_rounding_overflows_is_ill_conditioned_not_wron
     assert k.ill_conditioned(inputs, ["y"], ref, half) == ["y"]
     v = k.judge(inputs, {"y": ref["y"].float() * 1.1}, refs=(ref, same))
     assert not v["ok"] and v["ill_conditioned"] == [], v
+
+
+def test_an_output_that_cancels_exactly_is_ill_conditioned_by_a_rounding_probe():
+    """s (d e^s - sum d e^s s) with a one-hot softmax s is exactly 0 in the graph's own order
+    (d e^s rounded once, subtracted from itself), and any other correct rounding, a kernel's FMA
+    d * e^s - r, leaves a unit of the 1e5-sized terms: GPU campaign s105 called every fused plan
+    wrong by 9e9 relative. Moving the inputs by a unit keeps s one-hot and the output 0, so only
+    the rounding probe (every value one unit off, reference.evaluate's jitter) tells; at normal
+    scale a wrong output stays wrong."""
+    g = DagM("exp_softmax_vjp", {"i": 3, "k": 64})
+    x, d = g.input("X", ["i", "k"], "f32"), g.input("d_out", ["i", "k"], "f32")
+    s = g.softmax(x, "k")
+    a = g.mul(d, g.exp(s))
+    g.output("d_X", g.mul(s, g.sub(a, g.red("sum", g.mul(a, s), "k"))))
+    g = g.graph()
+    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
+    gen = torch.Generator().manual_seed(4)
+    X = torch.randn(3, 64, generator=gen) * 16384
+    X[:, 7] = X.max(-1).values + 5000  # one maximum a row, far from the rest: s exactly one-hot
+    inputs = {"X": X, "d_out": torch.randn(3, 64, generator=gen) * 16384}
+    ref, same = k.references(inputs, torch.float64)
+    assert float(same["d_X"].abs().max()) == 0.0
+    s1 = torch.softmax(X.double(), -1).float()
+    e, dd = torch.exp(s1), inputs["d_out"]
+    r = ((dd * e) * s1).sum(-1, keepdim=True)
+    fma = (s1.double() * (dd.double() * e.double() - r.double())).float()  # d * e - r rounded once
+    assert float(fma.abs().max()) > 0
+    v = k.judge(inputs, {"d_X": fma}, refs=(ref, same))
+    assert v["ill_conditioned"] == ["d_X"], v
+    normal = {"X": torch.randn(3, 64, generator=gen), "d_out": torch.randn(3, 64, generator=gen)}
+    ref, same = k.references(normal, torch.float64)
+    v = k.judge(normal, {"d_X": same["d_X"] * 1.01}, refs=(ref, same))
+    assert not v["ok"] and v["ill_conditioned"] == [], v
