@@ -56,6 +56,7 @@ def test_a_graph_in_chunks_computes_the_graph(g, data):
                 assert rel_err(out[o], ref[o]) < tol, (axis, size, o, rel_err(out[o], ref[o]))
 
 
+@pytest.mark.slow  # make test runs it; make test-fast (at 4:54 of its 5 minutes) does not
 @settings(deadline=None, max_examples=examples(10, deep=True))
 @given(g=st.one_of(random_graphs(dtypes=("f32",)), structured_graphs(), backward_graphs()), data=st.data())
 def test_sums_added_in_place_by_each_chunk_compute_the_graph(g, data):

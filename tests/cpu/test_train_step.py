@@ -115,6 +115,7 @@ def test_in_place_is_refused_where_another_kernel_reads_the_sum():
     assert not in_place(plan, {"d_W": "d_W_sum"}).in_place
 
 
+@pytest.mark.slow  # make test runs it; make test-fast (at 4:54 of its 5 minutes) does not
 def test_the_op_trains_through_the_fused_step(monkeypatch):
     """lt.op of a chunked loss runs the step under autograd (its dW added in place chunk by chunk):
     gradients equal the reference's for a cotangent of 2, eagerly and under
