@@ -70,18 +70,16 @@ def saved_from_forward(g, extra: dict, inputs: dict, torch, seed: int = 0, scale
         return inputs
     from types import SimpleNamespace
 
-    from leantile import ir, reference
-    from leantile.autodiff import forward_saving
+    from leantile import ir
+    from leantile.reference import saved_from_forward
 
     fwd = ir.parse(extra["forward"])
     fwd = fwd.model_copy(update={"axes": {a: g.axes[a] for a in fwd.axes}})
-    saving = forward_saving(fwd, SimpleNamespace(saved={k: int(v) for k, v in extra["saved"].items()}, graph=g))
+    back = SimpleNamespace(saved={k: int(v) for k, v in extra["saved"].items()}, graph=g)
     drawn = _inputs(fwd, seed + 7, scale, next(iter(inputs.values())).device, torch) if any(
         n.name not in inputs for n in fwd.inputs()) else {}
-    out = reference.evaluate(saving, {n.name: inputs.get(n.name, drawn.get(n.name)) for n in fwd.inputs()},
-                             compute_dtype=torch.float32, check=False)
-    # (contiguous: a reference value may be a permuted view; the kernels take packed tensors)
-    return {**inputs, **{k: out[k].to(inputs[k].dtype).reshape(inputs[k].shape).contiguous() for k in extra["saved"]}}
+    out = saved_from_forward(fwd, back, {**drawn, **inputs})
+    return {k: out[k] for k in inputs}
 
 
 def _fits(g, inputs, torch) -> bool:

@@ -541,12 +541,8 @@ def _pruned(g: ir.Graph) -> ir.Graph:
     for n in g.nodes:
         if n.id not in live:
             continue
-        fields = {"id": len(nodes)}
-        for f in ("x", "a", "b", "cond"):
-            if hasattr(n, f):
-                fields[f] = new[getattr(n, f)]
-        new[n.id] = len(nodes)
-        nodes.append(n.model_copy(update=fields))
+        nodes.append(ir.with_args(n, new, id=len(nodes)))
+        new[n.id] = len(nodes) - 1
     out = ir.Graph(name=g.name, axes=g.axes, nodes=tuple(nodes), outputs={k: new[v] for k, v in g.outputs.items()})
     problems = ir.check(out)
     if problems:

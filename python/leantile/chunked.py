@@ -47,13 +47,15 @@ def _buffer_bytes(plan, b) -> int:
     return math.prod(plan.axes[a] for a in b.axes) * dt.itemsize
 
 
-def in_place_sums(g: ir.Graph, axis: str) -> set[str]:
+def in_place_sums(g: ir.Graph, axis: str, kind: dict | None = None) -> set[str]:
     """The sum outputs over `axis` each chunk adds into the output itself (chunking.chunk's
     in_place): those whose float32 sum would pass CHUNK_TARGET (an LM head's dW, [4096, 128256]:
-    2 GiB in float32, past issue 50's memory bound on its own), where no final rounding follows."""
-    kind, why = classify(g, axis)
-    if why:
-        return set()
+    2 GiB in float32, past issue 50's memory bound on its own), where no final rounding follows.
+    `kind`: classify(g, axis)'s, where the caller has it."""
+    if kind is None:
+        kind, why = classify(g, axis)
+        if why:
+            return set()
     return {o for o, i in g.outputs.items() if kind[i] == SUM and not isinstance(g.nodes[i], ir.Cast)
             and 4 * math.prod(g.axes[a] for a in g.nodes[i].axes) > CHUNK_TARGET}
 
@@ -83,7 +85,7 @@ def auto_chunks(g: ir.Graph, plan) -> Chunks | None:
         kind, why = classify(g, axis)
         if why:
             continue
-        total, into = g.axes[axis], in_place_sums(g, axis)
+        total, into = g.axes[axis], in_place_sums(g, axis, kind)
         target = max([CHUNK_TARGET] + [_output_bytes(g, o) // IN_PLACE_SHARE for o in into])
         size = even_size(total, max(1, total * target // scales))
         if size >= total:

@@ -151,14 +151,13 @@ def chunk(g: ir.Graph, axis: str, size: int, in_place=()) -> Chunks:
 
     off_id = add(ir.Input(id=0, op="input", name=offset, dtype="f32", axes=())) if offset else None
     for n in g.nodes:
-        update = {f: new[getattr(n, f)] for f in ("x", "a", "b", "cond") if hasattr(n, f)}
         if isinstance(n, ir.SizeConst) and n.axis == axis:  # the whole axis's size, in every chunk
             new[n.id] = add(ir.Const(id=0, op="const", value=str(total), axes=()))
         elif isinstance(n, ir.Iota) and n.axis == axis:  # positions of the whole axis
             at = add(n)
             new[n.id] = add(ir.Binary(id=0, op="add", a=at, b=off_id, axes=n.axes))
         else:
-            new[n.id] = add(n.model_copy(update=update))
+            new[n.id] = add(ir.with_args(n, new))
     outputs, how, cast, into = {}, {}, {}, {}
     taken = names | {offset}
     dtypes = ir.value_dtypes(g)

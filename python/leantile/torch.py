@@ -28,7 +28,7 @@ from .autodiff import default_saved, training_forward, vjp
 from .ir import GraphError
 from .reference import TORCH_DTYPES
 from .runtime import Kernel, compile as _compile
-from .train_step import step_graph
+from .train_step import loss_output, step_graph
 
 _OPS: dict[str, object] = {}  # op name -> registered op (registering twice is an error in torch)
 _BACKWARDS: dict[tuple[str, frozenset], tuple] = {}  # (forward op, inputs wanting a gradient) -> backward
@@ -47,10 +47,11 @@ def op(kernel: Kernel, *, differentiable: bool = True):
     if name in _OPS:
         return _OPS[name]
     custom = _custom_op(kernel, name)
-    if differentiable and getattr(kernel, "chunks", None) is not None and step_graph(kernel.graph) is not None:
+    step = step_graph(kernel.graph) if differentiable and getattr(kernel, "chunks", None) is not None else None
+    if step is not None:
         # a loss too large to run whole (an LM head's logits): its gradients computed in the
         # forward, a chunk at a time (leantile.train_step), the backward scaling them
-        custom = StepOp(custom, kernel, name)
+        custom = StepOp(custom, kernel, name, step)
     elif differentiable:
         g, extra = training_forward(kernel.graph)
         if g is not None:  # values the backward reads: stored by a training forward beside its outputs
@@ -89,14 +90,14 @@ class StepOp:
     cotangent: three GEMM passes where a forward and a backward make four, and the [tokens,
     vocabulary] values a chunk at a time. Without autograd, the inference op."""
 
-    def __init__(self, inference, kernel, name: str):
+    def __init__(self, inference, kernel, name: str, step: tuple):
         self.inference, self.kernel, self.name = inference, kernel, name
         self.steps: dict[frozenset, object] = {}  # the inputs wanting a gradient -> the step's op
         self.step_kernels: dict[frozenset, object] = {}  # ... -> its kernel (chunked where it needs to be)
         # every input a gradient reaches: its step made now, as TrainingOp's training forward is (a
         # step made on the first call would be traced by torch.compile); another set on first use
-        self.differentiable = frozenset(step_graph(kernel.graph)[1])
-        self.steps[self.differentiable] = self._step(self.differentiable)
+        self.differentiable = frozenset(step[1])  # (step: step_graph(kernel.graph), every input)
+        self.steps[self.differentiable] = self._step(self.differentiable, step)
 
     def __call__(self, *args):
         names = self.kernel.input_names
@@ -108,16 +109,16 @@ class StepOp:
             self.steps[wanted] = self._step(wanted)
         return self.steps[wanted](*args)[0]
 
-    def _step(self, wanted: frozenset):
+    def _step(self, wanted: frozenset, made: tuple | None = None):
         k = self.kernel
-        step, grads = step_graph(k.graph, wrt=wanted)
+        step, grads = made or step_graph(k.graph, wrt=wanted)
         sk = self.step_kernels[wanted] = _compile(step, device=k.device, check=k.check, interpret=k.interpret)
         digest = hashlib.sha256(sk.source.encode()).hexdigest()[:12]
         custom = _custom_op(sk, f"{self.name}_step_{digest}")
         names, g = k.input_names, k.graph
         axes = {n.name: n.axes for n in g.inputs()}
         order = [n for n in names if n in grads]  # the step's gradient outputs, after its loss
-        if sk.output_names != [loss_name(g), *(grads[n].output for n in order)]:
+        if sk.output_names != [loss_output(g), *(grads[n].output for n in order)]:
             raise AssertionError(f"{g.name}: step outputs {sk.output_names} out of order")
 
         def setup_context(ctx, inputs, output):
@@ -140,11 +141,6 @@ class StepOp:
 
         custom.register_autograd(backward, setup_context=setup_context)
         return custom
-
-
-def loss_name(g) -> str:
-    (name,) = g.outputs
-    return name
 
 
 def _custom_op(kernel: Kernel, name: str):

@@ -49,12 +49,9 @@ def step_graph(g: ir.Graph, wrt=None) -> tuple[ir.Graph, dict[str, Gradient]] | 
             seen[key] = len(nodes) - 1
         return seen[key]
 
-    def remap(n, new: dict[int, int]):
-        return n.model_copy(update={f: new[getattr(n, f)] for f in ("x", "a", "b", "cond") if hasattr(n, f)})
-
     fwd: dict[int, int] = {}
     for n in g.nodes:
-        fwd[n.id] = add(remap(n, fwd))
+        fwd[n.id] = add(ir.with_args(n, fwd))
     ones = set(bw.cotangents.values())
     back: dict[int, int] = {}
     for n in bw.graph.nodes:
@@ -62,7 +59,7 @@ def step_graph(g: ir.Graph, wrt=None) -> tuple[ir.Graph, dict[str, Gradient]] | 
             one = add(ir.Const(id=0, op="const", value="1", axes=()))
             back[n.id] = add(ir.Cast(id=0, op="cast", x=one, dtype=n.dtype, axes=()))
         else:  # a primal input (same name, same node) or a computation
-            back[n.id] = add(remap(n, back))
+            back[n.id] = add(ir.with_args(n, back))
     outputs = {loss: fwd[g.outputs[loss]]}
     grads = {}
     for name in (n.name for n in g.inputs() if n.name in bw.grads):  # in the graph's input order

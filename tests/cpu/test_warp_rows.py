@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 from leantile.derive import candidates, derive
 from leantile.derive.rules import row_tiles
 from leantile.derive.rules.row_tiles import STREAM_BLOCK, WARP_BLOCK, WARP_ROWS
+from leantile.dag import DagM
 from plan_checks import check_every_candidate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -39,8 +40,7 @@ def test_the_warp_block_where_measured_and_not_elsewhere():
     ce = fusion.graph("cross_entropy")  # 8192 x 32000 f16: one pass, three reductions
     rows, block = _streams(derive(ce))["row_2"]
     assert block == WARP_BLOCK and rows >= WARP_ROWS
-    for bf in ("bf16",):
-        assert _streams(derive(_with_dtype(ce, bf)))["row_2"][1] == WARP_BLOCK
+    assert _streams(derive(_with_dtype(ce, "bf16")))["row_2"][1] == WARP_BLOCK
     # float32 rows: TileLang spreads a row over every thread at any block, no warp a row
     assert _streams(derive(_with_dtype(ce, "f32")))["row_2"][1] == STREAM_BLOCK
     # a two-pass row (log-softmax: 2 rows a CTA, 0.1098 -> 0.2102 ms at 256)
@@ -72,6 +72,59 @@ def test_warp_block_plans_compute_the_graph(m, c, dtype, seed):
             g = _with_dtype(g, dtype)
             assert WARP_BLOCK in {b for _, b in _streams(derive(g)).values()}
             check_every_candidate(g, seed, [None, {"threads": 128}])
+
+
+@st.composite
+def warp_row_graphs(draw):
+    """One-pass streamed rows of 16-bit values as users write them, at sizes the interpreter runs
+    (small_warp_rows): a prologue (a constant scale, a square, a sigmoid, a cast to f32 and back),
+    reductions over the streamed axis (sum, max, mean, log-sum-exp, a picked element by a label
+    input read against an iota, a masked sum of a per-row length), a row epilogue, one to three
+    outputs (a per-row value, its cast, a scalar over the rows too), rows and axis dividing no tile."""
+    m, c = draw(st.integers(WARP_ROWS + 1, 3 * WARP_ROWS + 7)), draw(st.integers(513, 3 * WARP_BLOCK + 100))
+    g = DagM("warp_rows", {"m": m, "c": c})
+    x = g.input("X", ["m", "c"], draw(st.sampled_from(["f16", "bf16"])))
+    pro = draw(st.sampled_from(["id", "scale", "square", "sigmoid", "cast"]))
+    p = {"id": x, "scale": g.mul(x, g.const("0.5")), "square": g.square(x) if pro == "square" else x,
+         "sigmoid": g.sigmoid(x) if pro == "sigmoid" else x, "cast": g.cast(x, "f32") if pro == "cast" else x}[pro]
+    outs = []
+    for kind in draw(st.lists(st.sampled_from(["sum", "max", "mean", "lse", "pick", "masked"]), min_size=1,
+                              max_size=3, unique=True)):
+        if kind == "lse":
+            mx = g.red("max", p, "c")
+            outs.append(g.add(mx, g.log(g.red("sum", g.exp(g.sub(p, mx)), "c"))))
+        elif kind == "pick":
+            outs.append(g.red("sum", g.mul(p, g.eq(g.iota("c"), g.input("label", ["m"], "f32"))), "c"))
+        elif kind == "masked":
+            keep = g.lt(g.iota("c"), g.input("length", ["m"], "f32"))
+            outs.append(g.red("sum", g.select(keep, p, g.const("0")), "c"))
+        elif kind == "mean":
+            outs.append(g.div(g.red("sum", p, "c"), g.size_const("c")))
+        else:
+            outs.append(g.red(kind, p, "c"))
+    y = outs[0]
+    for o in outs[1:]:
+        y = g.add(y, o)
+    if draw(st.booleans()):
+        y = g.tanh(g.mul(y, g.const("0.01")))
+    g.output("y", y)
+    if draw(st.booleans()):
+        g.output("y16", g.cast(y, "bf16"))
+    if draw(st.booleans()):
+        g.output("total", g.div(g.red("sum", outs[-1], "m"), g.size_const("m")))
+    return g.graph()
+
+
+@settings(max_examples=8, deadline=None)
+@given(g=warp_row_graphs(), seed=st.integers(0, 2 ** 16))
+def test_generated_warp_block_plans_compute_the_graph(g, seed):
+    """Every candidate of generated one-pass 16-bit rows (several outputs, casts, constants, a
+    label read against an iota, a length mask, size-1 and odd sizes) equals the float64 reference
+    where the default plan streams at the warp block."""
+    with pytest.MonkeyPatch.context() as mp:
+        small_warp_rows(mp)
+        assert WARP_BLOCK in {b for _, b in _streams(derive(g)).values()}
+        check_every_candidate(g, seed, [None, {"threads": 128}])
 
 
 def _logsumexp(m: int, c: int):

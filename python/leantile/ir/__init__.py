@@ -344,6 +344,16 @@ def output_dtypes(g: Graph) -> dict[str, str]:
     return {o: dtypes[i] for o, i in g.outputs.items()}
 
 
+ARG_FIELDS = ("x", "a", "b", "cond")  # the fields by which a node names the nodes it reads
+
+
+def with_args(n, new, **update):
+    """Node n with each node it reads renamed by `new` (old id -> new id), and `update`'s fields:
+    how a rewrite that renumbers a graph's nodes carries one over."""
+    moved = {f: new[getattr(n, f)] for f in ARG_FIELDS if f in type(n).model_fields and getattr(n, f) is not None}
+    return n.model_copy(update={**moved, **update})
+
+
 def check(g: Graph) -> list[str]:
     """Semantic validation beyond the JSON shape. Returns one line per problem."""
     problems: list[str] = []

@@ -219,11 +219,9 @@ def apply_merge(g: ir.Graph, m: Merge) -> ir.Graph:
             continue
         if n.id in last:
             upd.update(x=new_id[g.node(last[n.id]).x], axis=m.axis)
+            nodes.append(n.model_copy(update=upd))
         else:
-            for f in ("x", "a", "b", "cond"):
-                if getattr(n, f, None) is not None and f in type(n).model_fields:
-                    upd[f] = new_id[getattr(n, f)]
-        nodes.append(n.model_copy(update=upd))
+            nodes.append(ir.with_args(n, new_id, **upd))
     axes = {**g.axes, m.axis: _product(g, m.parts)}
     return ir.Graph(name=g.name, axes=axes, nodes=tuple(nodes),
                     outputs={o: new_id[i] for o, i in g.outputs.items()})
