@@ -86,7 +86,7 @@ def auto_chunks(g: ir.Graph, plan) -> Chunks | None:
         if why:
             continue
         total, into = g.axes[axis], in_place_sums(g, axis, kind)
-        target = max([CHUNK_TARGET] + [_output_bytes(g, o) // IN_PLACE_SHARE for o in into])
+        target = max([CHUNK_TARGET] + [int(_output_bytes(g, o) / IN_PLACE_SHARE) for o in into])
         size = even_size(total, max(1, total * target // scales))
         if size >= total:
             continue
