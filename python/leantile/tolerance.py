@@ -2,8 +2,8 @@
 reference (runtime verify, bench, tune, search workers, report evidence, the test suites)
 uses `rel_err` and the `TOLERANCE` of the output's dtype.
 
-    rel_err(out, ref, ref_same=None) =
-        max(0, ||out - ref|| - min(NOISE * ||ref_same - ref||, CAP * ||ref||)) / ||ref||
+    rel_err(out, ref, ref_same=None, noise_factor=NOISE) =
+        max(0, ||out - ref|| - min(noise_factor * ||ref_same - ref||, CAP * ||ref||)) / ||ref||
                                                                         (Frobenius, float64)
 
 `ref` is the reference in a wider dtype (float32 or float64). `ref_same`, where given, is the
@@ -58,8 +58,10 @@ def output_tolerances(g) -> dict[str, float]:
     return {o: worst[i] or TOLERANCE[TORCH_DTYPES[dtypes[i]]] for o, i in g.outputs.items()}
 
 
-def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None = None) -> float:
-    """See the module docstring."""
+def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None = None,
+            noise_factor: float = NOISE) -> float:
+    """See the module docstring. noise_factor: how many times ref_same's error is forgiven (NOISE;
+    1 for a rounding probe, itself a unit off at every value: Judging._other_roundings)."""
     finite = torch.isfinite(ref)
     if not bool(finite.all()):  # the same NaN / inf where the reference has one, then the rest
         ref_nan, out_nan = torch.isnan(ref), torch.isnan(out)
@@ -76,8 +78,8 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor, ref_same: torch.Tensor | None 
     if ref_same is not None and bool(torch.isfinite(ref_same).all()):
         noise = (ref_same.double() - ref64).norm().item()
         if den == 0 and noise > 0:  # exactly 0, and only rounding makes it otherwise: see above
-            return max(0.0, num - NOISE * noise) / noise
-        num = max(0.0, num - min(NOISE * noise, CAP * den))
+            return max(0.0, num - noise_factor * noise) / noise
+        num = max(0.0, num - min(noise_factor * noise, CAP * den))
     if den > 0:
         return num / den
     return 0.0 if num == 0 else float("inf")
