@@ -34,12 +34,15 @@ CHUNK_BYTES = 1 << 30
 # adding its dH into the float32 sum
 CHUNK_TARGET = 96 << 20
 # where each chunk adds into a sum output in place (in_place_sums), a chunk's intermediates may reach
-# this fraction of that output's bytes: each chunk reads and writes the whole sum once. The LM head's
-# training step (train_step: 8192 x 4096 x 128256 bf16, dW 1 GiB) then runs 16 chunks of 512 tokens
-# holding 287 MiB (logits and their gradient, 125 MiB each; issue 50's bound is 501); at a quarter the
-# rounding of even_size gave 32 chunks of 256, each dW GEMM contracting 256 tokens while it reads and
-# writes 2 GiB
-IN_PLACE_SHARE = 3
+# this fraction of that output's bytes: each chunk reads and writes the whole sum once, and its GEMM
+# into that sum contracts only the chunk. The LM head's training step (train_step: 8192 x 4096 x
+# 128256 bf16, dW 1 GiB) runs 8 chunks of 1024 tokens: on the H200 (g39,
+# benchmarks/train_rows/results/step-kernels-h200-2026-11-30-lm-head-step-{512,1024}.json) 48.3 ms
+# against 57.7 at 16 chunks of 512 (dW's GEMM 23.2 against 37.0 ms, dH's 11.8 against 19.5, the row
+# kernel 4.6 against 8.6), torch.compile 41.0; its logits and their gradient, 250 MiB each, share
+# their bytes (plan.storage.written_over), so a chunk holds about 283 MiB (issue 50's bound: a
+# quarter of torch.compile's 2004)
+IN_PLACE_SHARE = 1.5
 
 
 def _buffer_bytes(plan, b) -> int:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 
 from leantile import interp, reference
 from leantile.derive import candidates, derive
-from leantile.plan.storage import ALIGN, Place, buffer_bytes, lifetimes, storage
+from leantile.plan.storage import ALIGN, Place, buffer_bytes, lifetimes, storage, written_over
 from plan_checks import rel_err
 from reduction_strategies import long_reduction_graphs
 
@@ -33,6 +33,10 @@ def _check_places(plan) -> None:
     for g, p in places.items():
         assert g not in plan.outputs.values() and g not in inputs and p.host not in inputs
         assert p.host not in places, f"{p.host} hosts {g} but is a guest itself"
+        if written_over(plan, g, p.host):  # from the launch that ends the host's life, over its bytes
+            assert life[g][0] == life[p.host][1] and p.offset == 0 and size[g] == size[p.host]
+            assert not any(life[o][1] >= life[g][0] for o, q in places.items() if q.host == p.host and o != g)
+            continue
         assert life[g][1] < life[p.host][0], f"{g} {life[g]} is live when {p.host} {life[p.host]} begins"
         assert p.offset % ALIGN == 0 and p.offset + size[g] <= size[p.host]
         by_host.setdefault(p.host, []).append((p.offset, p.offset + size[g]))
@@ -120,3 +124,35 @@ def test_allocate_puts_guests_in_their_hosts_bytes_and_gpu_bytes_counts_hosts_al
     new = [b.name for b in plan.globals if b.name not in inputs]
     assert k.gpu_bytes()[0] == sum(size[n] for n in new if n not in storage(plan))
     assert k.gpu_bytes()[0] < sum(size[n] for n in new)
+
+
+def test_a_second_pass_writes_its_output_over_the_row_it_reads():
+    """The LM head's training step (leantile.train_step) at 300 tokens of a 17000-word vocabulary:
+    its row kernel streams the logits for their statistics, then again for dlogits, the GEMMs'
+    operand; dlogits take the logits' bytes from that kernel on (plan.storage.written_over: the
+    1024-token chunk's 250 MiB, g39). The interpreter runs the sharing as the GPU does, in float64
+    and in the plan's dtypes, and equals the reference; allocate() makes dlogits a view of the
+    logits' bytes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_train_step import lm_head
+    from leantile.emit import emit_module, load_module
+    from leantile.train_step import step_graph
+
+    g, _ = step_graph(lm_head(300, 8, 17000))
+    plan = derive(g)
+    two_pass = [k for k in plan.kernels if k.second_pass]
+    assert two_pass
+    over = {gst: p.host for gst, p in storage(plan).items() if written_over(plan, gst, p.host)}
+    assert len(over) == 1, storage(plan)
+    (guest, host), = over.items()
+    assert any(getattr(s, "dst", None) == guest for s in two_pass[0].second_pass)
+    _check_places(plan)
+    inputs = reference.random_inputs(g, seed=2)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    for dtype, tol in ((torch.float64, 1e-9), (None, 5e-2)):
+        out = interp.run(plan, inputs, dtype=dtype)
+        for o in g.outputs:
+            assert rel_err(out[o].double(), ref[o]) < tol, (dtype, o)
+    m = load_module(emit_module(plan), "written_over_test")
+    t = m.allocate(dict(inputs), device="cpu", fill=float("nan"))
+    assert t[guest].data_ptr() == t[host].data_ptr()

@@ -18,6 +18,12 @@ Kernel.gpu_bytes counts hosts alone.
 
     in_place(plan, {output: input}) -> plan
 
+A guest may also take a host's bytes from the launch where the host's life ends (written_over):
+a row kernel's second pass reading the host block by block and writing the guest, of the same
+shape and dtype, over the block it has just read (the LM head's dlogits over its logits: 250 MiB
+of its 1024-token chunk, g39). Each element is read before it is written, by the thread that
+writes it or before a barrier, and nothing reads the host after that kernel.
+
 An output may also take the bytes of an input of the same shape (Plan.in_place): a chunk of an
 LM head's dW added to the sum so far, written over it (leantile.chunking's in-place sums: no
 second 1 GiB buffer). Where one kernel reads each element of the input and then writes the
@@ -46,9 +52,7 @@ def buffer_bytes(plan: Plan, b) -> int:
 def lifetimes(plan: Plan) -> dict[str, tuple[int, int]]:
     """{global name: (first launch, last launch)} over the launches that touch it; a tail
     (Kernel.tail_of) counts as its launch. Outputs live to the end."""
-    launch: dict[str, int] = {}
-    for k in plan.kernels:
-        launch[k.name] = launch[k.tail_of] if k.tail_of else len(set(launch.values()))
+    launch = _launches(plan)
     life: dict[str, tuple[int, int]] = {}
     for k in plan.kernels:
         j = launch[k.name]
@@ -82,6 +86,11 @@ def storage(plan: Plan) -> dict[str, Place]:
     for g in guests:
         if used[g]:  # it holds guests already: its bytes are not free before its own first launch
             continue
+        h = next((h for h in guests if h != g and h not in place and written_over(plan, g, h, life)), None)
+        if h is not None:  # (a successor sits at offset 0: the earlier guests of h are dead by then)
+            place[g] = Place(h, 0)
+            used[h] = max(used[h], 1)
+            continue
         for h in hosts:
             if h == g or h in place or life[h][0] <= life[g][1]:
                 continue
@@ -91,6 +100,41 @@ def storage(plan: Plan) -> dict[str, Place]:
                 used[h] = offset + size[g]
                 break
     return place
+
+
+def written_over(plan: Plan, g: str, h: str, life: dict | None = None) -> bool:
+    """Whether intermediate g may take intermediate h's bytes from h's last launch on: the same
+    axes and dtype; one kernel k at that launch (no tail) reads h and stores g once, in its second
+    pass, over a grid that keeps each row's stream whole (no split), after its loads of h there;
+    k reads no g and writes no h; h is no output and its life ends at k."""
+    life = life or lifetimes(plan)
+    names = {b.name: b for b in plan.globals}
+    if g not in life or h not in life or h in plan.outputs.values() or life[h][1] != life[g][0]:
+        return False
+    if (names[g].axes, names[g].dtype) != (names[h].axes, names[h].dtype):
+        return False
+    launch = _launches(plan)
+    at = [k for k in plan.kernels if launch[k.name] == life[h][1]]
+    if len(at) != 1 or at[0].tail_of:
+        return False
+    k = at[0]
+    if k.stream is None or k.stream.split or any(t.axis in (k.stream.axis, *k.stream.aliases) for t in k.grid):
+        return False
+    stores = [s for s in k.statements() if isinstance(s, Store) and s.dst in (g, h)]
+    if len(stores) != 1 or stores[0].dst != g or stores[0].accumulate or stores[0] not in k.second_pass:
+        return False
+    if any(isinstance(s, Load) and s.src == g for s in k.statements()):
+        return False
+    order = list(k.second_pass)
+    return all(order.index(s) < order.index(stores[0]) for s in order if isinstance(s, Load) and s.src == h)
+
+
+def _launches(plan: Plan) -> dict[str, int]:
+    """{kernel name: its launch}: a tail (Kernel.tail_of) shares its kernel's."""
+    launch: dict[str, int] = {}
+    for k in plan.kernels:
+        launch[k.name] = launch[k.tail_of] if k.tail_of else len(set(launch.values()))
+    return launch
 
 
 def in_place(plan: Plan, pairs: dict[str, str]) -> Plan:
