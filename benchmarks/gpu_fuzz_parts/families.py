@@ -119,6 +119,10 @@ def families() -> dict:
         # both streams), masked forwards included: a wholly masked row is NaN in the reference too
         "attention_backward": lambda: hyp((S._user_attention(S.ALL_CLASSES) | S.masked_attention_graphs()).map(
             lambda gc: gc[0]), _backward),
+        # a loss's training step in one graph (leantile.train_step: the LM head's and the losses'
+        # loss and gradients): GEMMs reading a row kernel's second pass, written over the logits
+        # it streams (plan.storage.written_over) where the vocabulary is long
+        "loss_steps": lambda: _loss_steps(),
     }
     out = {}
     for name, make in makers.items():
@@ -151,6 +155,25 @@ def _fixed_losses():
         for _ in range(count):
             name = rng.choice(sorted(loss_graphs.LOSSES))
             out.append((loss_graphs.LOSSES[name](3, 5), {"loss": name}))
+        return out
+    return draw
+
+
+def _loss_steps():
+    import loss_graphs
+    from leantile.train_bench import _row_graphs
+    from leantile.train_step import step_graph
+
+    lm_head = _row_graphs()[0]["lm_head_ce"]
+
+    def draw(seed, rnd, rng, count):
+        out = []
+        for _ in range(count):
+            if rng.random() < 0.6:
+                g = lm_head({"m": 4, "k": 8, "d": 16})
+            else:
+                g = loss_graphs.LOSSES[rng.choice(sorted(loss_graphs.LOSSES))](3, 5)
+            out.append((step_graph(g)[0], {}))
         return out
     return draw
 
