@@ -178,6 +178,29 @@ def test_an_output_the_graphs_own_rounding_overflows_is_ill_conditioned_not_wron
     assert not v["ok"] and v["ill_conditioned"] == [], v
 
 
+def _one_hot_exp_softmax_vjp(rows: int, seed: int, live_gap: float | None = None):
+    """(the unfused kernel of d_X = s (d e^s - sum d e^s s), s = softmax(X) over 64 columns; inputs
+    at 2^14 with one maximum a row far from the rest, s exactly one-hot; the d_X a kernel's FMA
+    d * e^s - r gives, rounded once). live_gap: row 0's second key that far below its maximum (s of
+    e^-gap there: one live row)."""
+    g = DagM("exp_softmax_vjp", {"i": rows, "k": 64})
+    x, d = g.input("X", ["i", "k"], "f32"), g.input("d_out", ["i", "k"], "f32")
+    s = g.softmax(x, "k")
+    a = g.mul(d, g.exp(s))
+    g.output("d_X", g.mul(s, g.sub(a, g.red("sum", g.mul(a, s), "k"))))
+    k = runtime.compile(g.graph(), candidate="unfused", device="cpu", interpret=True)
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(rows, 64, generator=gen) * 16384
+    X[:, 7] = X.max(-1).values + 5000
+    if live_gap is not None:
+        X[0, 9] = X[0, 7] - live_gap
+    inputs = {"X": X, "d_out": torch.randn(rows, 64, generator=gen) * 16384}
+    s1 = torch.softmax(X.double(), -1).float()
+    e, dd = torch.exp(s1), inputs["d_out"]
+    r = ((dd * e) * s1).sum(-1, keepdim=True)
+    return k, inputs, (s1.double() * (dd.double() * e.double() - r.double())).float()
+
+
 def test_an_output_that_cancels_exactly_is_ill_conditioned_by_a_rounding_probe_and_its_fma_forgiven():
     """s (d e^s - sum d e^s s) with a one-hot softmax s is exactly 0 in the graph's own order
     (d e^s rounded once, subtracted from itself), and any other correct rounding, a kernel's FMA
@@ -185,27 +208,14 @@ def test_an_output_that_cancels_exactly_is_ill_conditioned_by_a_rounding_probe_a
     wrong by 9e9 relative. Moving the inputs by a unit keeps s one-hot and the output 0, so only
     the rounding probe (every value one unit off, reference.evaluate's jitter) tells; at normal
     scale a wrong output stays wrong."""
-    g = DagM("exp_softmax_vjp", {"i": 3, "k": 64})
-    x, d = g.input("X", ["i", "k"], "f32"), g.input("d_out", ["i", "k"], "f32")
-    s = g.softmax(x, "k")
-    a = g.mul(d, g.exp(s))
-    g.output("d_X", g.mul(s, g.sub(a, g.red("sum", g.mul(a, s), "k"))))
-    g = g.graph()
-    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
-    gen = torch.Generator().manual_seed(4)
-    X = torch.randn(3, 64, generator=gen) * 16384
-    X[:, 7] = X.max(-1).values + 5000  # one maximum a row, far from the rest: s exactly one-hot
-    inputs = {"X": X, "d_out": torch.randn(3, 64, generator=gen) * 16384}
+    k, inputs, fma = _one_hot_exp_softmax_vjp(3, seed=4)
     ref, same = k.references(inputs, torch.float64)
     assert float(same["d_X"].abs().max()) == 0.0
-    s1 = torch.softmax(X.double(), -1).float()
-    e, dd = torch.exp(s1), inputs["d_out"]
-    r = ((dd * e) * s1).sum(-1, keepdim=True)
-    fma = (s1.double() * (dd.double() * e.double() - r.double())).float()  # d * e - r rounded once
     assert float(fma.abs().max()) > 0
     assert k.ill_conditioned(inputs, ["d_X"], ref, same) == ["d_X"]
     v = k.judge(inputs, {"d_X": fma}, refs=(ref, same))  # and the judge forgives that other rounding
     assert v["ok"], v
+    gen = torch.Generator().manual_seed(5)
     normal = {"X": torch.randn(3, 64, generator=gen), "d_out": torch.randn(3, 64, generator=gen)}
     ref, same = k.references(normal, torch.float64)
     v = k.judge(normal, {"d_X": same["d_X"] * 1.01}, refs=(ref, same))
@@ -221,23 +231,8 @@ def test_an_fma_rounding_of_exactly_cancelling_rows_beside_a_live_one_is_roundin
     ill-conditioning threshold. Another correct rounding order is rounding: the judge forgives what
     a rounding probe (reference.evaluate's jitter: every value half a unit off) moves, and an
     output wrong by 10% at that draw still fails."""
-    g = DagM("exp_softmax_vjp", {"i": 64, "k": 64})
-    x, d = g.input("X", ["i", "k"], "f32"), g.input("d_out", ["i", "k"], "f32")
-    s = g.softmax(x, "k")
-    a = g.mul(d, g.exp(s))
-    g.output("d_X", g.mul(s, g.sub(a, g.red("sum", g.mul(a, s), "k"))))
-    g = g.graph()
-    k = runtime.compile(g, candidate="unfused", device="cpu", interpret=True)
-    gen = torch.Generator().manual_seed(6)
-    X = torch.randn(64, 64, generator=gen) * 16384
-    X[:, 7] = X.max(-1).values + 5000  # one maximum a row, far from the rest
-    X[0, 9] = X[0, 7] - 9  # but row 0's second key close enough to count: s of 1e-4 there
-    inputs = {"X": X, "d_out": torch.randn(64, 64, generator=gen) * 16384}
+    k, inputs, fma = _one_hot_exp_softmax_vjp(64, seed=6, live_gap=9)
     ref, same = k.references(inputs, torch.float64)
-    s1 = torch.softmax(X.double(), -1).float()
-    e, dd = torch.exp(s1), inputs["d_out"]
-    r = ((dd * e) * s1).sum(-1, keepdim=True)
-    fma = (s1.double() * (dd.double() * e.double() - r.double())).float()  # d * e - r rounded once
     assert rel_err(fma, ref["d_X"], same["d_X"]) > 1e-4  # the graph's own rounding alone does not forgive it
     v = k.judge(inputs, {"d_X": fma}, refs=(ref, same))
     assert v["ok"], v
