@@ -37,6 +37,22 @@ def test_log_softmax_over_long_rows_is_one_kernel_that_streams_the_row_twice():
     assert [s.op for s in k.second_pass if s.op in ("load", "store")] == ["load", "store"]
 
 
+def test_rows_of_a_vocabulary_stream_long_blocks():
+    """rules.row_tiles.two_pass_block: a two-pass kernel over rows of LONG_ROW or more streams
+    blocks of LONG_ROW_BLOCK (the LM head's row kernel twice as fast on an H200, g41); shorter
+    rows keep STREAM_BLOCK, as a one-pass kernel over long rows does."""
+    def block(g):
+        k, = [k for k in derive(g).kernels if k.stream and k.stream.axis == "d"]
+        return k.stream.block, bool(k.second_pass)
+    assert block(_log_softmax(300, 128256, "bf16")) == (row_tiles.LONG_ROW_BLOCK, True)
+    assert block(_log_softmax(300, 32000)) == (row_tiles.STREAM_BLOCK, True)
+
+    def lse(g):  # one pass: the row statistic alone
+        x = g.input("X", ["m", "d"], "f32")
+        return g.log(g.red("sum", g.exp(x), "d"))
+    assert block(dag.build_graph_with_output("lse", {"m": 300, "d": 128256}, lse)) == (row_tiles.STREAM_BLOCK, False)
+
+
 def test_few_long_rows_are_split_over_ctas_not_streamed_twice():
     g = _log_softmax(4, 200_000)
     assert "split" in [c.name for c in candidates(g)]
@@ -77,7 +93,7 @@ def test_the_second_pass_visits_the_last_block_first_in_the_interpreter_and_the_
 
 
 @pytest.mark.slow  # make test runs it; make test-fast does not (lowering is the slow part)
-@pytest.mark.parametrize("d", [32000, 50257, 9000])
+@pytest.mark.parametrize("d", [32000, 50257, 9000, 128256])
 def test_second_pass_kernels_lower_for_sm_90(d):
     pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
     from leantile.emit import emit_module, load_module
@@ -106,14 +122,19 @@ def test_every_candidate_of_a_row_epilogue_graph_is_the_graph(g, seed, monkeypat
 @pytest.fixture(scope="module")
 def monkeypatch_on_chip():
     """(Last in this module: module-scoped, as hypothesis asks.) Rows past 512 elements stream (at the shipped 16384, 8192: too long for the interpreter
-    here); the stream block stays min(1024, the row), so 1025..3000 take 2 or 3 blocks."""
+    here); the stream block stays min(1024, the row) below 2000, so 1025..1999 take 2 blocks, and
+    rows of 2000..3000 take the long block of two_pass_block (here 2048: 1 or 2 blocks)."""
     mp = pytest.MonkeyPatch()
     mp.setattr(row_tiles, "ON_CHIP", 1024)
+    mp.setattr(row_tiles, "LONG_ROW", 2000)  # and rows of 2000 .. 3000 take two_pass_block's longer block:
+    mp.setattr(row_tiles, "LONG_ROW_BLOCK", 2048)  # one or two, the last partial
     yield
     mp.undo()
 
 
 def test_the_generated_graphs_take_the_second_pass(monkeypatch_on_chip):
     """The generator draws what the test is for: at its sizes the fused plan streams twice."""
-    g = _log_softmax(200, 2000, "f32")
+    g = _log_softmax(200, 1999, "f32")
     assert any(k.second_pass for k in derive(g).kernels)
+    k, = [k for k in derive(_log_softmax(200, 2600, "f32")).kernels if k.second_pass]
+    assert k.stream.block == 2048

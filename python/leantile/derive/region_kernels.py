@@ -18,8 +18,8 @@ from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of, node_map
 from .rules.base import padded
 from .rules.regions import RegionSite
-from .rules.row_tiles import (column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_rows,
-                              warp_rows)
+from .rules.row_tiles import (column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_block,
+                              two_pass_rows, warp_rows)
 
 
 def _args(cx: Ctx, site: RegionSite, i: int) -> tuple[int, ...]:
@@ -103,6 +103,7 @@ def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict, whole: bool = True):
     streamed = [i for i in region_loads(cx, site) if site.axis in cx.node(i).axes]
     if second_pass_members(cx, site):  # the bytes per element of what it streams (its second pass reads them again)
         block = two_pass_rows(cx, rows, site.axis, column, sum(DTYPE_BYTES[cx.stored_dtype(i)] for i in streamed))
+        d = two_pass_block(cx, site.axis, d, column)
     elif whole and not column:
         block, d = warp_rows(cx, rows, site.axis, MAP_TILE, {DTYPE_BYTES[cx.stored_dtype(i)] for i in streamed}) \
             or (block, d)

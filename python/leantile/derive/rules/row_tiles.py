@@ -101,6 +101,24 @@ def two_pass_rows(cx, rows, axis: str, column: bool = False, row_bytes: int = 2)
     return max(2, min(block, 1 << (fit.bit_length() - 1)))
 
 
+# A two-pass row kernel over rows of a vocabulary's length streams blocks of LONG_ROW_BLOCK: at
+# STREAM_BLOCK each CTA walks its 2 rows in 126 synchronous 4 KB loads a pass (a fragment's load is
+# not prefetched), and the few CTAs (a 1024-token chunk: 512) leave DRAM's latency uncovered. H200,
+# the LM head's training step, 1024 x 128256 bf16 a chunk (g40 / g41:
+# benchmarks/train_rows/results/step-kernels-h200-2026-11-30-lm-head-step-*.json): the row kernel
+# 6.14 -> 3.07 ms over 8 chunks, the step 47.6 -> 45.5 ms (torch.compile 39.8). Measured there only:
+# shorter rows keep STREAM_BLOCK (log-softmax over 32000 at 2 rows: 1024 beat 512 and 256, larger
+# not probed).
+LONG_ROW = 65536
+LONG_ROW_BLOCK = 4096
+
+
+def two_pass_block(cx, axis: str, d: int, column: bool = False) -> int:
+    """The stream block of a two-pass row kernel over `axis`: LONG_ROW_BLOCK for rows of LONG_ROW
+    or more (not a column reduction), else streamed_rows' `d`."""
+    return LONG_ROW_BLOCK if not column and cx.axes[axis] >= LONG_ROW else d
+
+
 def streamed_ctas(cx, rows, axis: str, column: bool = False) -> int:
     """CTAs of a streamed row kernel over `axis` at streamed_rows' row block (the grid
     split_reduction judges and a second pass is allowed by)."""
