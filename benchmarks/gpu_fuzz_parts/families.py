@@ -169,11 +169,13 @@ def _loss_steps():
     def draw(seed, rnd, rng, count):
         out = []
         for _ in range(count):
-            if rng.random() < 0.6:
-                g = lm_head({"m": 4, "k": 8, "d": 16})
+            if rng.random() < 0.6:  # a vocabulary kept long: the row kernel streams it twice, its
+                # second pass written over the logits (written_over), past LONG_ROW in longer blocks
+                d = rng.choice([16, 17000, 33001, 50257, 70001, 128256])
+                out.append((step_graph(lm_head({"m": 4, "k": 8, "d": d}))[0], {"keep": ["d"]} if d > 16 else {}))
             else:
                 g = loss_graphs.LOSSES[rng.choice(sorted(loss_graphs.LOSSES))](3, 5)
-            out.append((step_graph(g)[0], {}))
+                out.append((step_graph(g)[0], {}))
         return out
     return draw
 

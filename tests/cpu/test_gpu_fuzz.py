@@ -2,6 +2,7 @@
 the caps, its graph sequence is the same for the same seed, and its dry run (the interpreter,
 tiny sizes, the GPU worker process and the results file) works end to end, and a resumed
 file is refused where other compiler code wrote it."""
+import itertools
 import json
 import math
 import random
@@ -245,6 +246,25 @@ def test_decode_family_draws_the_wide_head_class():
         if len(seen) == 40:
             break
     assert any(g.axes["t_kv"] * g.axes["d_h"] >= 2 ** 25 for g in seen), [dict(g.axes) for g in seen]
+
+
+def test_loss_steps_family_draws_the_written_over_and_long_block_classes():
+    """The loss_steps family (training steps in one graph, leantile.train_step): at the GPU profile
+    some default plans write a row kernel's second pass over the logits it streams
+    (plan.storage.written_over) and some stream vocabulary-long rows in two_pass_block's long
+    blocks: the classes of 2026-11-30's LM-head step reach the campaign."""
+    from leantile.derive import derive
+    from leantile.derive.rules import row_tiles
+    from leantile.plan.storage import storage, written_over
+    fams = gpu_fuzz.families()
+    prof = gpu_fuzz.Profile("cuda", 2 ** 26, 2.0 ** 37)
+    over = long = 0
+    for _, g, _, _ in itertools.islice(gpu_fuzz.graph_stream(108, {"loss_steps": fams["loss_steps"]}, ["f16", "bf16"],
+                                                             prof), 20):
+        p = derive(g)
+        over += any(written_over(p, a, b.host) for a, b in storage(p).items())
+        long += any(k.second_pass and k.stream.block == row_tiles.LONG_ROW_BLOCK for k in p.kernels)
+    assert over and long, (over, long)
 
 
 def test_kernel_digests_share_a_compile_only_between_identical_kernels():
