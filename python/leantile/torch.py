@@ -169,7 +169,39 @@ def _custom_op(kernel: Kernel, name: str):
 
     fake.__signature__ = impl.__signature__
     custom.register_fake(fake)
-    return custom
+    return _Op(custom, impl)
+
+
+class _Op:
+    """A kernel's op: the torch.library custom op, which torch.compile traces (its fake
+    implementation gives the shapes), and in eager mode the same function and autograd formula
+    called directly, through a torch.autograd.Function: the dispatcher's custom-op layers
+    (autograd_impl, redispatch, backend_impl, the dynamo-disable wrapper) were most of a training
+    step's host time (g42, rmsnorm_gain on the H200: 0.654 ms a step against 0.121 of GPU time;
+    benchmarks/train_rows/results/dispatch-profile-h200-2026-11-30-b14e9c1.json)."""
+
+    def __init__(self, custom, impl):
+        self.custom, self.impl = custom, impl
+        self._function = None  # the eager autograd.Function, once a formula is registered
+
+    def register_autograd(self, backward, *, setup_context):
+        self.custom.register_autograd(backward, setup_context=setup_context)
+        impl = self.impl
+
+        def forward(ctx, *args):  # ctx first, no setup_context: Function.apply then binds no
+            out = impl(*args)  # signature per call (inspect.signature, 22 us of a 100 us step)
+            setup_context(ctx, args, out)
+            return out
+        self._function = type(f"{impl.__name__}_eager", (torch.autograd.Function,), {
+            "forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+    def __call__(self, *args):
+        if torch.compiler.is_compiling():
+            return self.custom(*args)
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            # no formula registered (a backward op): the custom op, which refuses a backward through it
+            return self._function.apply(*args) if self._function is not None else self.custom(*args)
+        return self.impl(*args)
 
 
 def _unaliased(outputs: list, inputs) -> list:
@@ -216,6 +248,10 @@ def _register_backward(custom, name: str, kernel: Kernel, save: frozenset, saved
         output = output if isinstance(output, tuple) else (output,)
         # the outputs too where the backward reads one (a saved value that is an output)
         ctx.save_for_backward(*inputs, *(output if reads_outputs else output[len(outs):]))
+        # no cotangent made for the outputs nothing differentiates: a training forward's saved
+        # values (SwiGLU's two GEMM products, 86 MiB each at 4096 x 11008) would each get a zero
+        # tensor of its size, every step; a graph output the loss does not read gets its zeros below
+        ctx.set_materialize_grads(False)
 
     def backward(ctx, *grads):
         kept = ctx.saved_tensors
@@ -234,7 +270,8 @@ def _register_backward(custom, name: str, kernel: Kernel, save: frozenset, saved
         feed.update({bw_name: by_node[i] for bw_name, i in bw.saved.items()})
         for o, grad in zip(outs, grads):
             if o in bw.cotangents:
-                feed[bw.cotangents[o]] = grad.contiguous()
+                feed[bw.cotangents[o]] = grad.contiguous() if grad is not None else \
+                    torch.zeros(kernel.output_specs[o][0], dtype=kernel.output_specs[o][1], device=kept[0].device)
         r = bop(*[feed[n] for n in k.input_names])
         r = (r,) if len(k.output_names) == 1 else r
         got = dict(zip(k.output_names, r))
