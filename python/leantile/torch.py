@@ -9,6 +9,8 @@ Each compiled kernel becomes one custom op `leantile::<graph>_<digest>` (the dig
 emitted source: another plan or shape is another op), with a fake implementation from the
 graph's shapes and dtypes, so torch.compile traces through it without a graph break and CUDA
 graphs capture it (outputs are allocated with torch.empty inside the op, on the current stream).
+In eager mode the op calls the same function, and the same autograd formula through a
+torch.autograd.Function, without the dispatcher's custom-op layers (_Op: host time).
 
 Each op trains: its autograd formula is the graph's backward (leantile.autodiff.vjp), derived,
 compiled and run as another leantile op, made on the first backward for the set of inputs that
