@@ -290,6 +290,7 @@ def test_kernel_digests_share_a_compile_only_between_identical_kernels():
     assert base.keys() == other.keys() and any(base[k] != other[k] for k in base)
 
 
+@pytest.mark.slow  # 30 s of a process pool (the fast tier's slowest test): make test runs it, make test-fast does not
 def test_dry_run_through_the_compile_pool(tmp_path):
     """The pool's bookkeeping (one job per distinct kernel, shared between plans, seconds counted
     once) on the CPU: its nvcc fails without a GPU, the interpreter still judges every plan."""
