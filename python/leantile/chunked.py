@@ -73,7 +73,7 @@ def auto_chunks(g: ir.Graph, plan) -> Chunks | None:
     else, among the axes the graph can be chunked along that its large intermediates are over,
     the one whose chunks hold least (what stays whole, a chunk of what scales, twice a sum
     output: its float32 sum and a chunk's; nothing for a sum added in place), with chunks of
-    about CHUNK_TARGET intermediates, or a third of the largest sum added in place (IN_PLACE_SHARE):
+    about CHUNK_TARGET intermediates, or the largest sum added in place over IN_PLACE_SHARE (1.5):
     each chunk reads and writes that sum once, so few large chunks."""
     names = {n.name for n in g.inputs()} | set(plan.outputs.values())
     inter = [b for b in plan.globals if b.name not in names]
