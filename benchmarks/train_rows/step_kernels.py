@@ -5,7 +5,7 @@ the step's do_bench_cudagraph time. Prints each step's kernels, writes JSON.
 
     python benchmarks/train_rows/step_kernels.py --out DIR CASE [CASE ...]   (on a GPU)
 
---in-place-share sets chunked.IN_PLACE_SHARE (the LM head's fused step: chunks of 512 tokens at 3).
+--in-place-share sets chunked.IN_PLACE_SHARE (the LM head's fused step: 512 tokens a chunk at 3, 1024 at 1.5).
 --two-pass-bytes / --stream-block set rules.row_tiles.TWO_PASS_BYTES / STREAM_BLOCK for this
 process (a two-pass row kernel's rows per CTA, a streamed row's block): one process per setting,
 the settings of one GPU call compared.

@@ -88,7 +88,7 @@ def evaluate(g: ir.Graph, inputs: dict, compute_dtype: torch.dtype | None = None
     plan_rounded: what the kernels round, computing the rest in float32). jitter: every computed
     value moved by one unit of its dtype's rounding (2^-24 of itself in float32, a random sign
     per element, from this generator): the graph as another correct rounding computes it (a
-    kernel's FMA, its own order of a sum), for judging.Judging.ill_conditioned."""
+    kernel's FMA, its own order of a sum), for judging.Judging (judge, ill_conditioned)."""
     if check:
         check_inputs(g, inputs)
     last = {}  # node -> the last node that reads it: its value is dropped after that one

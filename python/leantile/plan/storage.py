@@ -84,12 +84,12 @@ def storage(plan: Plan) -> dict[str, Place]:
     used = dict.fromkeys(hosts, 0)
     place: dict[str, Place] = {}
     for g in guests:
-        if used[g]:  # it holds guests already: its bytes are not free before its own first launch
+        if used[g] or g in {p.host for p in place.values()}:  # it holds guests: its bytes are its own
             continue
-        h = next((h for h in guests if h != g and h not in place and written_over(plan, g, h, life)), None)
-        if h is not None:  # (a successor sits at offset 0: the earlier guests of h are dead by then)
+        h = next((h for h in guests if h != g and h not in place and life[h][1] == life[g][0]
+                  and written_over(plan, g, h, life)), None)
+        if h is not None:  # at offset 0: h's earlier guests are dead before h begins
             place[g] = Place(h, 0)
-            used[h] = max(used[h], 1)
             continue
         for h in hosts:
             if h == g or h in place or life[h][0] <= life[g][1]:
