@@ -28,7 +28,7 @@ from strategies import ALL_CLASSES, inputs_in, resized  # noqa: E402
 
 def test_every_candidate_of_generated_graphs_lowers():
     sweep = Sweep()
-    count = examples(40)  # 50 took make test to 15:19 (2026-11-30); 273 s of one worker at 50
+    count = examples(50)
 
     @sweep_settings(count)
     @given(GRAPHS)
