@@ -4,7 +4,10 @@ float32 reference on fresh inputs, timed (do_bench, L2 flushed; do_bench_cudagra
 the SDPA backward of the same attention (cuDNN, FlashAttention-2), with each kernel's share from
 the torch profiler. Prints a line per case and writes JSON.
 
-    python benchmarks/flash_backward/probe.py --out DIR [--size AXIS=N ...] [--merge-contractions] [NAME ...]
+    python benchmarks/flash_backward/probe.py --out DIR [--size AXIS=N ...] [--merge-contractions]
+        [--variants plain,async] [NAME ...]
+
+--variants async: the same plan with its GEMMs issued asynchronously (async_gemms.py), a row each.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import torch.nn.functional as F
 import triton.testing as tt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "norm_gemm"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_times_probe import kernel_times  # noqa: E402  (each kernel's GPU time from the torch profiler)
 
 SHAPES = {
@@ -52,10 +56,9 @@ def main(argv=None) -> int:
                     help="axis sizes over the cases' own (each case takes the axes it has)")
     ap.add_argument("--merge-contractions", action="store_true",
                     help="rules.flatten.MERGE_CONTRACTIONS on (GQA's backward without its group sums)")
+    ap.add_argument("--variants", default="plain", help="comma-separated: plain, async (async_gemms.py)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
-    from torch.nn.attention import SDPBackend
-
     import leantile
     from leantile import architectures
     from leantile import reference
@@ -84,37 +87,59 @@ def main(argv=None) -> int:
             fwd = reference.evaluate(forward_saving(g, bw), {n.name: inputs[n.name] for n in g.inputs()},
                                      compute_dtype=torch.float32, check=False)
             inputs.update({n: fwd[n].to(inputs[n].dtype).reshape(inputs[n].shape) for n in bw.saved})
-        v = k.verify(inputs)
-        row["ok"], row["rel_err"] = bool(v["ok"]), {o: float(e) for o, e in v.get("rel_err", {}).items()} \
-            if isinstance(v.get("rel_err"), dict) else v.get("rel_err")
-        row["leantile_ms"] = tt.do_bench(lambda: k.run(inputs), warmup=10, rep=100, return_mode="median")
-        row["leantile_graph_ms"] = tt.do_bench_cudagraph(lambda: k.run(inputs), rep=100, return_mode="median")
-        row["leantile_kernels"] = kernel_times(lambda: k.run(inputs))
-        # the same attention in torch: [h, t, d] tensors (a GQA's K/V heads repeated for SDPA's enable_gqa)
-        dev = "cuda"
-        q = inputs["Q"].reshape(1, -1, shape["t_q"], shape["d_h"]).to(dev)
-        kk = inputs["K"].reshape(1, -1, shape["t_kv"], shape["d_h"]).to(dev)
-        vv = inputs["V"].reshape(1, -1, shape["t_kv"], shape["d_h"]).to(dev)
-        do = inputs["d_out"].reshape(q.shape).to(dev)
-        groups = q.shape[1] // kk.shape[1]
-        causal = name == "causal_attention"
-        row["vendor_ms"] = {}
-        if name != "sliding_window_attention":
-            for label, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
-                try:
-                    f = sdpa_backward(q, kk, vv, do, causal, backend, groups)
-                    f()
-                    # (do_bench: autograd.grad of a kept graph cannot be captured in a CUDA graph)
-                    row["vendor_ms"][label] = tt.do_bench(f, warmup=10, rep=100, return_mode="median")
-                except Exception as e:
-                    row["vendor_ms"][label] = f"{type(e).__name__}: {str(e)[:120]}"
-        best = min((x for x in row["vendor_ms"].values() if isinstance(x, float)), default=math.nan)
-        row["vs_best_sdpa"] = best / row["leantile_ms"] if math.isfinite(best) else math.nan
-        rows.append(row)
-        print(f"{name:26s} ok={row['ok']} leantile {row['leantile_ms']:.4f} ms  vendor {row['vendor_ms']}  "
-              f"x{row['vs_best_sdpa']:.2f}  kernels {row['leantile_kernels']}", flush=True)
-        save_rows(out / "flash-backward.json", rows)
+        base = row
+        for variant in args.variants.split(","):
+            row = {**base, "variant": variant}
+            kv = k if variant == "plain" else _variant(k, variant)
+            _time_row(row, kv, inputs, name, shape)
+            rows.append(row)
+            save_rows(out / "flash-backward.json", rows)
     return 0
+
+
+def _variant(k, variant: str):
+    """A copy of compiled kernel k running its module patched by `variant` (async_gemms)."""
+    import copy
+    from leantile import runtime
+    from async_gemms import patch_source
+    if variant != "async":
+        raise ValueError(f"unknown variant {variant!r}")
+    kv = copy.copy(k)
+    kv.source = patch_source(k.source)
+    kv._c = runtime._compiled(kv.source, k.device)
+    return kv
+
+
+def _time_row(row: dict, k, inputs: dict, name: str, shape: dict) -> None:
+    from torch.nn.attention import SDPBackend
+    v = k.verify(inputs)
+    row["ok"], row["rel_err"] = bool(v["ok"]), {o: float(e) for o, e in v.get("rel_err", {}).items()} \
+        if isinstance(v.get("rel_err"), dict) else v.get("rel_err")
+    row["leantile_ms"] = tt.do_bench(lambda: k.run(inputs), warmup=10, rep=100, return_mode="median")
+    row["leantile_graph_ms"] = tt.do_bench_cudagraph(lambda: k.run(inputs), rep=100, return_mode="median")
+    row["leantile_kernels"] = kernel_times(lambda: k.run(inputs))
+    # the same attention in torch: [h, t, d] tensors (a GQA's K/V heads repeated for SDPA's enable_gqa)
+    dev = "cuda"
+    q = inputs["Q"].reshape(1, -1, shape["t_q"], shape["d_h"]).to(dev)
+    kk = inputs["K"].reshape(1, -1, shape["t_kv"], shape["d_h"]).to(dev)
+    vv = inputs["V"].reshape(1, -1, shape["t_kv"], shape["d_h"]).to(dev)
+    do = inputs["d_out"].reshape(q.shape).to(dev)
+    groups = q.shape[1] // kk.shape[1]
+    causal = name == "causal_attention"
+    row["vendor_ms"] = {}
+    if name != "sliding_window_attention":
+        for label, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+            try:
+                f = sdpa_backward(q, kk, vv, do, causal, backend, groups)
+                f()
+                # (do_bench: autograd.grad of a kept graph cannot be captured in a CUDA graph)
+                row["vendor_ms"][label] = tt.do_bench(f, warmup=10, rep=100, return_mode="median")
+            except Exception as e:
+                row["vendor_ms"][label] = f"{type(e).__name__}: {str(e)[:120]}"
+    best = min((x for x in row["vendor_ms"].values() if isinstance(x, float)), default=math.nan)
+    row["vs_best_sdpa"] = best / row["leantile_ms"] if math.isfinite(best) else math.nan
+    print(f"{name:26s} {row['variant']:6s} ok={row['ok']} leantile {row['leantile_ms']:.4f} ms  vendor {row['vendor_ms']}  "
+          f"x{row['vs_best_sdpa']:.2f}  kernels {row['leantile_kernels']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,9 @@ VARIANTS = [  # (label, tiles, skip, candidate)
     ("m128_n64_t256", {"block_m": 128, "block_n": 64, "threads": 256}, True, None),
     ("m64_n128", {"block_m": 64, "block_n": 128}, True, None),
     ("stages1", {"stages": 1}, True, None),
+    # the TileLang example's dK/dV tile for d_h 128 (128 keys, 32 queries a block, 256 threads), and deeper
+    ("n32", {"block_m": 128, "block_n": 32, "threads": 256}, True, None),
+    ("stages3", {"block_m": 128, "block_n": 64, "threads": 256, "stages": 3}, True, None),
     # dQ added atomically from the dK/dV kernel (flash_backward's dq="atomic")
     ("atomic_dq", None, True, "flash_backward_exp2_atomic_dq"),
     ("atomic_dq_m64_t128", {"block_m": 64, "block_n": 64, "threads": 128}, True, "flash_backward_exp2_atomic_dq"),

@@ -51,18 +51,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .codegen_lines import code as _code, kernel_ranges as _kernels
+from .codegen_retire import retire_before_release
+
 __all__ = ["StaleUse", "stale_ssa_uses", "refresh_stale_ssa", "fence_stage_releases", "unfenced_releases",
            "install", "uninstall", "MARKER_FLAG"]
 
 # nvcc flag added to every kernel compiled after install(): it puts the repairs into TileLang's
 # kernel-cache key, so that no binary compiled before them is reused from its disk cache (2: the
-# stage-release fence; 1 was the SSA refresh alone; 3: max and min propagate NaN, leantile.codegen_nan).
-MARKER_FLAG = "-DLEANTILE_CODEGEN_REPAIR=3"
+# stage-release fence; 1 was the SSA refresh alone; 3: max and min propagate NaN, leantile.codegen_nan;
+# 4: a stage is released only after the asynchronous wgmma reading it retires, leantile.codegen_retire).
+MARKER_FLAG = "-DLEANTILE_CODEGEN_REPAIR=4"
 
 _SSA_DECL = re.compile(r"^(?P<indent>\s*)(?P<type>[A-Za-z_][\w:<>, ]*?)\s+(?P<name>v_(?:_\d+)?)\s*=\s*(?P<expr>.+);\s*$")
 _RELOAD = re.compile(r"^(v_(?:_\d+)?)\s*=[^=]")
 _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 # a declaration: `type name;`, `type name[N];`, `type name = ...;` (type may carry * and qualifiers)
 _DECL = re.compile(r"^\s*(?:(?:const|volatile|static|__shared__|extern|signed|unsigned|register|alignas\(\d+\)|__align__\(\d+\))\s+)*"
                    r"(?P<type>[A-Za-z_][\w:<>]*(?:\s*<[^;=]*>)?)(?P<ptr>[\s*&]+)(?P<name>[A-Za-z_]\w*)\s*(?P<array>\[[^\]]*\])*\s*(?:=\s*(?P<init>.*))?;\s*$")
@@ -99,9 +102,6 @@ class _Cached:
     last_use: int = 1 << 62    # 1-based line of its last read (_last_uses): no refresh after it
 
 
-def _code(line: str) -> str:
-    """The line without string literals (inline asm) and // comments."""
-    return _STRING.sub('""', line).split("//", 1)[0]
 
 
 def _idents(text: str) -> set[str]:
@@ -314,10 +314,6 @@ _FENCE = "tl::fence_proxy_async();"
 _TMA_LOAD = re.compile(r"\btma_load(?:_multicast)?\(|cp\.async\.bulk\.")
 
 
-def _kernels(lines: list[str]):
-    """(first, last) line index of each __global__ kernel body of `lines` (a kernel runs to the next)."""
-    starts = [i for i, ln in enumerate(lines) if "__global__" in ln and "{" in ln]
-    return [(a, b) for a, b in zip(starts, starts[1:] + [len(lines)])]
 
 
 def unfenced_releases(source: str) -> list[int]:
@@ -350,7 +346,7 @@ def fence_stage_releases(source: str) -> str:
 
 def _postproc(code: str, target) -> str:  # noqa: ARG001  (TileLang's hook signature)
     from .codegen_nan import propagate_nan
-    return propagate_nan(fence_stage_releases(refresh_stale_ssa(code)))
+    return propagate_nan(fence_stage_releases(retire_before_release(refresh_stale_ssa(code))))
 
 
 def install() -> None:

@@ -76,6 +76,10 @@ def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None
     unfenced = unfenced_releases(artifact.kernel_source) if repair else []
     if unfenced:  # a TMA stage released with no proxy fence: a race with a generic-proxy consumer
         raise LoweringError(f"internal error: pipeline stage released without a proxy fence after codegen_repair, lines {unfenced[:3]}")
+    from .codegen_retire import unretired_releases
+    unretired = unretired_releases(artifact.kernel_source) if repair else []
+    if unretired:  # a stage handed back to the producer while a wgmma may still read it
+        raise LoweringError(f"internal error: pipeline stage released before its wgmma retired after codegen_repair, lines {unretired[:3]}")
     return artifact.kernel_source
 
 

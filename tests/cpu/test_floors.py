@@ -8,7 +8,7 @@ floors below it, imports inside functions included (an AST walk of every module)
     3 plan (the package: the plan IR, its passes, verifier and shared buffers), interp, reference, tolerance
     4 derive, architectures, sources
     5 cost, tuned (how a plan is picked: the model's choice, or a measured entry the runtime reads)
-    6 emit, lower, codegen_repair, codegen_nan
+    6 emit, lower, codegen_repair, codegen_nan, codegen_retire, codegen_lines
     7 runtime, torch, binding, judging, chunked (a Kernel's input binding, its verdict, chunked kernels)
     8 bench, suite, train_bench, precompile, search, report, show, lean
     9 cli, entry, __main__
@@ -31,7 +31,7 @@ FLOOR = {
     "plan": 3, "interp": 3, "reference": 3, "tolerance": 3,
     "derive": 4, "architectures": 4, "sources": 4,
     "cost": 5, "tuned": 5,  # the tuned store is read by the runtime; search (8) writes it
-    "emit": 6, "lower": 6, "codegen_repair": 6, "codegen_nan": 6,
+    "emit": 6, "lower": 6, "codegen_repair": 6, "codegen_nan": 6, "codegen_retire": 6, "codegen_lines": 6,
     "runtime": 7, "torch": 7, "binding": 7, "judging": 7, "chunked": 7,
     "bench": 8, "suite": 8, "train_bench": 8, "precompile": 8, "search": 8, "report": 8, "show": 8, "lean": 8,
     "cli": 9, "entry": 9, "__main__": 9,
