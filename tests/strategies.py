@@ -299,13 +299,17 @@ MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "b
 
 def _shape_tiled_sizes():
     """More than 64 query rows (no SMALL_M_TILES) and either 128-wide heads over >= 2048 keys
-    (256-key tiles) or narrow heads on a small grid (64 x 256 tiles), keys past a whole tile."""
-    from leantile.derive.shape_tiles import FLASH_WIDE_KEYS
+    (256-key tiles), narrow heads on a small grid (64 x 256 tiles), or heads past 128 (Gemma's
+    256: FLASH_LARGE_HEAD_TILES, a flash kernel that the default tiles would not fit), keys past
+    a whole tile."""
+    from leantile.derive.shape_tiles import FLASH_LARGE_HEAD, FLASH_WIDE_KEYS
     wide = st.fixed_dictionaries({"t_q": st.integers(65, 140), "t_kv": st.integers(FLASH_WIDE_KEYS, FLASH_WIDE_KEYS + 300),
                                   "d_h": st.just(128)})
     narrow = st.fixed_dictionaries({"t_q": st.integers(65, 200), "t_kv": st.integers(1, 600),
                                     "d_h": st.integers(16, 64)})
-    return st.one_of(wide, narrow)
+    large = st.fixed_dictionaries({"t_q": st.integers(65, 200), "t_kv": st.integers(1, 300),
+                                   "d_h": st.sampled_from([FLASH_LARGE_HEAD + 16, 192, 256, 250])})
+    return st.one_of(wide, narrow, large)
 
 
 def shape_tiled_attention_graphs():

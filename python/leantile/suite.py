@@ -8,6 +8,7 @@ Where the sizes come from (the models' published configurations):
   LLaMA-3 70B  hidden 8192, MLP 28672, 64 heads (8 KV heads), d_h 128
   Mistral 7B   hidden 4096, MLP 14336, 32 heads (8 KV heads), d_h 128, sliding window 4096
   GPT-2 small  hidden 768, MLP 3072, 12 heads, d_h 64, vocab 50257
+  Gemma 2 9B   hidden 3584, MLP 14336, 16 heads (8 KV heads), d_h 256, vocab 256000
 Tokens m in {1, 16, 128, 2048, 8192}; attention lengths {512, 2048, 8192, 32768}; decode is
 t_q = 1 against t_kv up to 32768. Attention graphs have one head axis `h` that Q, K and V share
 (a batch axis): a GQA model is measured with its K/V heads expanded to the query heads. A QKV
@@ -54,6 +55,7 @@ MODELS = {  # the published configurations (see the module docstring)
     "llama3_70b": {"hidden": 8192, "mlp": 28672, "heads": 64, "kv_heads": 8, "d_h": 128, "vocab": 128256},
     "mistral_7b": {"hidden": 4096, "mlp": 14336, "heads": 32, "kv_heads": 8, "d_h": 128, "window": 4096},
     "gpt2": {"hidden": 768, "mlp": 3072, "heads": 12, "kv_heads": 12, "d_h": 64, "vocab": 50257},
+    "gemma2_9b": {"hidden": 3584, "mlp": 14336, "heads": 16, "kv_heads": 8, "d_h": 256, "vocab": 256000},
 }
 
 
@@ -185,6 +187,10 @@ def _cases() -> list[Case]:
     attn("causal_attention", "llama3_8b", 8192, 8192, "large")
     attn("causal_attention", "llama3_8b", 512, 4096, note="_chunk512")
     attn("causal_attention", "gpt2", 1024, 1024, dtype="bf16")
+    # heads of 256 (Gemma; issue 51: a flash plan for heads past 128, FLASH_LARGE_HEAD_TILES)
+    attn("causal_attention", "gemma2_9b", 2048, 2048, dtype="bf16")
+    attn("causal_attention", "gemma2_9b", 4096, 4096)
+    attn("attention", "gemma2_9b", 2048, 2048)
     # sliding window of 1024 keys (the built-in's constant; Mistral 7B's own is 4096)
     attn("sliding_window_attention", "llama3_8b", 4096, 4096)
     attn("sliding_window_attention", "mistral_7b", 16384, 16384, "large")

@@ -313,10 +313,12 @@ def test_pipelined_tiles_count_once_per_stage():
     with pytest.raises(ir.GraphError, match="245760 bytes"):
         derive(g, "fused", {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 3})
     assert verify(derive(g, "fused", {"block_m": 128, "block_n": 256, "block_k": 64, "stages": 2}), g) == []
-    # attention with d_h 256 at the default tiles: Q 64 KiB + (K + V) 128 KiB x 2 stages: the
-    # flash kernel cannot launch, the row softmax remains (and the refusal says why)
+    # attention with d_h 512 over 8 queries, at the default tiles and at the tiles its shape takes
+    # (64 rows, one stage): Q 64 KiB + (K + V) 256 KiB: the flash kernel cannot launch, the row
+    # softmax remains (and the refusal says why). d_h 256 fits at its shape's tiles (one stage:
+    # 160 KiB; tests/cpu/test_large_heads.py)
     from leantile.derive import refusals
-    att = architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=256)
+    att = architectures.build("attention", h=2, t_q=8, t_kv=8, d_h=512)
     assert "online" not in [c.name for c in candidates(att)]
     assert any("327680 bytes" in line for line in refusals(att))
 

@@ -116,20 +116,33 @@ def _site_kernels(cx: Ctx, o: Option, tiles: dict) -> list:
 
 def _fits(cx: Ctx, o: Option) -> bool:
     """Whether option o's kernels fit the target's shared memory at the default tiles (a
-    head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains)."""
+    head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains).
+    A flash option that does not fit there is judged again at the tiles its shape takes
+    (shape_tiles.flash_tiles: heads over 128 take FLASH_LARGE_HEAD_TILES, whose kernel fits where
+    the defaults' two 128-key stages of K and V do not: Gemma's d_h 256 was refused and ran on_chip)."""
     tiles = default_tiles(cx)
-    if isinstance(o.site, FlashBackwardSite):  # judged at the tiles its plan takes (FLASH_BACKWARD_TILES)
+    if isinstance(o.site, FlashSite) and _fits_at(cx, o, tiles, refuse=False):
+        return True
+    if isinstance(o.site, (FlashBackwardSite, FlashSite)):  # judged at the tiles its plan takes
         tiles = {**tiles, **shape_tiles(cx, [decide(o)])}
+    return _fits_at(cx, o, tiles, refuse=True)
+
+
+def _fits_at(cx: Ctx, o: Option, tiles: dict, refuse: bool) -> bool:
+    """Whether option o's kernels fit the target's shared memory at `tiles`; where not and
+    `refuse`, the refusal is recorded (derive --all-candidates names it)."""
     plan = Plan(graph=cx.g.name, candidate="", axes=dict(cx.axes), globals=(), outputs={}, kernels=(), tiles=tiles)
     try:
         kernels = _site_kernels(cx, o, tiles)
     except ir.GraphError as e:  # a kernel these tiles cannot build (split_kernels: the combine's layout)
-        cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {e.problems[0]}")
+        if refuse:
+            cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {e.problems[0]}")
         return False
     for k in kernels:
         problem = smem_problem(plan, k, cx.target)
         if problem:
-            cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {problem}")
+            if refuse:
+                cx.refuse(o.owner, o.owner_at, f"option {o.label or 'fused'}: {problem}")
             return False
     return True
 

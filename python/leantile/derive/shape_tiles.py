@@ -122,6 +122,14 @@ FLASH_OVERLAP_MASKED_MIN_KEYS = 1024
 # ms, t8192 0.0415 -> 0.0409, t32768 0.1278 -> 0.1270, 70b t8192 0.0702 -> 0.0700, GPT-2 t2048
 # 0.0077 -> 0.0075, gqa 8b t8192 0.0181 -> 0.0174; 64-key, 256-key and deeper variants lost or tied.
 DECODE_TILES = FLASH_TILES
+# Attention whose heads pass 128 (Gemma's d_h 256; MLA's q.k over 192): O's accumulator is 128 x d_h
+# float32 (128 registers a thread at 256 on 256 threads), so 64 keys a block keep S and P small (32
+# and 16 registers; 128 keys spill), and two stages of K and V fit beside Q and O's staging tile
+# (192 KiB at d_h 256). At the defaults' 128 keys two stages take 256 KiB: the flash option was
+# refused and such attention ran on_chip in 4 kernels (issue 51: 0.38x FlexAttention at h16 t4096).
+# FlashAttention-3 runs d_h 256 at 128 x 80, two stages. Measured: benchmarks/attention_tiles (large_heads).
+FLASH_LARGE_HEAD_TILES = {"block_n": 64, "stages": 2}
+FLASH_LARGE_HEAD = 128
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
 # against 0.087 ms for 128 x 128 x 2 stages (benchmarks/split_row/results/suite-quick-2026-11-25-split-row.md:
@@ -348,6 +356,8 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
         return {}
     masked = any(c.skip or c.site.bounds or c.site.skip_at for c in flash)
     heads = [cx.axes[cx.node(c.site.qk).axis_a] for c in flash]
+    if any(max(h, cx.axes[cx.node(c.site.pv).axes[-1]]) > FLASH_LARGE_HEAD for h, c in zip(heads, flash)):
+        return dict(FLASH_LARGE_HEAD_TILES)  # q.k's heads or O's (its last axis: query_tiles)
     keys = min(cx.axes[c.site.axis] for c in flash)
     # plan.passes.overlap_parts' conditions that the graph shows: MMA-shaped heads, 16-bit
     # operands, no extra tile per key block, one head per CTA
