@@ -87,6 +87,10 @@ def families() -> dict:
         "masked_softmax": lambda: hyp(S.masked_softmax_graphs(), lambda gp: (gp[0], {"prefix": True})),
         "shape_tiled_attention": lambda: hyp(S.shape_tiled_attention_graphs(), first),
         "overlap_attention": lambda: hyp(S.overlap_attention_graphs(), first),
+        # heads past 128 (Gemma's 256: one flash kernel at FLASH_LARGE_HEAD_TILES), the head kept at its
+        # drawn 144..256 while the rest is resized (else a resize almost never lands there)
+        "large_head_attention": lambda: hyp(S.shape_tiled_attention_graphs().filter(
+            lambda gc: gc[0].axes["d_h"] > 128), lambda gc: (gc[0], {"keep": ["d_h"]})),
         "classes": lambda: _fixed_classes(),
         "losses": lambda: _fixed_losses(),
         "reductions": lambda: (lambda seed, rnd, rng, count: [(_reduction_graph(rng, "f32"), {}) for _ in range(count)]),

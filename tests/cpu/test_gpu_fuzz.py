@@ -267,6 +267,23 @@ def test_loss_steps_family_draws_the_written_over_and_long_block_classes():
     assert over and long, (over, long)
 
 
+def test_large_head_attention_family_keeps_its_heads_past_128():
+    """The large_head_attention family: resized for the GPU, the heads stay at 144..256 and some
+    default plans are one flash kernel at FLASH_LARGE_HEAD_TILES (the class of issue 51's d_h 256,
+    which a resize of shape_tiled_attention almost never drew)."""
+    from leantile.cost import choose
+    from leantile.derive.shape_tiles import FLASH_LARGE_HEAD, FLASH_LARGE_HEAD_TILES
+    fams = gpu_fuzz.families()
+    prof = gpu_fuzz.Profile("cuda", 2 ** 26, 2.0 ** 37)
+    flash = 0
+    for _, g, _, _ in itertools.islice(gpu_fuzz.graph_stream(110, {"large_head_attention": fams["large_head_attention"]},
+                                                             ["f16", "bf16"], prof), 12):
+        assert g.axes["d_h"] > FLASH_LARGE_HEAD, g.axes
+        p = choose(g)[0]
+        flash += len(p.kernels) == 1 and {k: p.tiles.get(k) for k in FLASH_LARGE_HEAD_TILES} == FLASH_LARGE_HEAD_TILES
+    assert flash, flash
+
+
 def test_kernel_digests_share_a_compile_only_between_identical_kernels():
     """The compile pool runs nvcc once per digest: a kernel two plans spell alike gets one digest,
     a kernel at other tiles another (sharing a wrong compile would only slow the GPU worker, which

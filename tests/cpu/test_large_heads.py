@@ -40,6 +40,21 @@ def test_heads_too_large_for_any_flash_tile_keep_the_fallback():
     assert not verify(choose(g)[0], g)
 
 
+@pytest.mark.parametrize("t_q, d", [(16, 65536), (2048, 4096)])
+def test_every_candidate_of_large_head_attention_behind_a_projection_derives(t_q, d):
+    """Q = X W (a projection) before attention with heads of 256: the plan takes the GEMM's tiles,
+    so a flash option that fits only at its own shape's tiles must not be offered (GPU campaign
+    s111: offered, then refused by derive at 320 KiB of shared memory)."""
+    from leantile.dag import DagM
+    g = DagM("projected_attention", {"h": 32, "t_q": t_q, "t_kv": 32, "d": d, "d_h": 256})
+    q = g.matmul(g.input("X", ["h", "t_q", "d"], "f16"), g.input("Wq", ["d", "d_h"], "f16"), "d", "d")
+    k, v = (g.input(n, ["h", "t_kv", "d_h"], "f16") for n in ("K", "V"))
+    g.output("out", g.matmul(g.softmax(g.matmul(q, k, "d_h", "d_h"), "t_kv"), v, "t_kv", "t_kv"))
+    graph = g.graph()
+    for c in candidates(graph):
+        assert not verify(derive(graph, c.name), graph), c.name
+
+
 def _large_head_attention():
     return _user_attention(ALL_CLASSES, shaped=True).filter(lambda gc: gc[0].axes["d_h"] > FLASH_LARGE_HEAD)
 

@@ -119,11 +119,16 @@ def _fits(cx: Ctx, o: Option) -> bool:
     head dimension of 1024 makes a flash kernel of 1.3 MB: not offered, the fallback remains).
     A flash option that does not fit there is judged again at the tiles its shape takes
     (shape_tiles.flash_tiles: heads over 128 take FLASH_LARGE_HEAD_TILES, whose kernel fits where
-    the defaults' two 128-key stages of K and V do not: Gemma's d_h 256 was refused and ran on_chip)."""
+    the defaults' two 128-key stages of K and V do not: Gemma's d_h 256 was refused and ran on_chip)
+    where those are the plan's tiles: the graph contracts nothing else (with a projection the plan
+    takes the GEMM's tiles, and a flash kernel fitting only at its own was offered, then refused by
+    derive: GPU campaign s111)."""
     tiles = default_tiles(cx)
     if isinstance(o.site, FlashSite) and _fits_at(cx, o, tiles, refuse=False):
         return True
-    if isinstance(o.site, (FlashBackwardSite, FlashSite)):  # judged at the tiles its plan takes
+    own = {o.site.qk, o.site.pv} if isinstance(o.site, FlashSite) else set()
+    alone = all(i in own for i, n in enumerate(cx.nodes) if isinstance(n, ir.Matmul))
+    if isinstance(o.site, FlashBackwardSite) or (isinstance(o.site, FlashSite) and alone):  # the tiles its plan takes
         tiles = {**tiles, **shape_tiles(cx, [decide(o)])}
     return _fits_at(cx, o, tiles, refuse=True)
 

@@ -122,13 +122,15 @@ FLASH_OVERLAP_MASKED_MIN_KEYS = 1024
 # ms, t8192 0.0415 -> 0.0409, t32768 0.1278 -> 0.1270, 70b t8192 0.0702 -> 0.0700, GPT-2 t2048
 # 0.0077 -> 0.0075, gqa 8b t8192 0.0181 -> 0.0174; 64-key, 256-key and deeper variants lost or tied.
 DECODE_TILES = FLASH_TILES
-# Attention whose heads pass 128 (Gemma's d_h 256; MLA's q.k over 192): O's accumulator is 128 x d_h
-# float32 (128 registers a thread at 256 on 256 threads), so 64 keys a block keep S and P small (32
-# and 16 registers; 128 keys spill), and two stages of K and V fit beside Q and O's staging tile
-# (192 KiB at d_h 256). At the defaults' 128 keys two stages take 256 KiB: the flash option was
-# refused and such attention ran on_chip in 4 kernels (issue 51: 0.38x FlexAttention at h16 t4096).
-# FlashAttention-3 runs d_h 256 at 128 x 80, two stages. Measured: benchmarks/attention_tiles (large_heads).
-FLASH_LARGE_HEAD_TILES = {"block_n": 64, "stages": 2}
+# Attention whose heads pass 128 (Gemma's d_h 256; MLA's q.k over 192): 128 keys a block, one stage
+# (Q, K, V and O's staging tile: 192 KiB at d_h 256; 168 registers, no spill). At the defaults' two
+# stages K and V take 256 KiB: the flash option was refused and such attention ran on_chip in 4
+# kernels (issue 51: 0.38x FlexAttention at h16 t4096, 0.24x torch at Gemma's t2048). H200
+# (benchmarks/attention_tiles/results/large-heads-h200-2026-11-30.json, each plan judged), against
+# 64 keys 2 stages / 64 keys 1 stage / 64 rows on 128 threads: Gemma 2 causal t2048 bf16 0.1002 ms
+# against 0.1077 / 0.1072 / 0.1225 (cuDNN 0.0907: 0.91x; torch.compile 0.26), causal t4096 0.3019
+# against 0.3255 / 0.3229 / 0.3921 (cuDNN 0.2882: 0.95x), unmasked t2048 0.1281 (cuDNN 0.1190).
+FLASH_LARGE_HEAD_TILES = {"block_n": 128, "stages": 1}
 FLASH_LARGE_HEAD = 128
 # A GEMM takes 128 x 256 tiles (LARGE_GEMM_TILES) when they make at least this many CTAs: about
 # one full wave of the H200's 132 SMs. At 1024 x 4096 x 4096 (128 such tiles) they ran 0.054 ms
