@@ -45,13 +45,31 @@ def eager_masked(t: dict, keep):
 
 
 def baselines(t: dict):
-    """torch eager of the same math and SDPA's fused backends with the same (bottom-right) causal
-    mask: is_causal where t_q = t_kv (the two alignments agree), else torch's causal_lower_right."""
+    """torch eager of the same math, SDPA's fused backends with the same (bottom-right) causal
+    mask (is_causal where t_q = t_kv: the two alignments agree, else torch's causal_lower_right),
+    and FlexAttention with the causal block mask (issue 51 measures attention variants against it)."""
     import torch
 
     tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
     keep = torch.ones(tq, tkv, dtype=torch.bool, device=t["Q"].device).tril(tkv - tq)
-    return eager_masked(t, keep), sdpa_causal_paths(t)
+    off = tkv - tq
+    return eager_masked(t, keep), {**sdpa_causal_paths(t),
+                                   "flex_attention": flex_path(t, lambda b, h, q, kv: kv <= q + off)}
+
+
+def flex_path(t: dict, mask_mod):
+    """FlexAttention (compiled) over Q, K, V [h, t, d_h] with the block mask of `mask_mod`
+    (FlexAttention's (b, h, q_idx, kv_idx) -> keep): the blocks it masks wholly are skipped."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
+    block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=tq, KV_LEN=tkv, device=t["Q"].device)
+    compiled = torch.compile(flex_attention)
+
+    def f():
+        return compiled(t["Q"][None], t["K"][None], t["V"][None], block_mask=block_mask)[0]
+    return f
 
 
 def sdpa_causal_paths(t: dict) -> dict:

@@ -3,7 +3,7 @@ keeping the `window` keys i + off - window < j <= i + off, off = t_kv - t_q (ali
 key, as causal_attention). The window is a constant of the graph (WINDOW); the key blocks outside
 it are skipped (skip_masked_tiles reads both bounds off the mask)."""
 from ..dag import DagM, build_graph_with_output
-from .causal_attention import eager_masked, masked_attention
+from .causal_attention import eager_masked, flex_path, masked_attention
 
 DEFAULT_SIZES = {"h": 16, "t_q": 8192, "t_kv": 8192, "d_h": 128}
 WINDOW = 1024
@@ -38,16 +38,8 @@ def baselines(t: dict):
 
 
 def _flex(t: dict, tq: int, tkv: int):
-    import torch
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
     off = tkv - tq
 
     def window(b, h, q_idx, kv_idx):
         return (kv_idx <= q_idx + off) & (kv_idx > q_idx + off - WINDOW)
-    block_mask = create_block_mask(window, B=None, H=None, Q_LEN=tq, KV_LEN=tkv, device=t["Q"].device)
-    compiled = torch.compile(flex_attention)
-
-    def f():
-        return compiled(t["Q"][None], t["K"][None], t["V"][None], block_mask=block_mask)[0]
-    return f
+    return flex_path(t, window)
