@@ -165,10 +165,10 @@ def _fixed_losses():
 
 def _loss_steps():
     import loss_graphs
-    from leantile.train_bench import _row_graphs
+    from leantile.train_bench import row_graphs
     from leantile.train_step import step_graph
 
-    lm_head = _row_graphs()[0]["lm_head_ce"]
+    lm_head = row_graphs()[0]["lm_head_ce"]
 
     def draw(seed, rnd, rng, count):
         out = []

@@ -31,7 +31,7 @@ class TrainCase:
     tags: tuple[str, ...] = field(default=())
 
 
-def _row_graphs():
+def row_graphs():
     """({name: sizes -> graph} of the row forms users train, a function giving {name: t -> their
     PyTorch version})."""
     from .dag import build_graph_with_output
@@ -111,7 +111,7 @@ def cases(sizes_of=None) -> list[TrainCase]:
         g = architectures.build(name, **sizes_of(name, SHAPES[name]))
         out.append(TrainCase(name, g, lambda t, mod=mod: mod.baselines(t),
                              tags=("attention",) if "attention" in name else ("gemm",)))
-    rows, torch_forms = _row_graphs()
+    rows, torch_forms = row_graphs()
     for name, build in rows.items():
         g = build(sizes_of(name, SHAPES[name]))
         out.append(TrainCase(name, g, lambda t, name=name: (torch_forms()[name](t), {}),
