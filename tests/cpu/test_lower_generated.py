@@ -8,11 +8,12 @@ each so make test's two workers share them out; tests/lowering_sweeps.py holds w
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 pytest.importorskip("tilelang", reason="tilelang is not installed: lowering skipped")
 pytestmark = pytest.mark.slow  # minutes of TileLang lowering: make test runs it, make test-fast does not
+PER_STRUCTURE = 3
 
 from leantile.cost import choose  # noqa: E402
 from leantile.derive import candidates, derive  # noqa: E402
@@ -28,14 +29,16 @@ from strategies import ALL_CLASSES, inputs_in, resized  # noqa: E402
 
 def test_every_candidate_of_generated_graphs_lowers():
     sweep = Sweep()
-    # 35 graphs (each ~6 s of lowering): make test was past 15 minutes at 50 (15:19-15:21 on 2 cores,
-    # 2026-11-30, this test 300 s of one worker); the CPU lowering campaign (benchmarks/gpu_fuzz_lower.py)
-    # and the dev profile draw the breadth
-    count = examples(35)
+    count = examples(24)
 
     @sweep_settings(count)
     @given(GRAPHS)
     def every_candidate_lowers(g):
+        # at most PER_STRUCTURE graphs of a structure: the derandomized draw of 35 gave 20 norm_dual
+        # and 7 attention_proj (the heaviest, 11-23 s of lowering each: 300 s of make test) and no
+        # user norm, softmax or GEMM; capped, 8 structures 3 times each (2026-11-30)
+        assume(sweep.seen[("structure", g.name)] < PER_STRUCTURE)
+        sweep.seen[("structure", g.name)] += 1
         # sizes 1, 2 (size-1 axes, a head dimension below the MMA k) or 3: fewer distinct scripts
         g = g.model_copy(update={"axes": {a: min(n, 3) for a, n in g.axes.items()}})
         cands = candidates(g)
@@ -57,7 +60,9 @@ def test_every_candidate_of_generated_graphs_lowers():
 
     every_candidate_lowers()
     seen = sweep.seen
-    assert seen["graphs"] >= count and seen["candidates"] >= seen["graphs"], seen
+    structures = {k[1] for k in seen if isinstance(k, tuple) and k[0] == "structure"}
+    assert seen["graphs"] >= count * 3 // 4 and seen["candidates"] >= seen["graphs"], seen
+    assert len(structures) >= min(6, count // 4), structures
     # reductions deferred past a stream (plan.passes.defer_reductions) and kernels launched
     # dependently (plan.passes.dependent_launch) were among them
     assert seen["deferred"] >= min(5, count // 10) and seen["pdl"] >= min(20, count // 2), seen
