@@ -88,3 +88,22 @@ def test_a_large_head_flash_kernel_lowers_for_sm_90():
     for name, f in mod.build_kernel().items():
         cu = lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
         assert f"{name}_kernel" in cu
+
+
+@pytest.mark.parametrize("arch", ["attention", "causal_attention"])
+@pytest.mark.parametrize("d_h, t_q", [(96, 1), (128, 16), (96, 100)])
+def test_float32_attention_the_shape_tiles_let_flash_run_is_the_graph(arch, d_h, t_q):
+    """Judged at its shape's tiles (one stage, 64 query rows), float32 attention with heads of 96..128
+    over few queries gets a flash kernel too (TF32 tensor cores on the GPU; it ran on_chip before):
+    every candidate equals the float64 reference, keys past a whole tile."""
+    g = inputs_in(architectures.build(arch, h=2, t_q=t_q, t_kv=333, d_h=d_h), "f32")
+    cands = candidates(g)
+    assert any(c.name.startswith("online") and "row" not in c.name for c in cands), [c.name for c in cands]
+    inputs = reference.random_inputs(g, seed=d_h + t_q)
+    ref = reference.evaluate(g, inputs, compute_dtype=torch.float64)
+    for c in cands:
+        plan = derive(g, c.name)
+        assert not verify(plan, g), c.name
+        out = interp.run(plan, inputs, dtype=torch.float64)
+        for o in g.outputs:
+            assert rel_err(out[o].double(), ref[o]) < 1e-9, (c.name, o)
