@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from concurrent.futures import wait
+from concurrent.futures import Future, wait
 
 from leantile import process_pool
 
@@ -61,3 +61,15 @@ def test_memory_for_workers_reads_the_free_memory():
     # MiB-sized workers: as many as MiB free (the free memory moves between the two reads: 256 MiB of slack)
     assert abs(process_pool.memory_for_workers(1 << 20) - free // (1 << 20)) <= 256
     assert process_pool.memory_for_workers(1 << 50) == 1  # more than any machine has: still one
+
+
+def test_a_cancelled_future_nobody_told_of_is_told():
+    """A future cancelled by shutdown(cancel_futures=True) stays pending for wait() until someone
+    calls set_running_or_notify_cancel (the executor's thread, which a dead pool may never run):
+    stop_now tells them itself."""
+    f = Future()
+    assert f.cancel()
+    assert wait([f], timeout=0).not_done == {f}  # the race stop_now closes
+    process_pool.tell_cancelled([f])
+    assert wait([f], timeout=0).done == {f}
+    process_pool.tell_cancelled([f])  # told twice: nothing happens
