@@ -59,7 +59,7 @@ def _large_head_attention():
     return _user_attention(ALL_CLASSES, shaped=True).filter(lambda gc: gc[0].axes["d_h"] > FLASH_LARGE_HEAD)
 
 
-@settings(max_examples=examples(12), deadline=None,
+@settings(max_examples=examples(12, deep=True), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(_large_head_attention(), st.sampled_from(["f16", "bf16"]), st.integers(0, 2**16))
 def test_every_candidate_of_large_head_attention_is_the_graph(gc, dtype, seed):
