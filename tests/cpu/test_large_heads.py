@@ -107,3 +107,18 @@ def test_float32_attention_the_shape_tiles_let_flash_run_is_the_graph(arch, d_h,
         out = interp.run(plan, inputs, dtype=torch.float64)
         for o in g.outputs:
             assert rel_err(out[o].double(), ref[o]) < 1e-9, (c.name, o)
+
+
+@pytest.mark.parametrize("d_h", [144, 256])
+def test_every_candidate_of_large_head_decode_derives(d_h):
+    """Decode (one query) with heads past 128 over a long cache: a split over the keys is judged at
+    the default tiles, where its plan falls back when the shape's do not verify; judged at the
+    shape's, it was offered and derive refused its combine (d_h 144: 1152 values on 256 threads;
+    GPU campaign s111)."""
+    from leantile.dag import DagM
+    g = DagM("decode_large_head", {"h": 9, "t_q": 1, "t_kv": 32749, "d_h": d_h})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "bf16") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    g.output("out", g.matmul(g.softmax(g.matmul(q, k, "d_h", "d_h"), "t_kv"), v, "t_kv", "t_kv"))
+    graph = g.graph()
+    for c in candidates(graph):
+        assert not verify(derive(graph, c.name), graph), c.name

@@ -122,14 +122,16 @@ def _fits(cx: Ctx, o: Option) -> bool:
     the defaults' two 128-key stages of K and V do not: Gemma's d_h 256 was refused and ran on_chip)
     where those are the plan's tiles: the graph contracts nothing else (with a projection the plan
     takes the GEMM's tiles, and a flash kernel fitting only at its own was offered, then refused by
-    derive: GPU campaign s111)."""
+    derive: GPU campaign s111) and the option is not split over the keys (a split plan that does not
+    verify at the shape's tiles falls back to the defaults, where its combine may have no layout:
+    decode at d_h 144, 1152 values on 256 threads, refused by derive in s111)."""
     tiles = default_tiles(cx)
     if isinstance(o.site, FlashSite) and _fits_at(cx, o, tiles, refuse=False):
         return True
     own = {o.site.qk, o.site.pv} if isinstance(o.site, FlashSite) else set()
     alone = all(i in own for i, n in enumerate(cx.nodes) if isinstance(n, ir.Matmul))
-    if isinstance(o.site, FlashBackwardSite) or (isinstance(o.site, FlashSite) and alone):  # the tiles its plan takes
-        tiles = {**tiles, **shape_tiles(cx, [decide(o)])}
+    if isinstance(o.site, FlashBackwardSite) or (isinstance(o.site, FlashSite) and alone and not decide(o).split):
+        tiles = {**tiles, **shape_tiles(cx, [decide(o)])}  # the tiles its plan takes
     return _fits_at(cx, o, tiles, refuse=True)
 
 
