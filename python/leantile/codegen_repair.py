@@ -102,8 +102,6 @@ class _Cached:
     last_use: int = 1 << 62    # 1-based line of its last read (_last_uses): no refresh after it
 
 
-
-
 def _idents(text: str) -> set[str]:
     return {m.group(0) for m in _IDENT.finditer(text)}
 
@@ -312,8 +310,6 @@ def refresh_stale_ssa(source: str) -> str:
 _RELEASE = re.compile(r"^(?P<indent>\s*)(?:[A-Za-z_]\w*\[[^\]]*\]\.arrive\(|(?:tl::)?mbarrier_arrive\()[^;]*\);\s*$")
 _FENCE = "tl::fence_proxy_async();"
 _TMA_LOAD = re.compile(r"\btma_load(?:_multicast)?\(|cp\.async\.bulk\.")
-
-
 
 
 def unfenced_releases(source: str) -> list[int]:

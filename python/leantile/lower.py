@@ -51,6 +51,7 @@ def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None
     target = Target({"kind": "cuda", "arch": arch})
     from .codegen_nan import nan_dropping_extrema
     from .codegen_repair import install, stale_ssa_uses, unfenced_releases, uninstall
+    from .codegen_retire import unretired_releases
     (install if repair else uninstall)()  # repaired: the source the GPU path compiles
     try:
         with tvm.transform.PassContext(opt_level=3, config=pass_configs or {}), target:
@@ -76,7 +77,6 @@ def lower_to_cuda(func: Any, arch: str = DEFAULT.arch, pass_configs: dict | None
     unfenced = unfenced_releases(artifact.kernel_source) if repair else []
     if unfenced:  # a TMA stage released with no proxy fence: a race with a generic-proxy consumer
         raise LoweringError(f"internal error: pipeline stage released without a proxy fence after codegen_repair, lines {unfenced[:3]}")
-    from .codegen_retire import unretired_releases
     unretired = unretired_releases(artifact.kernel_source) if repair else []
     if unretired:  # a stage handed back to the producer while a wgmma may still read it
         raise LoweringError(f"internal error: pipeline stage released before its wgmma retired after codegen_repair, lines {unretired[:3]}")

@@ -126,13 +126,15 @@ def _fits(cx: Ctx, o: Option) -> bool:
     verify at the shape's tiles falls back to the defaults, where its combine may have no layout:
     decode at d_h 144, 1152 values on 256 threads, refused by derive in s111)."""
     tiles = default_tiles(cx)
-    if isinstance(o.site, FlashSite) and _fits_at(cx, o, tiles, refuse=False):
+    if isinstance(o.site, FlashBackwardSite):
+        return _fits_at(cx, o, {**tiles, **shape_tiles(cx, [decide(o)])}, refuse=True)  # the tiles its plan takes
+    if not isinstance(o.site, FlashSite):
+        return _fits_at(cx, o, tiles, refuse=True)
+    if _fits_at(cx, o, tiles, refuse=False):
         return True
-    own = {o.site.qk, o.site.pv} if isinstance(o.site, FlashSite) else set()
-    alone = all(i in own for i, n in enumerate(cx.nodes) if isinstance(n, ir.Matmul))
-    if isinstance(o.site, FlashBackwardSite) or (isinstance(o.site, FlashSite) and alone and not decide(o).split):
-        tiles = {**tiles, **shape_tiles(cx, [decide(o)])}  # the tiles its plan takes
-    return _fits_at(cx, o, tiles, refuse=True)
+    c = decide(o)
+    alone = all(i in (o.site.qk, o.site.pv) for i, n in enumerate(cx.nodes) if isinstance(n, ir.Matmul))
+    return _fits_at(cx, o, {**tiles, **shape_tiles(cx, [c])} if alone and not c.split else tiles, refuse=True)
 
 
 def _fits_at(cx: Ctx, o: Option, tiles: dict, refuse: bool) -> bool:
