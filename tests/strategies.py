@@ -294,7 +294,8 @@ def inputs_mixed(g: ir.Graph, draw, tries: int = 3) -> ir.Graph:
         return g
 
 
-MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal")
+MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal", "documents",
+         "alibi")
 
 
 def _shape_tiled_sizes():
@@ -324,7 +325,8 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
     positions (iota) or of an input, then select(keep, s, fill) with fill -inf (or a finite
     -30000: masked keys then still count, the graph says so), or s + bias. A causal offset or a
     window may mask whole rows."""
-    kind = draw(st.sampled_from([k for k in kinds if not (decode and "causal" in k and k != "bias_and_causal")]))
+    kind = draw(st.sampled_from([k for k in kinds if not (decode and ("causal" in k or k in ("documents", "alibi"))
+                                                          and k != "bias_and_causal")]))
     fill = g.const(draw(st.sampled_from(["-inf", "-inf", "-30000"])))
     kv = g.iota("t_kv")
     q = g.iota("t_q") if not decode else None
@@ -349,6 +351,12 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
         keep = g.gt(g.input("M", ["t_q", "t_kv"] if not decode else ["t_kv"], "f32"), g.const("0.3"))
     elif kind == "bias":
         return g.add(s, g.input("B", ["h", "t_q", "t_kv"] if not decode else ["h", "t_kv"], "f32"))
+    elif kind == "documents":  # causal within documents read at run time (here: an input's sign per position)
+        same = g.eq(g.gt(g.input("Dq", ["t_q"], "f32"), g.const("0")), g.gt(g.input("Dk", ["t_kv"], "f32"), g.const("0")))
+        keep = g.mul(causal(draw(st.integers(0, 2))), same) if draw(st.booleans()) else g.mul(same, causal(0))
+    elif kind == "alibi":  # ALiBi: -slope[h] |i - j| from an input per head (read once per CTA), causal
+        s = g.sub(s, g.mul(g.input("slope", ["h"], "f32"), g.abs(g.sub(q, kv))))
+        keep = causal(0)
     else:  # an ALiBi-like bias -slope * (i - j) and a causal mask
         s = g.sub(s, g.mul(g.const("0.5"), g.sub(q if q is not None else g.const("4"), kv)))
         keep = causal(0) if q is not None else g.le(kv, g.const("4"))

@@ -41,13 +41,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import architectures, ir
+from .architectures import variants
 from .precompile import precompile_pool
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "architectures"
 EXAMPLE_NAMES = ("attention_scaled", "geglu", "softmax_row")
 DTYPE_BYTES = ir.DTYPE_BYTES
 MEMORY_LIMIT = 40e9  # a case whose estimated footprint (inputs, reference, eager) exceeds this is skipped
-SELECTIONS = ("quick", "rest", "full")
+SELECTIONS = ("quick", "rest", "full", "attention-variants")  # the last: architectures.variants' own cases
 BELOW = 0.8  # the summary counts rows slower than this fraction of torch.compile
 
 MODELS = {  # the published configurations (see the module docstring)
@@ -71,6 +72,8 @@ class Case:
     @property
     def source(self) -> str:
         """What `leantile` takes as SOURCE for this case's architecture."""
+        if self.arch in variants.NAMES:
+            return variants.source(self.arch)
         return self.arch if self.arch in architectures.NAMES else f"{EXAMPLES / self.arch}.py:build"
 
 
@@ -80,7 +83,7 @@ def _defaults(arch: str) -> dict:
         return dict(architectures.module(arch).DEFAULT_SIZES)
     import ast
 
-    p = EXAMPLES / f"{arch}.py"
+    p = (variants.DIR if arch in variants.NAMES else EXAMPLES) / f"{arch}.py"
     if p.is_file():
         for node in ast.parse(p.read_text()).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "DEFAULT_SIZES" for t in node.targets):
@@ -236,6 +239,7 @@ QUICK = (  # every architecture, f16 and bf16, decode, skinny, large, the issue'
 )
 CASES: list[Case] = [Case(c.name, c.arch, c.sizes, c.dtype, c.model, c.tags + (("quick",) if c.name in QUICK else ()))
                      for c in _cases()]
+VARIANT_CASES: list[Case] = [Case(*c, tags=("variants",)) for c in variants.CASES]  # --suite attention-variants
 
 
 # ------------------------------------------------------------------------ graphs
@@ -257,7 +261,7 @@ def build(case: Case):
     from .bench import _architecture_module
     from .sources import load_source
 
-    if case.arch not in architectures.NAMES and case.arch not in EXAMPLE_NAMES:
+    if case.arch not in (*architectures.NAMES, *EXAMPLE_NAMES, *variants.NAMES):
         raise ir.GraphError([f"suite case {case.name}: unknown architecture {case.arch!r}"])
     g = load_source(case.source, case.sizes)
     mod = _architecture_module(g, case.source)  # the module that builds exactly this f16 graph
@@ -286,12 +290,13 @@ def parse_shard(shard: str | None) -> tuple[int, int] | None:
 
 
 def select(cases=None, shard: str | None = None, limit: int | None = None, tags=None, suite: str = "full") -> list[Case]:
-    """The cases of `suite` (quick: tagged quick; rest: the others; full: all) having any of
+    """The cases of `suite` (quick: tagged quick; rest: the others; full: all; attention-variants:
+    leantile.architectures.variants' cases, in no other selection) having any of
     `tags` (a tag, or a case's own name), then the i-th of every n (`shard` "i/n", round robin, 1-based), then the first `limit`."""
     if suite not in SELECTIONS:
         raise ir.GraphError([f"--suite {suite!r:.40}: expected one of {', '.join(SELECTIONS)}"])
-    out = list(CASES if cases is None else cases)
-    if suite != "full":
+    out = list((VARIANT_CASES if suite == "attention-variants" else CASES) if cases is None else cases)
+    if suite in ("quick", "rest"):
         out = [c for c in out if ("quick" in c.tags) == (suite == "quick")]
     if tags:
         out = [c for c in out if set(tags) & {c.name, *c.tags}]
@@ -348,7 +353,7 @@ def suite_row(case: Case, r: dict) -> dict:
                kernels=r.get("kernels"), ok=bool(r["ok"]), rel_err=r["rel_err"], compile_s=r.get("compile_s"),
                gpu_ms=g, ms=r.get("ms"), tflops=r.get("tflops"), input_scale=r.get("input_scale"), vendor=best,
                vs_compile=_ratio(g.get("compile"), lt), vs_eager=_ratio(g.get("eager"), lt),
-               vs_vendor=_ratio(vendors.get(best), lt))
+               vs_vendor=_ratio(vendors.get(best), lt), vs_flex=_ratio(g.get("flex_attention"), lt))
     return row
 
 
@@ -379,6 +384,7 @@ def summary(rows: list[dict]) -> dict:
             "geomean_vs_compile_tuned": _geomean(r["vs_compile"] for r in ok if r["how"] == "tuned"),
             "geomean_vs_eager": _geomean(r["vs_eager"] for r in ok),
             "geomean_vs_vendor": _geomean(r["vs_vendor"] for r in ok if r.get("vs_vendor") is not None),
+            "geomean_vs_flex": _geomean(r.get("vs_flex") for r in ok),
             "worst": None if worst is None else {"case": worst["case"], "how": worst["how"],
                                                  "vs_compile": worst["vs_compile"]},
             f"below_{BELOW}x": sum(r["vs_compile"] < BELOW for r in ok)}
@@ -407,6 +413,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
             continue
         tiles = " ".join(f"{k}={v}" for k, v in r["tiles"].items())
         vend = f"{_x(r['vs_vendor'])} ({r['vendor']})" if r.get("vendor") else "-"
+        if r.get("vs_flex") is not None and r.get("vendor") != "flex_attention":  # issue 51's yardstick
+            vend += f"; {_x(r['vs_flex'])} (flex_attention)"
         lines.append(f"{head} {r['how']} | {r['candidate']} | {tiles} | {r['ok']} | {r['rel_err']:.1e} | "
                      f"{r['gpu_ms']['leantile']:.4f} | {r['gpu_ms'].get('compile', float('nan')):.4f} | "
                      f"{_x(r['vs_compile'])} | {_x(r['vs_eager'])} | {vend} |")
@@ -417,7 +425,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
               f"- geomean vs torch.compile: {_x(s['geomean_vs_compile'])} over every ok row, "
               f"{_x(s['geomean_vs_compile_default'])} over the shipped default plans, "
               f"{_x(s['geomean_vs_compile_tuned'])} over the tuned entries",
-              f"- geomean vs eager {_x(s['geomean_vs_eager'])}, vs the vendor path {_x(s['geomean_vs_vendor'])}",
+              f"- geomean vs eager {_x(s['geomean_vs_eager'])}, vs the vendor path {_x(s['geomean_vs_vendor'])}"
+              + (f", vs FlexAttention {_x(s['geomean_vs_flex'])}" if s["geomean_vs_flex"] else ""),
               f"- worst vs torch.compile: {w['case']} ({w['how']}) {_x(w['vs_compile'])}" if w else "- worst: -",
               f"- below {BELOW}x of torch.compile: {s[f'below_{BELOW}x']} rows",
               f"- wall time {meta.get('wall_s', 0):.0f} s; selection: {meta['selection']} "
@@ -469,6 +478,8 @@ def measure(case: Case, g: ir.Graph, base, has_tuned: bool) -> list[dict]:
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     try:
         inputs = random_inputs(g, seed=0, device=device, scale=scale)  # one set for every plan and contender
+        if case.arch in variants.NAMES and hasattr(variants.module(case.arch), "prepare_inputs"):
+            inputs = variants.module(case.arch).prepare_inputs(inputs)  # document ids, ALiBi's slopes
     except Exception as e:  # out of memory, say: this case's row, and the others go on
         return [suite_row(case, {"error": f"inputs: {type(e).__name__}: {' '.join(str(e).split())[:500]}"})]
     for tuned in ((True, False) if has_tuned else (True,)):

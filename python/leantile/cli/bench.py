@@ -4,6 +4,8 @@ library (leantile.bench).
 
 `leantile bench --suite quick|rest|full [--shard i/n] [--limit N] [--tag T ...] [--time-budget S]
 [--out DIR]`: the shape suite (leantile.suite): model shapes, f16 and bf16, every architecture.
+`--suite attention-variants`: soft-capping, ALiBi, document masking, MLA dims and heads of 256
+against FlexAttention (leantile.architectures.variants).
 
 `leantile bench --suite train [--limit N] [--tag T ...] [--out DIR]`: a training step (forward and
 backward) per case against torch eager, torch.compile and the vendor paths (leantile.train_bench)."""
@@ -12,7 +14,7 @@ from __future__ import annotations
 from ..ir import GraphError
 from .options import add_candidate, add_out, add_size, add_sources, add_tile, require_gpu
 
-SUITES = ("quick", "rest", "full", "train")
+SUITES = ("quick", "rest", "full", "attention-variants", "train")
 
 
 def _check_suite_args(a) -> None:
@@ -77,7 +79,8 @@ def register(sub) -> None:
     s.add_argument("--untuned", action="store_true", help="default tiles even where a tuned config exists")
     s.add_argument("--suite", choices=SUITES, default=None,
                    help="the shape suite instead of SOURCEs: quick (the cases tagged quick: one 10-minute GPU call), "
-                        "rest (the others), full (all); see leantile.suite; or train: forward + backward "
+                        "rest (the others), full (all); see leantile.suite; attention-variants (issue 51's, against "
+                        "FlexAttention); or train: forward + backward "
                         "steps (leantile.train_bench)")
     s.add_argument("--shard", default=None, metavar="I/N", help="--suite: every N-th case from the I-th (1-based)")
     s.add_argument("--limit", type=int, default=None, metavar="N", help="--suite: the first N cases of the selection")

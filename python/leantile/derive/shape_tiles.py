@@ -362,10 +362,12 @@ def flash_tiles(cx: Ctx, flash: list) -> dict:
         return dict(FLASH_LARGE_HEAD_TILES)  # q.k's heads or O's (its last axis: query_tiles)
     keys = min(cx.axes[c.site.axis] for c in flash)
     # plan.passes.overlap_parts' conditions that the graph shows: MMA-shaped heads, 16-bit
-    # operands, no extra tile per key block, one head per CTA
+    # operands, no extra tile per key block (a leaf along the keys: a bias, document ids), one
+    # head per CTA. A leaf the CTA reads once (ALiBi's slope per head) leaves the cut as it is
     overlappable = (all(16 <= h <= 128 and h % 16 == 0 for h in heads)
                     and all(cx.dtype_of(c.site.qk) in ir.HALF_DTYPES for c in flash)
-                    and not any(c.pack or c.site.leaves for c in flash))
+                    and not any(c.pack or any(c.site.axis in cx.node(x).axes for x in c.site.leaves)
+                                for c in flash))
     if not masked and all(64 < h <= 128 for h in heads) and keys >= FLASH_WIDE_KEYS:
         return dict(FLASH_OVERLAP_TILES if overlappable else FLASH_WIDE_TILES)
     if not masked and all(h <= 64 for h in heads) and max(query_tiles(cx, c.site, 128) for c in flash) < cx.target.sms:

@@ -103,9 +103,14 @@ def _conjuncts(cx: Ctx, i: int) -> list[int]:
     return [i]
 
 
+# comparisons (1 where they hold, else 0): an equality bounds no key but is a factor of keep
+# (document masking: eq(doc[query], doc[key]) beside the causal bound)
+_CONDITIONS = frozenset({*_FLIP, "eq"})
+
+
 def _is_condition(cx: Ctx, i: int) -> bool:
     n = cx.node(i)
-    return (isinstance(n, ir.Binary) and n.op in _FLIP) or (
+    return (isinstance(n, ir.Binary) and n.op in _CONDITIONS) or (
         isinstance(n, ir.Binary) and n.op == "mul" and all(_is_condition(cx, x) for x in (n.a, n.b)))
 
 
