@@ -16,6 +16,7 @@ import LeanTile.Rules.SplitKV
 import LeanTile.Rules.SplitReduction
 import LeanTile.Rules.Masked
 import LeanTile.Rules.MaskSkip
+import LeanTile.Rules.MaskBounds
 import LeanTile.Rules.PackRows
 import LeanTile.Rules.PoolEpilogue
 import LeanTile.Rules.FlattenReduction
@@ -42,6 +43,7 @@ import LeanTile.Rules.FlashBackward
 | split_row | `LeanTile.split_row_stats` (from `LeanTile.merge_slices_represents`) | Rules/SplitKV.lean |
 | split_reduction | `LeanTile.split_reduction_eval` (sums; `LeanTile.split_reduction_max` for maxima over `WithBot ℝ`, both from `LeanTile.foldl_flatten`; online sums merge as `LeanTile.split_row_stats`) | Rules/SplitReduction.lean |
 | skip_masked_tiles | `LeanTile.fold_skip_masked` (from `LeanTile.step_nil`, `LeanTile.run_skip_masked`, `LeanTile.run_unmasked_interior`; over the graph's masked semantics: `LeanTile.graph_masked_block_nil`, `LeanTile.fold_skip_masked_graph`) | Rules/MaskSkip.lean |
+| mask_bounds | `LeanTile.keep_within_bounds` (from `LeanTile.first_le_of_keep`, `LeanTile.le_last_of_keep`) | Rules/MaskBounds.lean |
 | (masked semantics) | `LeanTile.evalM_eq_eval` (no `"-inf"`: the masked semantics is the real one), `LeanTile.masked_score_node` (`select(keep, s, -inf) / scale` is −∞ where keep = 0) | Rules/Masked.lean |
 | pack_query_group | `LeanTile.run_packed_rows` | Rules/PackRows.lean |
 | fuse_pool_epilogue | `LeanTile.pool_epilogue_eval` (from `LeanTile.sumAlong_local`, `LeanTile.maxAlong_local`; the view's index: `LeanTile.merged_index`) | Rules/PoolEpilogue.lean |

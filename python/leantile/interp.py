@@ -13,7 +13,7 @@ import torch
 from . import ir, reference
 from . import plan as plan_module
 from .ir import ops
-from .plan import (DTYPE_BYTES, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
+from .plan import (DTYPE_BYTES, tile_leaf_value, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
                    key_block_interior, key_block_range, running_maxes, user_shape)
 from .plan.overlap_parts import stream_steps
 from .plan.storage import storage
@@ -182,7 +182,12 @@ def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict) -> dict[str, fl
     """The value of each run-time key bound's leaf at this tile's batch position (KeyBound.leaf)."""
     out = {}
     for b in k.stream.skip:
-        if b.leaf is not None:
+        if b.leaf is not None and b.per_row:  # the tile's rows' values: the loosest of their bounds
+            rows = range(tile.start[b.row], tile.start[b.row] + tile.valid(b.row))
+            at = [tuple(r if a == b.row else tile.start[a] for a in gaxes[b.leaf]) for r in rows]
+            keys = math.ceil(tile.plan.axes[k.stream.axis] / k.stream.block) * k.stream.block
+            out[b.leaf] = tile_leaf_value(b, [mem[b.leaf][i] for i in at], keys)
+        elif b.leaf is not None:
             out[b.leaf] = float(mem[b.leaf][tuple(tile.start[a] for a in gaxes[b.leaf])])
     return out
 

@@ -6,14 +6,17 @@ factor rules out (an equality of run-time ids beside it used to hide the bound),
 slope, read once per CTA, leaves FlashAttention-3's schedule to the default plan."""
 import pytest
 import torch
+from hypothesis import event, given, strategies as st
 
 import evaluator as ev
 from leantile import interp, reference, suite
 from leantile.architectures import variants
 from leantile.bench import baselines
+from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.runtime import choose_plan
 from leantile.tolerance import TOLERANCE, rel_err, tolerance
+from strategies import masked_attention_graphs
 
 SMALL = {"h": 2, "t_q": 9, "t_kv": 11, "d_h": 8, "d_qk": 12, "d_v": 8}
 
@@ -61,26 +64,46 @@ def test_the_variants_suite_selects_the_variants_and_no_other_selection_does():
 
 @pytest.mark.parametrize("case", suite.select(suite="attention-variants"), ids=lambda c: c.name)
 def test_each_variant_case_fuses_to_one_flash_kernel_at_its_shape(case):
+    """One flash kernel, its key blocks past the query skipped (every variant is causal); document
+    masking also has the kernels of its run-time bounds before it (mask_bounds: a row reduction of
+    the mask, split over the keys where the rows alone leave the GPU idle)."""
     g, _ = suite.build(case)
     plan, how = choose_plan(g)
-    assert how == "default" and [k.name.split("_")[0] for k in plan.kernels] == ["flash"], plan.candidate
-    assert all(k.stream.skip for k in plan.kernels), "every variant is causal: its key blocks past the query skip"
+    kinds = [k.name.split("_")[0] for k in plan.kernels]
+    assert how == "default" and kinds[-1] == "flash" and kinds.count("flash") == 1, (plan.candidate, kinds)
+    assert kinds[:-1] == ([] if case.arch != "document_attention" else ["row", "split"][:len(kinds) - 1]), kinds
+    assert plan.kernels[-1].stream.skip
 
 
-def test_document_masking_skips_the_causal_half_and_masks_the_rest():
-    """keep = (key <= query) * eq(doc[query], doc[key]): the causal factor bounds the keys (blocks
-    past the diagonal never run), the equality is evaluated on every block that runs; every
-    candidate at tiles that do not divide the axes equals the float64 evaluator."""
-    mod, g = _graph("document_attention", t_q=13, t_kv=13)
+def test_document_masking_streams_only_its_documents_blocks():
+    """keep = (key <= query) * eq(doc[query], doc[key]): the causal bound, and the first and last
+    key each row keeps (mask_bounds) read per row at run time: a tile streams the key blocks from
+    its first row's document start to its diagonal. Every candidate at tiles that do not divide the
+    axes equals the float64 evaluator."""
+    from leantile.interp import _stream_blocks, _Tile, _leaf_values
+
+    mod, g = _graph("document_attention", t_q=40, t_kv=40)
     plan = derive(g, "online_exp2", {"block_m": 4, "block_n": 3})
-    (k,) = plan.kernels
-    assert [(b.side, b.coef, b.offset) for b in k.stream.skip] == [("hi", 1, 0)]
-    assert not any(getattr(s, "boundary_only", False) for s in k.body), "the ids' equality is no bound"
+    k = plan.kernels[-1]
+    assert [(b.side, b.coef, b.per_row) for b in k.stream.skip] == [("hi", 1, False), ("lo", 0, True), ("hi", 0, True)]
+    assert "mask_bounds" in [s.rule for s in candidates(g)[0].steps]
+    inputs = {n: t.double() for n, t in _inputs(mod, g, 0).items()}
+    ids = inputs["doc_q"].tolist()
+    keep = [[j <= i and ids[i] == ids[j] for j in range(40)] for i in range(40)]
+    first = torch.tensor([float(row.index(True)) for row in keep], dtype=torch.float64)
+    last = torch.tensor([float(39 - row[::-1].index(True)) for row in keep], dtype=torch.float64)
+    mem = {b.leaf: ((first if b.side == "lo" else last) - b.shift) / b.scale for b in k.stream.skip if b.per_row}
+    gaxes = {b.name: b.axes for b in plan.globals}
+    for row_tile in range(10):  # each tile of 4 rows: from its first row's document start to its last row
+        tile = _Tile(plan, k, (row_tile, 0) if k.grid[0].axis == "t_q" else (0, row_tile))
+        blocks = _stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes))
+        start = ids.index(ids[4 * row_tile])
+        assert list(blocks) == list(range(start // 3, (4 * row_tile + 3) // 3 + 1)), (row_tile, ids)
     for seed in (0, 1):
         inputs = {n: t.double() for n, t in _inputs(mod, g, seed).items()}
         ref = ev.evaluate(g, inputs)["out"]
         for c in candidates(g):
-            for tiles in (None, {"block_m": 4, "block_n": 3}, {"block_m": 1, "block_n": 2}):
+            for tiles in (None, {"block_m": 4, "block_n": 3}, {"block_m": 1, "block_n": 2}, {"block_m": 8, "block_n": 16}):
                 out = interp.run(derive(g, c.name, tiles), inputs, dtype=torch.float64)["out"]
                 assert ev.rel_err(out, ref) <= TOLERANCE[torch.float64], (c.name, tiles)
 
@@ -94,3 +117,35 @@ def test_alibi_slope_read_once_per_cta_keeps_the_overlapped_schedule():
     assert plan.tiles.get("overlap") == 1 and all(k.overlap for k in plan.kernels)
     _, doc = _graph("document_attention", h=16, t_q=4096, t_kv=4096, d_h=128)
     assert "overlap" not in choose_plan(doc)[0].tiles  # doc_kv: a tile per key block
+
+
+@given(masked_attention_graphs(), st.integers(0, 2**31 - 1))
+def test_mask_bounds_rewrite_computes_what_the_graph_computes(gc, seed):
+    """The graph mask_bounds returns (the bounds added to every data mask) evaluates to the graph's
+    own outputs, wholly masked rows (NaN) included; where it fires, the attention's keep gains the
+    two comparisons skip_masked_tiles reads per row."""
+    from leantile.derive.rules.mask_bounds import bound_masks, sites
+    g, _ = gc
+    h, steps = bound_masks(g)
+    assert len(steps) == len(sites(g))
+    event(f"mask_bounds fired: {bool(steps)}")
+    inputs = ev.random_inputs(g, seed)
+    want, got = ev.evaluate(g, inputs), ev.evaluate(h, inputs)
+    for name in want:
+        assert torch.equal(want[name].isnan(), got[name].isnan())
+        assert torch.allclose(want[name].nan_to_num(), got[name].nan_to_num(), rtol=0, atol=0), name
+
+
+def test_mask_bounds_leaves_masks_of_positions_and_dense_masks_alone():
+    """Causal and window masks bound the keys by formula already; a dense [t_q, t_kv] mask input
+    would be read twice for its bounds: neither is rewritten."""
+    from leantile.architectures import build
+    from leantile.derive.rules.mask_bounds import sites
+    assert not sites(build("causal_attention", h=1, t_q=5, t_kv=5, d_h=4))
+    assert not sites(build("sliding_window_attention", h=1, t_q=5, t_kv=5, d_h=4))
+    g = DagM("dense", {"h": 1, "t_q": 5, "t_kv": 6, "d_h": 4})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    keep = g.mul(g.le(g.iota("t_kv"), g.iota("t_q")), g.gt(g.input("M", ["t_q", "t_kv"], "f32"), g.const("0")))
+    g.output("out", g.matmul(g.softmax(g.select(keep, g.matmul(q, k, "d_h", "d_h"), g.const("-inf")), "t_kv"), v,
+                             "t_kv", "t_kv"))
+    assert not sites(g.graph())

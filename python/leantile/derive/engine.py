@@ -32,6 +32,7 @@ from .split_kernels import split_flash, split_gemm, split_region, split_row
 from .rules.regions import FUSE_REDUCTION, RegionAnalysis, RegionSite, region_options, shifted_exps
 from .rules.row_tiles import row_block
 from .rules.flatten import FLATTEN, MERGE_AXES, flatten
+from .rules.mask_bounds import MASK_BOUNDS
 from .rules.softmax import EXP2, online_options
 from .rules.stats import row_ancestors
 from .shape_tiles import (SMALL_M_GEMM_TILES, SMALL_M_TILES, SWAP_AB_TILES, default_tiles, gemm_judging_tiles, gemm_rows,
@@ -369,7 +370,7 @@ def _flattened(g: ir.Graph, steps, target: Target) -> tuple[Ctx, tuple, dict]:
     """(the context to replay in, the steps left, Plan.merged): the merged graph where the
     steps begin with flatten_reduction's steps for g, else g."""
     steps = tuple(steps)
-    if any(st.rule in (FLATTEN.name, MERGE_AXES.name) for st in steps):
+    if any(st.rule in (FLATTEN.name, MERGE_AXES.name, MASK_BOUNDS.name) for st in steps):
         h, flat, merged = flatten(g)
         if not flat or steps[:len(flat)] != flat:
             raise DerivationError(f"graph {g.name!r}: the derivation's {FLATTEN.name} steps are not the "

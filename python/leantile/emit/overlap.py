@@ -67,7 +67,7 @@ class OverlapWriter:
         nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
         count, first = self.fresh("kv_count"), None
         if st.skip:
-            lo, stop = self.key_range(st, nblk)
+            lo, stop = self.key_range(st, nblk, depth=d)
             first = self.fresh("kv_first")
             self.emit(f"{first} = {lo}  # the key blocks before it and after {count} more are masked", d)
             self.emit(f"{count} = T.max({stop} - {first}, 0)", d)

@@ -71,9 +71,11 @@ def _surely_tma(plan: Plan, k, g, b) -> bool:
 class StreamWriter:
     """The stream loop and its block ranges; the writer's helpers come from emit.kernel._KernelWriter."""
 
-    def key_range(self, st, nblk: str, whole: bool = False) -> tuple[str, str]:
+    def key_range(self, st, nblk: str, whole: bool = False, depth: int | None = None) -> tuple[str, str]:
         """(first, stop) key blocks under st.skip, as plan.key_block_range computes them; with
-        `whole`, those every row keeps whole (plan.key_block_interior; stop None: no bound)."""
+        `whole`, those every row keeps whole (plan.key_block_interior; stop None: no bound). A
+        bound read per row (KeyBound.per_row) first emits, at `depth`, the loop that takes the
+        loosest of the tile's rows (plan.tile_leaf_value)."""
         first, stop, ext = "0", (None if whole else nblk), self.extent(st.axis)
         for b in st.skip:
             if b.leaf is not None and whole:  # a run-time bound unmasks nothing
@@ -86,7 +88,7 @@ class StreamWriter:
             row = {1: hi_row if far else lo_row, -1: f"-{lo_row if far else hi_row}", 0: "0"}
             key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
             if b.leaf is not None:
-                key = f"{self.runtime_offset(b, nblk)} + {key}"
+                key = f"{self.runtime_offset(b, nblk, depth)} + {key}"
             if b.side == "hi":
                 s = f"T.max({key} + 1, 0) // {ext}" if whole else f"(T.max({key} + 1, 0) + {ext} - 1) // {ext}"
                 stop = s if stop is None else f"T.min({stop}, {s})"
@@ -106,17 +108,36 @@ class StreamWriter:
                 self.emit(f"{names[1]} = {inner[1]}", depth)
             self.interior = names
 
-    def runtime_offset(self, b, nblk: str) -> str:
+    def runtime_offset(self, b, nblk: str, depth: int | None = None) -> str:
         """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
         clamped in float, then rounded; a NaN leaf (it masks every key) gives plan.runtime_offset's
-        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan)."""
+        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan). Per row
+        (KeyBound.per_row): each valid row's clamped value, the loosest kept in a local (every
+        thread reads the same few values: a broadcast), rounded once (floor and ceil are monotone),
+        in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy of a
+        T.alloc_local buffer and then finds the loop's trip count bounded by two different
+        expressions ("Trying to update var 'ks' with a different maximum value"); a var it copies
+        as a scalar, both warp groups computing the same bound."""
         g = self.plan.global_buffer(b.leaf)
-        at = ", ".join(self.grid_var[a] for a in g.axes) or "0"
+        row0 = self.start(b.row) or "0"
+        at = ", ".join(f"{row0} + r" if b.per_row and a == b.row else self.grid_var[a] for a in g.axes) or "0"
         leaf = f"T.cast({self.gname[g.name]}[{at}], 'float32')"
         v = f"{b.shift!r} + {b.scale!r} * {leaf}"
         top = f"T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')"
         v = f"T.max(T.min({v}, {top}), -2.0)"
-        v = f"T.if_then_else({leaf} == {leaf}, {v}, {top if b.side == 'hi' else '-2.0'})"
+        none = top if b.side == 'hi' else '-2.0'
+        v = f"T.if_then_else({leaf} == {leaf}, {v}, {none})"
+        if b.per_row:
+            if depth is None:
+                raise EmitError(f"kernel {self.k.name}: a key bound read per row outside the stream's setup")
+            var, loosest = self.fresh("rows_bound"), "T.max" if b.side == "hi" else "T.min"
+            self.extra_allocs.append(f"{var} = T.alloc_var('float32')  # the loosest of the tile's rows")
+            self.emit(f"{var} = {'-2.0' if b.side == 'hi' else top}", depth)
+            rows = "1" if self.block.get(b.row) == 1 else self.extent(b.row)
+            self.emit(f"for r in T.unroll({rows}):  # {b.leaf} at each row of the tile: the loosest bound", depth)
+            self.emit(f"if {row0} + r < {_size(b.row)}:", depth + 1)
+            self.emit(f"{var} = {loosest}({var}, {v})", depth + 2)
+            v = var
         return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
     def boundary_maps(self, group: list[Map | Iota], depth: int):
@@ -150,7 +171,7 @@ class StreamWriter:
             self.emit(f"# body: once per {self.extent(st.axis)}-block of {st.axis}", d)
             nblk = f"T.ceildiv({_size(st.axis)}, {self.extent(st.axis)})"
             if st.skip:  # the key blocks some row of this tile may keep (plan.key_block_range)
-                first, stop = self.key_range(st, nblk)
+                first, stop = self.key_range(st, nblk, depth=d)
                 if st.split:
                     ext, n = self.extent(st.axis), _size(st.split)
                     per = self.fresh("split_per")

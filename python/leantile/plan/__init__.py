@@ -71,10 +71,14 @@ class KeyBound(_M):
     # floor (hi) or ceil (lo) of shift + scale * leaf, leaf a global the kernel reads at its
     # batch position, clamped to [-2, extent + 2] first (NaN: no bound). offset then holds a
     # margin of one key outwards, so that a rounding of the kernel's float arithmetic never
-    # skips a kept key: the mask itself is still evaluated on every block that runs
+    # skips a kept key (none where scale is +-1 and shift whole: one monotone rounding,
+    # derive.rules.masks._bound): the mask itself is still evaluated on every block that runs
     leaf: Optional[str] = None
     shift: float = 0.0
     scale: float = 0.0
+    # the leaf is read per query row as well (mask_bounds' first / last kept key, along `row`):
+    # a tile's bound is the loosest of its rows' (coef 0), see tile_leaf_value
+    per_row: bool = False
 
 
 def runtime_offset(kb: KeyBound, value: float, extent: int) -> int:
@@ -83,6 +87,17 @@ def runtime_offset(kb: KeyBound, value: float, extent: int) -> int:
         return extent + 2 if kb.side == "hi" else -2  # no bound: every comparison with NaN masks
     x = min(max(kb.shift + kb.scale * value, -2.0), extent + 2.0)
     return math.floor(x) if kb.side == "hi" else math.ceil(x)
+
+
+def tile_leaf_value(kb: KeyBound, values, extent: int) -> float:
+    """The one leaf value that gives a tile the loosest of its rows' bounds (KeyBound.per_row):
+    the value whose run-time offset is largest (hi) or smallest (lo); NaN where a row's is NaN
+    (no bound)."""
+    values = [float(v) for v in values]
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    pick = max if kb.side == "hi" else min
+    return pick(values, key=lambda v: (runtime_offset(kb, v, extent), v))
 
 
 def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,

@@ -370,8 +370,11 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     _boundary_problems(k, where, out)
     for b in (k.stream.skip if k.stream else ()):
         batch = {t.axis for t in k.grid if t.block == 1}
-        if b.leaf is not None and (b.leaf not in globals_ or not set(globals_[b.leaf].axes) <= batch):
-            out.append(f"{where}: a key bound reads {b.leaf!r} per CTA, which is no global along batch axes of the grid")
+        along = batch | ({b.row} if b.per_row else set())  # per row: the tile's rows too (coef 0)
+        if b.leaf is not None and (b.leaf not in globals_ or not set(globals_[b.leaf].axes) <= along
+                                   or (b.per_row and b.coef != 0)):
+            out.append(f"{where}: a key bound reads {b.leaf!r} per CTA{' and row' if b.per_row else ''}, which is no "
+                       "global along batch axes of the grid" + (" and its rows" if b.per_row else ""))
     if k.second_pass and (k.stream is None or k.stream.split or k.stream.skip or k.overlap or k.pingpong
                           or any(isinstance(s, (Gemm, Reduce, Pivot)) for s in k.second_pass)):
         out.append(f"{where}: a second pass needs a plain stream (no split, skipped blocks, overlap or ping-pong) "

@@ -10,6 +10,7 @@
     regions.py  fuse_reduction, online_sum (fuse_elementwise) (whatever no pattern claims)
     split.py    split_k, split_kv, split_row, split_reduction (a grid too small for the GPU)
     masks.py    skip_masked_tiles                        (attention under a position mask)
+    mask_bounds.py mask_bounds                           (a mask reading run-time ids: its key bounds computed)
     group.py    pack_query_group                         (grouped-query attention: heads share K, V)
     flatten.py  flatten_reduction, merge_gemm_axes       (nested reductions over adjacent axes: one;
                 a plain GEMM's rows or columns over several axes: one)
@@ -25,6 +26,7 @@ from .flash_backward import FLASH_BWD
 from .flatten import FLATTEN, MERGE_AXES
 from .gemm import DUAL, EPILOGUE
 from .group import PACK
+from .mask_bounds import MASK_BOUNDS
 from .masks import SKIP
 from .pool import POOL
 from .pullout import GAIN, MEAN, SCALE
@@ -36,7 +38,7 @@ from .stats import STATS, VARIANCE
 
 RULES: tuple[Rule, ...] = (EPILOGUE, SHIFT, ONLINE, EXP2, SCALE, MEAN, VARIANCE, STATS, DUAL, FUSE_REDUCTION, ONLINE_SUM,
                           SPLIT_K, SPLIT_KV, SPLIT_ROW, SPLIT_REDUCTION, SKIP, PACK, POOL,
-                          GAIN, FLATTEN, ROWS, FLASH_BWD, MERGE_AXES)
+                          GAIN, FLATTEN, ROWS, FLASH_BWD, MERGE_AXES, MASK_BOUNDS)
 
 BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 THEOREMS: dict[str, str] = {r.name: r.theorem for r in RULES}

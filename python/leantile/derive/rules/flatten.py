@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ... import ir
 from .base import Rule, sym
+from .mask_bounds import bound_masks
 
 KINDS = ("sum", "max", "min")  # associative and commutative: a nested reduction is one over the pairs
 
@@ -309,4 +310,7 @@ def flatten(g: ir.Graph) -> tuple[ir.Graph, tuple[ir.Step, ...], dict[str, tuple
         steps += FLATTEN.steps([m]) if at is None else [MERGE_AXES.step([at], axes=",".join(m.parts), axis=m.axis)]
         merged[m.axis] = parts
         h = apply_merge(h, m)
-    return h, tuple(steps), merged
+    # then the other rewrite of the graph itself: bounds computed from a data mask (its steps
+    # name nodes of the graph it returns, as a merge's later steps do)
+    h, bounds = bound_masks(h)
+    return h, tuple(steps) + bounds, merged

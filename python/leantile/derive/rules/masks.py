@@ -61,8 +61,10 @@ def _affine(cx: Ctx, i: int, key: str, row: str, leaves: frozenset = frozenset()
     return None
 
 
-def _bound(cx: Ctx, n, key: str, row: str, leaves: frozenset = frozenset()) -> KeyBound | None:
-    """The bound comparison n (1 where it holds) puts on the key, or None."""
+def _bound(cx: Ctx, n, key: str, row: str, leaves: frozenset = frozenset(),
+           row_leaves: frozenset = frozenset()) -> KeyBound | None:
+    """The bound comparison n (1 where it holds) puts on the key, or None. A leaf of
+    `row_leaves` is read per query row (KeyBound.per_row): it bounds the key alone (coef 0)."""
     if not (isinstance(n, ir.Binary) and n.op in _FLIP):
         return None
     a, b = _affine(cx, n.a, key, row, leaves), _affine(cx, n.b, key, row, leaves)
@@ -76,8 +78,17 @@ def _bound(cx: Ctx, n, key: str, row: str, leaves: frozenset = frozenset()) -> K
     coef = int(-aq / ak)  # key (op) coef * row + e, e = -(c + r leaf) / ak
     side = "hi" if op in ("le", "lt") else "lo"
     if leaf is not None and r != 0:  # read at run time, one key wider: plan.KeyBound.leaf
-        return KeyBound(side=side, row=row, coef=coef, offset=1 if side == "hi" else -1,
-                        leaf=cx.value(leaf), shift=-c / ak + 0.0, scale=-r / ak + 0.0)  # no -0.0
+        if leaf in row_leaves and coef != 0:
+            return None  # a per-row value beside the row's position: not one bound a tile can take
+        # the margin of one key covers the kernel's float arithmetic: shift + scale * leaf rounded
+        # twice can land past an integer the exact value does not reach. With scale +-1 and a whole
+        # shift it is one rounding, monotone: floor (hi) and ceil (lo) of it are never tighter than
+        # the exact value's, so no margin (a strict comparison then bounds one key loosely)
+        exact = abs(r / ak) == 1.0 and float(c / ak).is_integer() and abs(c / ak) < 2 ** 24
+        margin = 0 if exact else 1
+        return KeyBound(side=side, row=row, coef=coef, offset=margin if side == "hi" else -margin,
+                        leaf=cx.value(leaf), shift=-c / ak + 0.0, scale=-r / ak + 0.0,  # no -0.0
+                        per_row=leaf in row_leaves)
     e = -c / ak
     if op == "le":
         return KeyBound(side="hi", row=row, coef=coef, offset=math.floor(e))
@@ -135,6 +146,8 @@ class SkipMaskedTiles(Rule):
         # a value read per CTA (padding lengths): a leaf along none of the axes a CTA's tile spans
         spans = {s.axis, row, *cx.node(s.qk).axes} - set(_batch_axes(cx, s, row))
         leaves = frozenset(i for i in s.leaves if not set(cx.node(i).axes) & spans)
+        # a value per query row (mask_bounds' first and last kept key): the tile takes its loosest
+        row_leaves = frozenset(i for i in s.leaves if set(cx.node(i).axes) & spans == {row})
         while z in s.score:
             n = cx.node(z)
             if not (isinstance(n, ir.Select) and cx.literal(n.b) == f"#{ir.NEG_INF}"):
@@ -142,7 +155,7 @@ class SkipMaskedTiles(Rule):
             at.append(z)
             whole = True  # every factor of keep is a bound: keep is exactly the bounds
             for c in _conjuncts(cx, n.cond):
-                b = _bound(cx, cx.node(c), s.axis, row, leaves)
+                b = _bound(cx, cx.node(c), s.axis, row, leaves | row_leaves, row_leaves)
                 if b is not None:
                     at.append(c)
                     bounds.append(b)
@@ -208,10 +221,19 @@ def describe(bounds: tuple[KeyBound, ...], key: str) -> str:
     def one(b: KeyBound) -> str:
         rhs = {1: f"{b.row} ", -1: f"-{b.row} ", 0: ""}[b.coef]
         off = f"{'+' if b.offset >= 0 else '-'} {abs(b.offset)}" if b.coef or b.leaf else str(b.offset)
-        if b.leaf:  # read at run time
-            rhs += f"{'floor' if b.side == 'hi' else 'ceil'}({b.shift:g} + {b.scale:g} * {b.leaf}) "
+        if b.leaf:  # read at run time (per row: the tile's loosest)
+            at = f"[{b.row}]" if b.per_row else ""
+            rhs += f"{'floor' if b.side == 'hi' else 'ceil'}({b.shift:g} + {b.scale:g} * {b.leaf}{at}) "
         return f"{key} {'<=' if b.side == 'hi' else '>='} {rhs}{off}"
-    return "; ".join(one(b) for b in bounds)
+    text = "; ".join(one(b) for b in bounds)
+    if len(text) <= STEP_PARAM_CHARS:
+        return text
+    # a step's string parameter has at most 64 characters (ir.Step): the static bounds, then a count
+    static = [one(b) for b in bounds if b.leaf is None]
+    return "; ".join([*static, f"{len(bounds) - len(static)} read at run time"])[:STEP_PARAM_CHARS]
+
+
+STEP_PARAM_CHARS = 64
 
 
 SKIP = SkipMaskedTiles()
