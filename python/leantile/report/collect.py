@@ -11,6 +11,7 @@ from ..files import UnsafePath, under
 from ..derive import candidates, replay, rule
 from ..derive.rules import END_TO_END
 from ..derive.rules.flatten import FLATTEN, flatten
+from ..derive.rules.mask_bounds import MASK_BOUNDS
 from ..show import graph_text
 from . import bench, evidence, formulas, picture
 
@@ -139,7 +140,7 @@ def collect(spec: str, g: ir.Graph, statuses, root: Path, results_dir: Path,
         plan, plan_error = None, "; ".join(e.problems)  # shared memory): derivation and proofs still reported
     # after flatten_reduction's steps the others name nodes of the merged graph (the graph the plan
     # is for): their formulas, and the picture, are of that graph
-    merged = any(s.rule == FLATTEN.name for s in chosen.steps)
+    merged = any(s.rule in (FLATTEN.name, MASK_BOUNDS.name) for s in chosen.steps)
     shown = flatten(g)[0] if merged else g
     steps = []
     for k, s in enumerate(chosen.steps, 1):

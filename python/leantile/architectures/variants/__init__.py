@@ -82,6 +82,9 @@ def working(paths: dict) -> dict:
         try:
             f()
             out[name] = f
-        except Exception:  # a vendor path that does not take this case is no contender
-            pass
+        except Exception as e:  # a vendor path that does not take this case is no contender
+            DROPPED[name] = f"{type(e).__name__}: {' '.join(str(e).split())[:600]}"
     return out
+
+
+DROPPED: dict[str, str] = {}  # the vendor paths `working` left out, and why (the last case's)
