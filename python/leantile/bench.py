@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -54,6 +55,9 @@ def _architecture_module(g, source: str | None):
             if p.is_file():
                 spec = spec_from_file_location(f"leantile_baselines_{p.stem}", p)
                 m = module_from_spec(spec)
+                # registered: torch.compile imports the module of a function it traces (a FlexAttention
+                # score_mod defined there failed with "No module named 'leantile_baselines_...'")
+                sys.modules[spec.name] = m
                 spec.loader.exec_module(m)
                 mods.append(m)
     want = graph_digest(g)

@@ -113,14 +113,16 @@ class StreamWriter:
         clamped in float, then rounded; a NaN leaf (it masks every key) gives plan.runtime_offset's
         no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan). Per row
         (KeyBound.per_row): each valid row's clamped value, the loosest kept in a local (every
-        thread reads the same few values: a broadcast), rounded once (floor and ceil are monotone),
-        in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy of a
+        lane reads every 32nd row, a warp's shuffles take the loosest: every warp has it after a
+        few independent loads, where one thread reading all 128 rows waited on each load in turn),
+        rounded once (floor and ceil are monotone), in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy of a
         T.alloc_local buffer and then finds the loop's trip count bounded by two different
         expressions ("Trying to update var 'ks' with a different maximum value"); a var it copies
         as a scalar, both warp groups computing the same bound."""
         g = self.plan.global_buffer(b.leaf)
         row0 = self.start(b.row) or "0"
-        at = ", ".join(f"{row0} + r" if b.per_row and a == b.row else self.grid_var[a] for a in g.axes) or "0"
+        lane = "r * 32 + T.get_lane_idx()"  # per row: each lane of a warp reads every 32nd row
+        at = ", ".join(f"{row0} + {lane}" if b.per_row and a == b.row else self.grid_var[a] for a in g.axes) or "0"
         leaf = f"T.cast({self.gname[g.name]}[{at}], 'float32')"
         v = f"{b.shift!r} + {b.scale!r} * {leaf}"
         top = f"T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')"
@@ -130,13 +132,14 @@ class StreamWriter:
         if b.per_row:
             if depth is None:
                 raise EmitError(f"kernel {self.k.name}: a key bound read per row outside the stream's setup")
-            var, loosest = self.fresh("rows_bound"), "T.max" if b.side == "hi" else "T.min"
+            var, side = self.fresh("rows_bound"), "max" if b.side == "hi" else "min"
             self.extra_allocs.append(f"{var} = T.alloc_var('float32')  # the loosest of the tile's rows")
             self.emit(f"{var} = {'-2.0' if b.side == 'hi' else top}", depth)
             rows = "1" if self.block.get(b.row) == 1 else self.extent(b.row)
-            self.emit(f"for r in T.unroll({rows}):  # {b.leaf} at each row of the tile: the loosest bound", depth)
-            self.emit(f"if {row0} + r < {_size(b.row)}:", depth + 1)
-            self.emit(f"{var} = {loosest}({var}, {v})", depth + 2)
+            self.emit(f"for r in T.unroll(({rows} + 31) // 32):  # {b.leaf} at the tile's rows, 32 at a time", depth)
+            self.emit(f"if {lane} < {rows} and {row0} + {lane} < {_size(b.row)}:", depth + 1)
+            self.emit(f"{var} = T.{side}({var}, {v})", depth + 2)
+            self.emit(f"{var} = T.warp_reduce_{side}({var})  # every lane: the loosest over the tile's rows", depth)
             v = var
         return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
