@@ -182,8 +182,11 @@ def structured_graphs(draw):
 # ones (see WITH_F64).
 # Issue 49: class 20, a GEMM's epilogue masked by positions (select(iota(j) >= iota(m), ., 0):
 # a triu product), which the epilogue computes from the tile's coordinates.
+# Issue 51: class 21, attention whose values have another head dim than q.k's (MLA: q.k over
+# 192, v over 128), the output along the values' head axis.
 F64 = 19
-ALL_CLASSES = frozenset([*range(1, 12), 15, 16, 17, 18, 20])
+MLA = 21
+ALL_CLASSES = frozenset([*range(1, 12), 15, 16, 17, 18, 20, MLA])
 
 
 def _maybe(draw, cls, allow):
@@ -202,14 +205,19 @@ def _user_attention(draw, allow, always: frozenset = frozenset(), shaped: bool =
     if overlap:  # 65.. query rows (no small-m tiles), keys across 1..9 blocks of 128, MMA-sized heads
         axes.update({"t_q": draw(st.integers(65, 300)), "t_kv": draw(st.integers(1, 1100)),
                      "d_h": 16 * draw(st.integers(1, 8)), "d": 16 * draw(st.integers(1, 4))})
+    if _maybe(draw, MLA, allow):  # the values' own head dim (MLA), of the sizes q.k's head draws from
+        axes["d_v"] = (16 * draw(st.integers(1, 8)) if overlap else
+                       draw(st.sampled_from([64, 128, 96, 192, 256])) if shaped else draw(st.integers(1, 5)))
+        built.add(MLA)
     g = DagM("user_attention", axes)
     computed = set(draw(st.sets(st.sampled_from("QKV")))) if 5 in allow else set()
 
     def operand(name, rows):
+        head = "d_v" if name == "V" and "d_v" in axes else "d_h"
         if name not in computed:
-            return g.input(name, ["h", rows, "d_h"] if rows else ["h", "d_h"], "f32")
+            return g.input(name, ["h", rows, head] if rows else ["h", head], "f32")
         x = g.input(f"X{name}", ["h", rows, "d"] if rows else ["h", "d"], "f32")
-        return g.matmul(x, g.input(f"W{name}", ["d", "d_h"], "f32"), "d", "d")  # name = X W (a projection)
+        return g.matmul(x, g.input(f"W{name}", ["d", head], "f32"), "d", "d")  # name = X W (a projection)
 
     group = _maybe(draw, 16, allow)
     if group:  # Q[h, g, t_q, d_h] (or g elsewhere) against K, V[h, t_kv, d_h]
@@ -295,7 +303,7 @@ def inputs_mixed(g: ir.Graph, draw, tries: int = 3) -> ir.Graph:
 
 
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal", "documents",
-         "alibi")
+         "alibi", "softcap")
 
 
 def _shape_tiled_sizes():
@@ -325,7 +333,8 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
     positions (iota) or of an input, then select(keep, s, fill) with fill -inf (or a finite
     -30000: masked keys then still count, the graph says so), or s + bias. A causal offset or a
     window may mask whole rows."""
-    kind = draw(st.sampled_from([k for k in kinds if not (decode and ("causal" in k or k in ("documents", "alibi"))
+    kind = draw(st.sampled_from([k for k in kinds if not (decode and ("causal" in k or k in ("documents", "alibi",
+                                                                                             "softcap"))
                                                           and k != "bias_and_causal")]))
     fill = g.const(draw(st.sampled_from(["-inf", "-inf", "-30000"])))
     kv = g.iota("t_kv")
@@ -354,6 +363,10 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
     elif kind == "documents":  # causal within documents read at run time (here: an input's sign per position)
         same = g.eq(g.gt(g.input("Dq", ["t_q"], "f32"), g.const("0")), g.gt(g.input("Dk", ["t_kv"], "f32"), g.const("0")))
         keep = g.mul(causal(draw(st.integers(0, 2))), same) if draw(st.booleans()) else g.mul(same, causal(0))
+    elif kind == "softcap":  # Gemma 2's logit soft-capping c tanh(s / c), then causal
+        cap = g.const(draw(st.sampled_from(["2.5", "30", "50"])))
+        s = g.mul(g.tanh(g.div(s, cap)), cap)
+        keep = causal(0)
     elif kind == "alibi":  # ALiBi: -slope[h] |i - j| from an input per head (read once per CTA), causal
         s = g.sub(s, g.mul(g.input("slope", ["h"], "f32"), g.abs(g.sub(q, kv))))
         keep = causal(0)

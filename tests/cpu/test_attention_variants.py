@@ -150,23 +150,3 @@ def test_mask_bounds_leaves_masks_of_positions_and_dense_masks_alone():
                              "t_kv", "t_kv"))
     assert not sites(g.graph())
 
-
-def test_tanh_in_a_score_function_is_spelled_with_exp2_and_elsewhere_stays_tanhf():
-    """Soft-capping's tanh runs on the hardware's exp2 and reciprocal inside the flash kernel (its
-    values reach only exp(s - m): absolute error counts, ~2e-7 here); a tanh after the attention
-    (an epilogue of O, whose small values need relative precision) keeps T.tanh."""
-    from leantile.emit import emit_module
-    from leantile.emit.kernel import SCORE_TANH
-
-    _, g = _graph("softcap_attention", h=2, t_q=300, t_kv=300, d_h=64)
-    src = emit_module(derive(g, "online_exp2"))
-    assert SCORE_TANH.split("{0}")[0] in src and "T.tanh(" not in src
-    d = DagM("tanh_after", {"h": 2, "t_q": 300, "t_kv": 300, "d_h": 64})
-    q, k, v = (d.input(n, ["h", t, "d_h"]) for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
-    o = d.matmul(d.softmax(d.matmul(q, k, "d_h", "d_h"), "t_kv"), v, "t_kv", "t_kv")
-    d.output("out", d.tanh(o))
-    src = emit_module(derive(d.graph(), "online_exp2"))
-    assert "T.tanh(" in src and SCORE_TANH.split("{0}")[0] not in src
-    x = torch.linspace(-80, 80, 400001, dtype=torch.float32)
-    form = 1.0 - 2.0 * (1.0 / (1.0 + torch.exp2(2.8853900817779268 * x)))  # SCORE_TANH, rcp and exp2 exact here
-    assert (form.double() - torch.tanh(x.double())).abs().max() < 1e-6

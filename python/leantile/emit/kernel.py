@@ -19,16 +19,6 @@ from .copies import CopyWriter
 from .common import (SPELLING, LOOP_VARS, RESERVED, TL_DTYPES, TUNABLE, EmitError, _atomic,
                      _global_dtype, _ident, _size, merged_axes, tile_param_of)
 
-# tanh in a score function (logit soft-capping, Gemma 2: 50 tanh(s / 50)): 1 - 2 / (1 + e^(2x)) with
-# the hardware's exp2 and reciprocal (ex2.approx, rcp.approx: an absolute error near 1e-7, where
-# tanhf's polynomial and branches cost the soft-capped kernel three times causal attention's time:
-# H200 t4096 0.6146 against 0.178 ms, benchmarks/attention_variants/results/suite-h200-2026-11-30-ab3473c.md).
-# Absolute error is what a score's counts (exp(s - m)); near 0 the form loses relative precision
-# (1 - 2/(2 + 2x)), so tanh elsewhere keeps tanhf. tanh.approx (2^-11 relative: 0.024 of a logit
-# capped at 50) was not taken. x = +-inf: 1, -1 (exp2 overflows to inf, rcp(inf) = 0); NaN stays NaN.
-SCORE_TANH = "1.0 - 2.0 * T.fast_rcp(1.0 + T.exp2(2.8853900817779268 * {0}))"
-
-
 class _KernelWriter(CopyWriter, ReductionWriter, StreamWriter, OverlapWriter, PingPongWriter, UnalignedWriter, GridWriter, TailWriter):
     running_max: frozenset = frozenset()
     kvar = "k"  # the index of the current stream block (of a split stream: slice start + ks)
@@ -326,11 +316,6 @@ class _KernelWriter(CopyWriter, ReductionWriter, StreamWriter, OverlapWriter, Pi
         self.emit(f"{ref} = T.if_then_else({self.start(s.axis)} + {loop[s.axis]} < {_size(s.axis)}, {ref}, "
                   f"{self.literal(s.value, self.dtype_expr(b))})", depth + 1)
 
-    def score_function(self, s: Map) -> bool:
-        """Whether s computes attention scores: a statement of an online-softmax stream's body
-        (a flash kernel's score function, whose values reach only exp(s - m))."""
-        return any(st.combine == "rescaled_sum" for st in self.k.states) and any(s is b for b in self.k.body)
-
     def maps(self, group: list[Map | Iota], depth: int):
         axes = self.local[group[0].dst].axes
         # Layout families: fragments derived from a GEMM accumulator ("G") have the GEMM's
@@ -383,8 +368,6 @@ class _KernelWriter(CopyWriter, ReductionWriter, StreamWriter, OverlapWriter, Pi
                 if s.dtype and TL_DTYPES[s.dtype] != dt:  # round through the IR's target dtype first
                     v = f"T.cast(T.cast({v}, {TL_DTYPES[s.dtype]!r}), {self.dtype_expr(dst)})"
                 expr = v
-            elif s.fn == "tanh" and self.score_function(s):
-                expr = SCORE_TANH.format(vals[0] if _atomic(vals[0]) else f"({vals[0]})")
             elif s.fn in SPELLING and ops.BY_NAME[s.fn].arity == len(vals):
                 if len(vals) > 1 or s.fn in ops.REPEATS_ARG:
                     vals = [v if _atomic(v) else f"({v})" for v in vals]

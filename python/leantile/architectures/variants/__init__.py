@@ -35,7 +35,8 @@ CASES = (
     ("alibi_attention_t2048_bf16", "alibi_attention", {"h": 32, "t_q": 2048, "t_kv": 2048, "d_h": 128}, "bf16",
      "issue"),
     ("document_attention_t4096", "document_attention", {**_ISSUE, "d_h": 128}, "f16", "issue"),
-    ("document_attention_t16384_bf16", "document_attention", {"h": 16, "t_q": 16384, "t_kv": 16384, "d_h": 128},
+    # a packed batch of 16384 tokens; 8 heads: the suite's float32 reference and eager's scores fit its 40 GB
+    ("document_attention_t16384_h8_bf16", "document_attention", {"h": 8, "t_q": 16384, "t_kv": 16384, "d_h": 128},
      "bf16", "issue"),
     ("mla_attention_t4096", "mla_attention", {**_ISSUE, "d_qk": 192, "d_v": 128}, "f16", "issue"),
     ("mla_attention_deepseek_v2_t2048_bf16", "mla_attention",
