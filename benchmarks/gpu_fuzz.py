@@ -378,11 +378,11 @@ def main(argv=None) -> int:
     finally:
         res.meta["stage_seconds"] = {k: round(v, 1) for k, v in stages.items()}
         res.write(elapsed(), final=True)
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):  # nvcc of graphs left over: ended now
-                if proc.is_alive():
-                    proc.kill()
+        if pool is not None:  # nvcc of graphs left over: ended now, workers first (process_pool.stop_now); a
+            # shutdown before the kill left the executor's thread waiting on them, and the interpreter's
+            # exit on that thread: campaigns s112 and s113 hung after their summary until their timeout
+            from leantile.process_pool import stop_now
+            stop_now(pool)
         for w in workers:
             try:
                 w.inq.put(None)

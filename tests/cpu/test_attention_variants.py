@@ -11,12 +11,13 @@ from hypothesis import event, given, strategies as st
 import evaluator as ev
 from leantile import interp, reference, suite
 from leantile.architectures import variants
+from leantile.autodiff import vjp
 from leantile.bench import baselines
 from leantile.dag import DagM
 from leantile.derive import candidates, derive
 from leantile.runtime import choose_plan
 from leantile.tolerance import TOLERANCE, rel_err, tolerance
-from strategies import masked_attention_graphs
+from strategies import inputs_in, masked_attention_graphs
 
 SMALL = {"h": 2, "t_q": 9, "t_kv": 11, "d_h": 8, "d_qk": 12, "d_v": 8}
 
@@ -150,3 +151,26 @@ def test_mask_bounds_leaves_masks_of_positions_and_dense_masks_alone():
                              "t_kv", "t_kv"))
     assert not sites(g.graph())
 
+
+
+@pytest.mark.parametrize("name", variants.NAMES)
+def test_each_variant_trains_through_flash_backward(name):
+    """Each variant's backward with respect to Q, K and V (lt.op asks for the inputs that need a
+    gradient; ALiBi's slopes are constants) takes flash_backward, and every candidate at dividing
+    and non-dividing tiles equals the float64 evaluation of the backward graph on the variant's own
+    inputs (document ids, slopes) and the statistics its forward saves."""
+    mod, g = _graph(name, t_q=9, t_kv=11)
+    g = inputs_in(g, "f64")
+    bw = vjp(g, wrt=["Q", "K", "V"])
+    assert candidates(bw.graph)[0].name.startswith("flash_backward")
+    t = {n: x.double() for n, x in _inputs(mod, g, seed=5).items()}
+    inputs = {**t, **{n.name: torch.randn(bw.graph.shape(n.id), dtype=torch.float64,
+                                          generator=torch.Generator().manual_seed(7))
+                      for n in bw.graph.inputs() if n.name not in t}}
+    inputs = reference.saved_from_forward(g, bw, inputs)
+    want = reference.evaluate(bw.graph, inputs, compute_dtype=torch.float64)
+    for c in candidates(bw.graph):
+        for tiles in (None, {"block_m": 2, "block_n": 4}, {"block_m": 3, "block_n": 2}):
+            got = interp.run(derive(bw.graph, c.name, tiles), inputs, dtype=torch.float64)
+            for o in bw.graph.outputs:
+                assert torch.isfinite(want[o]).all() and ev.rel_err(got[o], want[o]) <= 1e-9, (c.name, tiles, o)

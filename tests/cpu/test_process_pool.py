@@ -73,3 +73,36 @@ def test_a_cancelled_future_nobody_told_of_is_told():
     process_pool.tell_cancelled([f])
     assert wait([f], timeout=0).done == {f}
     process_pool.tell_cancelled([f])  # told twice: nothing happens
+
+
+_EXITS = """
+import sys, time
+sys.path.insert(0, {python!r})
+from leantile import process_pool
+pool = process_pool.spawn_pool(2)
+futures = [pool.submit(time.sleep, 300) for _ in range(6)]
+deadline = time.time() + 60
+while len(pool._processes) < 2 and time.time() < deadline:
+    time.sleep(0.1)
+process_pool.stop_now(pool)
+"""
+
+
+def test_a_process_that_stops_its_pool_mid_task_exits():
+    """The interpreter's exit waits on the executor's thread: stopped workers first (stop_now), it
+    exits at once. (The GPU campaign shut its pool down before killing the workers: at exit the
+    thread still waited on them, and the process hung until its timeout, twice.) Any pool a
+    command or benchmark ends mid-task goes through stop_now: nothing else calls shutdown(wait=False)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    t0 = time.time()
+    r = subprocess.run([sys.executable, "-c", _EXITS.format(python=str(root / "python"))], timeout=120,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and time.time() - t0 < 60, r.stderr[-2000:]
+    pattern = "shutdown(wait=" + "False"
+    offenders = [str(p.relative_to(root)) for d in ("python", "benchmarks") for p in (root / d).rglob("*.py")
+                 if pattern in p.read_text() and p.name != "process_pool.py"]
+    assert not offenders, offenders
