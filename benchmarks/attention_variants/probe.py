@@ -75,7 +75,20 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row, indent=1)[:4000], flush=True)
     (out / "variants-probe.json").write_text(json.dumps(rows, indent=1) + "\n")
+    print("\n".join(summary(rows)), flush=True)
     return 0
+
+
+def summary(rows) -> list[str]:
+    """A few lines per case: the vendor paths' times (and why any was left out), then each plan's
+    time, check and kernels."""
+    out = []
+    for r in rows:
+        out.append(f"{r['case']} {({k: round(v, 4) for k, v in r.get('vendor_ms', {}).items()})} "
+                   f"{r.get('vendor_dropped') or ''} {r.get('vendor_error') or ''}")
+        for p in r["plans"]:
+            out.append(f"   {p['plan']} ok={p['ok']} {p['gpu_ms']:.4f} ms {({k: round(v, 4) for k, v in p['kernel_ms'].items()})}")
+    return out
 
 
 if __name__ == "__main__":

@@ -9,12 +9,5 @@ timeout 170 python benchmarks/attention_variants/probe.py --out $O document_atte
 timeout 330 python benchmarks/gpu_fuzz.py --families masked_attention,user_attention,overlap_attention \
   --dtypes f16,bf16 --budget-s 230 --drain-s 60 --seed 113 --tag variants --out $O > $O/fuzz.log 2>&1; echo "fuzz rc=$?" >> $O/rc.txt
 tar czf $OUT/${TAG:-g53}.tgz -C $OUT ${TAG:-g53}
-python - <<'PY'
-import json, os
-rows = json.load(open(os.environ["OUT"] + "/" + os.environ.get("TAG", "g53") + "/variants-probe.json"))
-for r in rows:
-    print(r["case"], {k: round(v, 4) for k, v in r.get("vendor_ms", {}).items()}, r.get("vendor_dropped"), r.get("vendor_error"))
-    for p in r["plans"]:
-        print("  ", p["plan"], p["ok"], round(p["gpu_ms"], 4), {k: round(v, 4) for k, v in p["kernel_ms"].items()})
-PY
+tail -n 12 $O/probe.log
 grep -v "INFO\|WARN" $O/fuzz.log | tail -n 12; cat $O/rc.txt
