@@ -45,7 +45,9 @@ def main(argv=None) -> int:
 
     from leantile import suite
     from leantile.architectures import variants
+    from leantile.bench import prepared
     from leantile.reference import natural_scale, random_inputs
+    from leantile.sources import load_source
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -53,8 +55,7 @@ def main(argv=None) -> int:
     for case in suite.select(suite="attention-variants", tags=args.cases):
         g, base = suite.build(case)
         inputs = random_inputs(g, seed=0, device="cuda", scale=natural_scale(g))
-        if case.arch in variants.NAMES and hasattr(variants.module(case.arch), "prepare_inputs"):
-            inputs = variants.module(case.arch).prepare_inputs(inputs)
+        inputs = prepared(load_source(case.source, case.sizes), inputs, case.source)
         row = {"case": case.name, "plans": [_plan_row(g, inputs, "shipped")]}
         if args.no_mask_bounds:
             from leantile.derive.rules import flatten as flatten_module

@@ -39,6 +39,15 @@ def baselines(g, t, source: str | None = None):
     return (lambda: reference.evaluate(g, t, check=False)[first]), {}
 
 
+def prepared(g, inputs: dict, source: str | None = None) -> dict:
+    """`inputs` as the architecture module that builds exactly g means them: its
+    `prepare_inputs(t)` where it has one (document ids, ALiBi's slopes: a random draw would mean
+    other data), else as they are."""
+    mod = _architecture_module(g, source)
+    prepare = getattr(mod, "prepare_inputs", None)
+    return prepare(inputs) if prepare else inputs
+
+
 def _architecture_module(g, source: str | None):
     """The module that builds exactly g at its sizes, or None."""
     from importlib.util import module_from_spec, spec_from_file_location
@@ -99,7 +108,7 @@ def run_one(source, seed=0, tuned=True, sizes=None, candidate=None, tiles=None, 
     row = {"arch": g.name, "graph_digest": graph_digest(g), "shape": dict(g.axes), "candidate": plan.candidate,
            "tuned": k.how == "tuned", "tiles": dict(plan.tiles), "kernels": [x.name for x in launches(plan)],
            "compile_s": round(time.time() - t0, 1)}
-    inputs = k.random_inputs(seed) if inputs is None else inputs
+    inputs = prepared(g, k.random_inputs(seed), source) if inputs is None else inputs
     v = k.verify(inputs)  # every output, NaN-poisoned, against the float32 reference
     row.update(finite=all(e != float("inf") for e in v["rel_err"].values()), rel_err=max(v["plain_rel_err"].values()),
                ok=v["ok"])

@@ -13,8 +13,8 @@ import torch
 from . import ir, reference
 from . import plan as plan_module
 from .ir import ops
-from .plan import (DTYPE_BYTES, tile_leaf_value, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
-                   key_block_interior, key_block_range, running_maxes, user_shape)
+from .plan import (DTYPE_BYTES, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
+                   key_block_interior, key_block_range, running_maxes, tile_leaf_value, user_shape)
 from .plan.overlap_parts import stream_steps
 from .plan.storage import storage
 

@@ -471,15 +471,15 @@ def measure(case: Case, g: ir.Graph, base, has_tuned: bool) -> list[dict]:
 
     import torch
 
-    from .bench import run_one
+    from .bench import prepared, run_one
     from .reference import natural_scale, random_inputs
+    from .sources import load_source
 
     rows, scale = [], natural_scale(g)
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"
     try:
         inputs = random_inputs(g, seed=0, device=device, scale=scale)  # one set for every plan and contender
-        if case.arch in variants.NAMES and hasattr(variants.module(case.arch), "prepare_inputs"):
-            inputs = variants.module(case.arch).prepare_inputs(inputs)  # document ids, ALiBi's slopes
+        inputs = prepared(load_source(case.source, case.sizes), inputs, case.source)  # the module's f16 graph
     except Exception as e:  # out of memory, say: this case's row, and the others go on
         return [suite_row(case, {"error": f"inputs: {type(e).__name__}: {' '.join(str(e).split())[:500]}"})]
     for tuned in ((True, False) if has_tuned else (True,)):

@@ -174,3 +174,19 @@ def test_each_variant_trains_through_flash_backward(name):
             got = interp.run(derive(bw.graph, c.name, tiles), inputs, dtype=torch.float64)
             for o in bw.graph.outputs:
                 assert torch.isfinite(want[o]).all() and ev.rel_err(got[o], want[o]) <= 1e-9, (c.name, tiles, o)
+
+
+def test_bench_prepares_the_inputs_its_architecture_module_means():
+    """`leantile bench module.py:build` and the suite draw random inputs, then the module's own
+    prepare_inputs (document ids in order, ALiBi's positive slopes); a graph of the same name and
+    other math keeps its draw."""
+    from leantile.bench import prepared
+    mod, g = _graph("document_attention")
+    t = reference.random_inputs(g, seed=1)
+    got = prepared(g, t, variants.source("document_attention"))
+    assert bool((got["doc_kv"].diff() >= 0).all()) and torch.equal(got["doc_q"], got["doc_kv"][:g.axes["t_q"]])
+    other = DagM("document_attention", {"t_q": 3, "t_kv": 3})
+    other.output("out", other.add(other.input("doc_q", ["t_q"], "f32"), other.input("doc_kv", ["t_kv"], "f32")))
+    other = other.graph()
+    t = reference.random_inputs(other, seed=1)
+    assert prepared(other, t, variants.source("document_attention")) is t

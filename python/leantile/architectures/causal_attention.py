@@ -57,18 +57,22 @@ def baselines(t: dict):
                                    "flex_attention": flex_path(t, lambda b, h, q, kv: kv <= q + off)}
 
 
-def flex_path(t: dict, mask_mod):
-    """FlexAttention (compiled) over Q, K, V [h, t, d_h] with the block mask of `mask_mod`
-    (FlexAttention's (b, h, q_idx, kv_idx) -> keep): the blocks it masks wholly are skipped."""
+def flex_path(t: dict, mask_mod=None, score_mod=None, build_each_call: bool = False):
+    """FlexAttention (compiled) over Q, K, V [h, t, d] with `score_mod` and the block mask of
+    `mask_mod` (FlexAttention's (b, h, q_idx, kv_idx) -> keep): the blocks it masks wholly are
+    skipped. The mask is built once, ahead of the timing, as a model builds it once for all its
+    layers; `build_each_call` builds it (compiled) in every call instead."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
-    block_mask = create_block_mask(mask_mod, B=None, H=None, Q_LEN=tq, KV_LEN=tkv, device=t["Q"].device)
+    tq, tkv, dev = t["Q"].shape[-2], t["K"].shape[-2], t["Q"].device
     compiled = torch.compile(flex_attention)
+    build = torch.compile(create_block_mask) if build_each_call else create_block_mask
+    ahead = None if mask_mod is None or build_each_call else build(mask_mod, None, None, tq, tkv, device=dev)
 
     def f():
-        return compiled(t["Q"][None], t["K"][None], t["V"][None], block_mask=block_mask)[0]
+        mask = build(mask_mod, None, None, tq, tkv, device=dev) if build_each_call and mask_mod else ahead
+        return compiled(t["Q"][None], t["K"][None], t["V"][None], score_mod=score_mod, block_mask=mask)[0]
     return f
 
 

@@ -111,14 +111,14 @@ class StreamWriter:
     def runtime_offset(self, b, nblk: str, depth: int | None = None) -> str:
         """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
         clamped in float, then rounded; a NaN leaf (it masks every key) gives plan.runtime_offset's
-        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan). Per row
-        (KeyBound.per_row): each valid row's clamped value, the loosest kept in a local (every
-        lane reads every 32nd row, a warp's shuffles take the loosest: every warp has it after a
-        few independent loads, where one thread reading all 128 rows waited on each load in turn),
-        rounded once (floor and ceil are monotone), in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy of a
-        T.alloc_local buffer and then finds the loop's trip count bounded by two different
-        expressions ("Trying to update var 'ks' with a different maximum value"); a var it copies
-        as a scalar, both warp groups computing the same bound."""
+        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan).
+
+        Per row (KeyBound.per_row), emitted at `depth`: each lane reads every 32nd row of the tile
+        and a warp's shuffles take the loosest clamped value (a few independent loads; one thread
+        reading all 128 rows waited on each in turn), rounded once (floor and ceil are monotone).
+        It lives in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy
+        of a T.alloc_local buffer, then finds the loop's trip count bounded by two different
+        expressions ("Trying to update var 'ks' with a different maximum value")."""
         g = self.plan.global_buffer(b.leaf)
         row0 = self.start(b.row) or "0"
         lane = "r * 32 + T.get_lane_idx()"  # per row: each lane of a warp reads every 32nd row

@@ -97,7 +97,7 @@ def tile_leaf_value(kb: KeyBound, values, extent: int) -> float:
     if any(math.isnan(v) for v in values):
         return math.nan
     pick = max if kb.side == "hi" else min
-    return pick(values, key=lambda v: (runtime_offset(kb, v, extent), v))
+    return pick(values, key=lambda v: runtime_offset(kb, v, extent))
 
 
 def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,

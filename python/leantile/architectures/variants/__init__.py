@@ -46,29 +46,14 @@ CASES = (
 )
 
 
-def causal_keep(g, q_pos: int, k_pos: int) -> int:
-    return g.le(k_pos, q_pos)
-
-
 def flex_paths(t: dict, score_mod=None, mask_mod=None, with_build: bool = False) -> dict:
-    """FlexAttention (compiled) over Q, K, V [h, t, d] with `score_mod` and the block mask of
-    `mask_mod` built once, ahead of the timing, as a model builds it once for all its layers;
-    `with_build` also times one path that builds the block mask in every call."""
-    import torch
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-
-    tq, tkv = t["Q"].shape[-2], t["K"].shape[-2]
-    dev = t["Q"].device
-    compiled = torch.compile(flex_attention)
-    block_mask = None if mask_mod is None else create_block_mask(mask_mod, B=None, H=None, Q_LEN=tq, KV_LEN=tkv,
-                                                                 device=dev)
-
-    def run(bm):
-        return compiled(t["Q"][None], t["K"][None], t["V"][None], score_mod=score_mod, block_mask=bm)[0]
-    out = {"flex_attention": lambda: run(block_mask)}
+    """{"flex_attention": FlexAttention with `score_mod` and the block mask of `mask_mod` built
+    ahead} (causal_attention.flex_path); `with_build` adds the path that builds the mask in every
+    call ("flex_attention_with_mask_build")."""
+    from ..causal_attention import flex_path
+    out = {"flex_attention": flex_path(t, mask_mod, score_mod)}
     if with_build and mask_mod is not None:
-        build = torch.compile(create_block_mask)
-        out["flex_attention_with_mask_build"] = lambda: run(build(mask_mod, None, None, tq, tkv, device=dev))
+        out["flex_attention_with_mask_build"] = flex_path(t, mask_mod, score_mod, build_each_call=True)
     return out
 
 

@@ -2,7 +2,7 @@
 the positions from iota and the slopes an input (the usual 2^(-8 (h + 1) / heads) in
 prepare_inputs; any positive values are the same graph)."""
 from leantile.dag import DagM, build_graph_with_output
-from leantile.architectures.variants import causal_keep, flex_paths, working
+from leantile.architectures.variants import flex_paths, working
 
 DEFAULT_SIZES = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128}
 
@@ -15,7 +15,7 @@ def body(g: DagM) -> int:
     s = g.div(g.matmul(q, k, "d_h", "d_h"), g.sqrt(g.size_const("d_h")))
     q_pos, k_pos = g.iota("t_q"), g.iota("t_kv")
     biased = g.sub(s, g.mul(slope, g.abs(g.sub(q_pos, k_pos))))
-    masked = g.select(causal_keep(g, q_pos, k_pos), biased, g.const("-inf"))
+    masked = g.select(g.le(k_pos, q_pos), biased, g.const("-inf"))
     return g.matmul(g.softmax(masked, "t_kv"), v, "t_kv", "t_kv")
 
 

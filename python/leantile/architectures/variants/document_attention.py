@@ -3,7 +3,7 @@ document, the document ids per position read at run time (doc_q along the querie
 the keys: the same ids twice for self-attention). prepare_inputs packs DOCUMENTS documents of
 random lengths."""
 from leantile.dag import DagM, build_graph_with_output
-from leantile.architectures.variants import causal_keep, flex_paths, working
+from leantile.architectures.variants import flex_paths, working
 
 DEFAULT_SIZES = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128}
 DOCUMENTS = 5
@@ -16,7 +16,8 @@ def body(g: DagM) -> int:
     doc_q = g.input("doc_q", ["t_q"], "f32")
     doc_kv = g.input("doc_kv", ["t_kv"], "f32")
     s = g.div(g.matmul(q, k, "d_h", "d_h"), g.sqrt(g.size_const("d_h")))
-    keep = g.mul(causal_keep(g, g.iota("t_q"), g.iota("t_kv")), g.eq(doc_q, doc_kv))
+    q_pos, k_pos = g.iota("t_q"), g.iota("t_kv")
+    keep = g.mul(g.le(k_pos, q_pos), g.eq(doc_q, doc_kv))
     masked = g.select(keep, s, g.const("-inf"))
     return g.matmul(g.softmax(masked, "t_kv"), v, "t_kv", "t_kv")
 

@@ -1,7 +1,7 @@
 """Causal attention with MLA-style head dims (DeepSeek-V2): q.k over d_qk = 192 (128 + a 64-wide
 rotary part), values of d_v = 128, scaled by 1 / sqrt(d_qk)."""
 from leantile.dag import DagM, build_graph_with_output
-from leantile.architectures.variants import causal_keep, flex_paths, working
+from leantile.architectures.variants import flex_paths, working
 
 DEFAULT_SIZES = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_qk": 192, "d_v": 128}
 
@@ -11,7 +11,8 @@ def body(g: DagM) -> int:
     k = g.input("K", ["h", "t_kv", "d_qk"])
     v = g.input("V", ["h", "t_kv", "d_v"])
     s = g.div(g.matmul(q, k, "d_qk", "d_qk"), g.sqrt(g.size_const("d_qk")))
-    masked = g.select(causal_keep(g, g.iota("t_q"), g.iota("t_kv")), s, g.const("-inf"))
+    q_pos, k_pos = g.iota("t_q"), g.iota("t_kv")
+    masked = g.select(g.le(k_pos, q_pos), s, g.const("-inf"))
     return g.matmul(g.softmax(masked, "t_kv"), v, "t_kv", "t_kv")           # [h, t_q, d_v]
 
 

@@ -1,7 +1,7 @@
 """Causal attention with Gemma 2's logit soft-capping: softmax(mask(CAP tanh(Q K^T / (sqrt(d_h)
 CAP)))) V per head, CAP = 50 (the scaled score capped to (-50, 50) smoothly)."""
 from leantile.dag import DagM, build_graph_with_output
-from leantile.architectures.variants import causal_keep, flex_paths, working
+from leantile.architectures.variants import flex_paths, working
 
 DEFAULT_SIZES = {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128}
 CAP = 50.0
@@ -13,7 +13,8 @@ def body(g: DagM) -> int:
     v = g.input("V", ["h", "t_kv", "d_h"])
     s = g.div(g.matmul(q, k, "d_h", "d_h"), g.sqrt(g.size_const("d_h")))   # [h, t_q, t_kv]
     capped = g.mul(g.tanh(g.div(s, g.const(CAP))), g.const(CAP))
-    masked = g.select(causal_keep(g, g.iota("t_q"), g.iota("t_kv")), capped, g.const("-inf"))
+    q_pos, k_pos = g.iota("t_q"), g.iota("t_kv")
+    masked = g.select(g.le(k_pos, q_pos), capped, g.const("-inf"))
     return g.matmul(g.softmax(masked, "t_kv"), v, "t_kv", "t_kv")           # [h, t_q, d_h]
 
 

@@ -29,20 +29,7 @@ from __future__ import annotations
 from ... import ir
 from ...dag import DagM
 from .base import Rule, sym
-
-_COMPARISONS = frozenset({"lt", "le", "gt", "ge", "eq"})
-
-
-def _conjuncts(g: ir.Graph, i: int) -> list[int] | None:
-    """The comparisons whose product is node i, or None where i is no such product."""
-    n = g.node(i)
-    if isinstance(n, ir.Binary) and n.op in _COMPARISONS:
-        return [i]
-    if isinstance(n, ir.Binary) and n.op == "mul":
-        a, b = _conjuncts(g, n.a), _conjuncts(g, n.b)
-        return None if a is None or b is None else a + b
-    return None
-
+from .masks import conditions
 
 def _ancestors(g: ir.Graph, i: int) -> set[int]:
     seen, stack = {i}, [i]
@@ -55,8 +42,9 @@ def _ancestors(g: ir.Graph, i: int) -> set[int]:
 
 
 def _is_scalar_constant(g: ir.Graph, i: int) -> bool:
+    """A scalar computed from literals and sizes alone (1 / sqrt(d_h))."""
     return not g.node(i).axes and all(isinstance(g.node(a), (ir.Const, ir.SizeConst, ir.Unary, ir.Binary))
-                                      and not isinstance(g.node(a), ir.Input) for a in _ancestors(g, i))
+                                      for a in _ancestors(g, i))
 
 
 def _masked_scores(g: ir.Graph, x: int) -> list[int]:
@@ -67,9 +55,10 @@ def _masked_scores(g: ir.Graph, x: int) -> list[int]:
         if isinstance(n, ir.Select) and isinstance(g.node(n.b), ir.Const) and g.node(n.b).value == ir.NEG_INF:
             found.append(x)
             x = n.a
-        elif (isinstance(n, ir.Binary) and n.op in ("mul", "div") and _is_scalar_constant(g, n.b)) or (
-                isinstance(n, ir.Binary) and n.op == "mul" and _is_scalar_constant(g, n.a)):
-            x = n.a if _is_scalar_constant(g, n.b) else n.b
+        elif isinstance(n, ir.Binary) and n.op in ("mul", "div") and _is_scalar_constant(g, n.b):
+            x = n.a
+        elif isinstance(n, ir.Binary) and n.op == "mul" and _is_scalar_constant(g, n.a):
+            x = n.b
         else:
             return found
 
@@ -84,7 +73,7 @@ def sites(g: ir.Graph) -> list[tuple[int, str]]:
         for z in _masked_scores(g, r.x):
             sel = g.node(z)
             keep = g.node(sel.cond)
-            factors = _conjuncts(g, sel.cond)
+            factors = conditions(g, sel.cond)
             if factors is None or t not in keep.axes or (z, t) in out:
                 continue
             up = _ancestors(g, sel.a)
@@ -128,10 +117,9 @@ def bound_masks(g: ir.Graph) -> tuple[ir.Graph, tuple[ir.Step, ...]]:
             t = found[n.id]
             keep = n.cond
             ext = str(g.axes[t])
-            lo_keep = hi_keep = _copy(dag, g, keep, new, {})  # both bounds' one row kernel reads it
-            pos = dag.iota(t)
-            first = dag.neg(dag.red("max", dag.select(lo_keep, dag.neg(pos), dag.const(f"-{ext}")), t))
-            last = dag.red("max", dag.select(hi_keep, dag.iota(t), dag.const("-1")), t)
+            copy = _copy(dag, g, keep, new, {})  # the bounds' one row kernel reads it
+            first = dag.neg(dag.red("max", dag.select(copy, dag.neg(dag.iota(t)), dag.const(f"-{ext}")), t))
+            last = dag.red("max", dag.select(copy, dag.iota(t), dag.const("-1")), t)
             kpos = dag.iota(t)
             bounded = dag.mul(dag.mul(new[keep], dag.ge(kpos, first)), dag.le(kpos, last))
             dag.nodes.append(ir.with_args(n, new, id=len(dag.nodes), cond=bounded))

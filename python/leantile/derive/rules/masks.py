@@ -106,23 +106,21 @@ def _batch_axes(cx: Ctx, s: FlashSite, row: str) -> list[str]:
     return [a for a in cx.node(s.qk).axes if a not in (s.axis, row) and not (a in q.axes and a not in k.axes)]
 
 
-def _conjuncts(cx: Ctx, i: int) -> list[int]:
-    """The factors of a product of conditions (each 0 or 1: the product keeps where all do)."""
-    n = cx.node(i)
-    if isinstance(n, ir.Binary) and n.op == "mul" and all(_is_condition(cx, x) for x in (n.a, n.b)):
-        return _conjuncts(cx, n.a) + _conjuncts(cx, n.b)
-    return [i]
-
-
 # comparisons (1 where they hold, else 0): an equality bounds no key but is a factor of keep
 # (document masking: eq(doc[query], doc[key]) beside the causal bound)
 _CONDITIONS = frozenset({*_FLIP, "eq"})
 
 
-def _is_condition(cx: Ctx, i: int) -> bool:
-    n = cx.node(i)
-    return (isinstance(n, ir.Binary) and n.op in _CONDITIONS) or (
-        isinstance(n, ir.Binary) and n.op == "mul" and all(_is_condition(cx, x) for x in (n.a, n.b)))
+def conditions(src, i: int) -> list[int] | None:
+    """The comparisons whose product node i is (each 0 or 1: the product keeps where all do), or
+    None where i is no such product; `src` reads nodes (`.node(i)`: a Ctx or an ir.Graph)."""
+    n = src.node(i)
+    if isinstance(n, ir.Binary) and n.op in _CONDITIONS:
+        return [i]
+    if isinstance(n, ir.Binary) and n.op == "mul":
+        a, b = conditions(src, n.a), conditions(src, n.b)
+        return None if a is None or b is None else a + b
+    return None
 
 
 class SkipMaskedTiles(Rule):
@@ -154,7 +152,7 @@ class SkipMaskedTiles(Rule):
                 break
             at.append(z)
             whole = True  # every factor of keep is a bound: keep is exactly the bounds
-            for c in _conjuncts(cx, n.cond):
+            for c in conditions(cx, n.cond) or [n.cond]:
                 b = _bound(cx, cx.node(c), s.axis, row, leaves | row_leaves, row_leaves)
                 if b is not None:
                     at.append(c)
