@@ -303,7 +303,7 @@ def inputs_mixed(g: ir.Graph, draw, tries: int = 3) -> ir.Graph:
 
 
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal", "documents",
-         "alibi", "softcap")
+         "segments", "alibi", "softcap")
 
 
 def _shape_tiled_sizes():
@@ -333,8 +333,8 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
     positions (iota) or of an input, then select(keep, s, fill) with fill -inf (or a finite
     -30000: masked keys then still count, the graph says so), or s + bias. A causal offset or a
     window may mask whole rows."""
-    kind = draw(st.sampled_from([k for k in kinds if not (decode and ("causal" in k or k in ("documents", "alibi",
-                                                                                             "softcap"))
+    kind = draw(st.sampled_from([k for k in kinds if not (decode and ("causal" in k or k in ("documents", "segments",
+                                                                                             "alibi", "softcap"))
                                                           and k != "bias_and_causal")]))
     fill = g.const(draw(st.sampled_from(["-inf", "-inf", "-30000"])))
     kv = g.iota("t_kv")
@@ -362,6 +362,18 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
         return g.add(s, g.input("B", ["h", "t_q", "t_kv"] if not decode else ["h", "t_kv"], "f32"))
     elif kind == "documents":  # causal within documents read at run time (here: an input's sign per position)
         same = g.eq(g.gt(g.input("Dq", ["t_q"], "f32"), g.const("0")), g.gt(g.input("Dk", ["t_kv"], "f32"), g.const("0")))
+        keep = g.mul(causal(draw(st.integers(0, 2))), same) if draw(st.booleans()) else g.mul(same, causal(0))
+    elif kind == "segments":  # documents that are runs of positions (packed sequences), ids computed from data:
+        # id(p) = [p + c D[p] > a t_kv] + [p + c D[p] > b t_kv]; c = 0.01 never moves a position past a
+        # boundary (every row an interval: mask_bounds' unmasked interior), 1.5 does near one
+        c = g.const(draw(st.sampled_from(["0.01", "1.5"])))
+        cuts = [g.mul(g.size_const("t_kv"), g.const(draw(st.sampled_from(["0.2", "0.37", "0.6", "0.85"]))))
+                for _ in range(2)]
+
+        def ids(pos, name, axis):
+            moved = g.add(pos, g.mul(c, g.input(name, [axis], "f32")))
+            return g.add(g.gt(moved, cuts[0]), g.gt(moved, cuts[1]))
+        same = g.eq(ids(q, "Sq", "t_q"), ids(kv, "Sk", "t_kv"))
         keep = g.mul(causal(draw(st.integers(0, 2))), same) if draw(st.booleans()) else g.mul(same, causal(0))
     elif kind == "softcap":  # Gemma 2's logit soft-capping c tanh(s / c), then causal
         cap = g.const(draw(st.sampled_from(["2.5", "30", "50"])))

@@ -14,7 +14,7 @@ from . import ir, reference
 from . import plan as plan_module
 from .ir import ops
 from .plan import (DTYPE_BYTES, Fill, Gemm, Iota, Kernel, Load, Map, Mask, Pivot, Plan, Reduce, Store, grid_walk,
-                   key_block_interior, key_block_range, running_maxes, tile_leaf_value, user_shape)
+                   key_block_interior, key_block_range, row_whole, running_maxes, tile_leaf_value, user_shape)
 from .plan.overlap_parts import stream_steps
 from .plan.storage import storage
 
@@ -144,7 +144,7 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
             env.exec(s)
         if k.stream:
             env.running_max = running_maxes(k)
-            inside = _interior_blocks(k, tile)
+            inside = _interior_blocks(k, tile, _leaf_values(k, tile, mem, gaxes, tightest=True))
             blocks = list(_stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes)))
             for j, s in stream_steps(k, blocks):  # block by block, or FA3's rotated loop (k.overlap)
                 env.first_block = j == blocks[0]  # plan.Pivot: the first block this CTA streams
@@ -170,25 +170,40 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
                     env.exec(s)
 
 
-def _interior_blocks(k: Kernel, tile: _Tile) -> tuple[int, int]:
-    """[first, stop) of the stream blocks every row of this tile keeps whole (plan.key_block_interior)."""
+def _interior_blocks(k: Kernel, tile: _Tile, leaves: dict[str, float]) -> tuple[int, int]:
+    """[first, stop) of the stream blocks every row of this tile keeps whole (plan.key_block_interior;
+    `leaves`: the run-time bounds' tightest values over the tile's rows)."""
     for b in k.stream.skip[:1]:
         tiled = next(t for t in k.grid if t.axis == b.row)
-        return key_block_interior(k.stream.skip, tile.start[b.row], tiled.block, k.stream.block)
+        keys = math.ceil(tile.plan.axes[k.stream.axis] / k.stream.block) * k.stream.block
+        return key_block_interior(k.stream.skip, tile.start[b.row], tiled.block, k.stream.block, leaves, keys)
     return 0, 0
 
 
-def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict) -> dict[str, float]:
-    """The value of each run-time key bound's leaf at this tile's batch position (KeyBound.leaf)."""
+def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict, tightest: bool = False) -> dict[str, float]:
+    """The value of each run-time key bound's leaf at this tile's batch position (KeyBound.leaf):
+    per row, the loosest of the tile's rows' bounds, or with `tightest` (the interior) the
+    tightest, and 1 for a flag (KeyBound.flag) where it is 1 at every row. Keyed by the bound's
+    index in the stream's bounds."""
     out = {}
-    for b in k.stream.skip:
-        if b.leaf is not None and b.per_row:  # the tile's rows' values: the loosest of their bounds
+    for i, b in enumerate(k.stream.skip):
+        if b.flag and not tightest:  # no bound: the range never reads it
+            continue
+        if b.leaf is not None and b.per_row:  # the tile's rows' values
             rows = range(tile.start[b.row], tile.start[b.row] + tile.valid(b.row))
-            at = [tuple(r if a == b.row else tile.start[a] for a in gaxes[b.leaf]) for r in rows]
+
+            def row_values(c):
+                at = [tuple(r if a == c.row else tile.start[a] for a in gaxes[c.leaf]) for r in rows]
+                return [float(mem[c.leaf][x]) for x in at]
+            if b.flag:  # every row keeps each key between its pair of bounds
+                lo, hi = (k.stream.skip[j] for j in b.pair)
+                out[i] = float(all(row_whole(n, lo.shift + lo.scale * a, hi.shift + hi.scale * z)
+                                   for n, a, z in zip(row_values(b), row_values(lo), row_values(hi))))
+                continue
             keys = math.ceil(tile.plan.axes[k.stream.axis] / k.stream.block) * k.stream.block
-            out[b.leaf] = tile_leaf_value(b, [mem[b.leaf][i] for i in at], keys)
+            out[i] = tile_leaf_value(b, row_values(b), keys, tightest)
         elif b.leaf is not None:
-            out[b.leaf] = float(mem[b.leaf][tuple(tile.start[a] for a in gaxes[b.leaf])])
+            out[i] = float(mem[b.leaf][tuple(tile.start[a] for a in gaxes[b.leaf])])
     return out
 
 

@@ -81,25 +81,45 @@ def test_document_masking_streams_only_its_documents_blocks():
     key each row keeps (mask_bounds) read per row at run time: a tile streams the key blocks from
     its first row's document start to its diagonal. Every candidate at tiles that do not divide the
     axes equals the float64 evaluator."""
-    from leantile.interp import _stream_blocks, _Tile, _leaf_values
+    from leantile.interp import _interior_blocks, _stream_blocks, _Tile, _leaf_values
 
     mod, g = _graph("document_attention", t_q=40, t_kv=40)
     plan = derive(g, "online_exp2", {"block_m": 4, "block_n": 3})
     k = plan.kernels[-1]
-    assert [(b.side, b.coef, b.per_row) for b in k.stream.skip] == [("hi", 1, False), ("lo", 0, True), ("hi", 0, True)]
+    assert [(b.side, b.coef, b.per_row, b.flag) for b in k.stream.skip] == \
+        [("hi", 1, False, False), ("lo", 0, True, False), ("hi", 0, True, False), ("lo", 0, True, True)]
+    assert k.stream.skip[3].pair == (1, 2)
     assert "mask_bounds" in [s.rule for s in candidates(g)[0].steps]
+    # the mask's statements (ids' equality, positions, bounds) run on boundary blocks alone
+    masking = [s for s in k.body if s.op == "iota" or (s.op == "map" and s.fn in ("select", "eq", "le", "ge"))]
+    assert len(masking) >= 8 and all(s.boundary_only for s in masking), masking
     inputs = {n: t.double() for n, t in _inputs(mod, g, 0).items()}
     ids = inputs["doc_q"].tolist()
     keep = [[j <= i and ids[i] == ids[j] for j in range(40)] for i in range(40)]
     first = torch.tensor([float(row.index(True)) for row in keep], dtype=torch.float64)
     last = torch.tensor([float(39 - row[::-1].index(True)) for row in keep], dtype=torch.float64)
-    mem = {b.leaf: ((first if b.side == "lo" else last) - b.shift) / b.scale for b in k.stream.skip if b.per_row}
+    count = torch.tensor([float(sum(row)) for row in keep], dtype=torch.float64)
+    mem = {b.leaf: ((first if b.side == "lo" else last) - b.shift) / b.scale for b in k.stream.skip
+           if b.per_row and not b.flag}
+    mem[k.stream.skip[3].leaf] = count
     gaxes = {b.name: b.axes for b in plan.globals}
     for row_tile in range(10):  # each tile of 4 rows: from its first row's document start to its last row
         tile = _Tile(plan, k, (row_tile, 0) if k.grid[0].axis == "t_q" else (0, row_tile))
         blocks = _stream_blocks(plan, k, tile, _leaf_values(k, tile, mem, gaxes))
         start = ids.index(ids[4 * row_tile])
         assert list(blocks) == list(range(start // 3, (4 * row_tile + 3) // 3 + 1)), (row_tile, ids)
+        # unmasked: exactly the blocks every row of the tile keeps whole (documents are intervals)
+        first_b, stop_b = _interior_blocks(k, tile, _leaf_values(k, tile, mem, gaxes, tightest=True))
+        whole = [j for j in range(14) if all(keep[r][x] for r in range(4 * row_tile, 4 * row_tile + 4)
+                                             for x in range(3 * j, 3 * j + 3))]
+        assert list(range(first_b, stop_b)) == whole, (row_tile, ids, first_b, stop_b)
+    # a row that is no interval (its count below its span) unmasks nothing in its tile
+    broken = count.clone()
+    broken[5] -= 1
+    tile = _Tile(plan, k, (1, 0) if k.grid[0].axis == "t_q" else (0, 1))
+    first_b, stop_b = _interior_blocks(k, tile, _leaf_values(k, tile, {**mem, k.stream.skip[3].leaf: broken},
+                                                             gaxes, tightest=True))
+    assert first_b >= stop_b
     for seed in (0, 1):
         inputs = {n: t.double() for n, t in _inputs(mod, g, seed).items()}
         ref = ev.evaluate(g, inputs)["out"]

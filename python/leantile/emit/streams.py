@@ -6,7 +6,7 @@ first block (do_pivot: a row's first element, through shared memory from a regis
 from __future__ import annotations
 
 from .. import plan as plan_module
-from ..plan import Iota, Load, Map, Pivot, Plan, row_bytes, running_maxes
+from ..plan import WHOLE_LIMIT, Iota, Load, Map, Pivot, Plan, row_bytes, running_maxes
 from ..plan.verify import DTYPE_BYTES, extent
 from .common import EmitError, _size, pass_configs
 from ..plan.shared import one_block_stream
@@ -77,8 +77,11 @@ class StreamWriter:
         bound read per row (KeyBound.per_row) first emits, at `depth`, the loop that takes the
         loosest of the tile's rows (plan.tile_leaf_value)."""
         first, stop, ext = "0", (None if whole else nblk), self.extent(st.axis)
+        flags = []
         for b in st.skip:
-            if b.leaf is not None and whole:  # a run-time bound unmasks nothing
+            if b.flag:  # no bound: the interior needs it 1 at every row of the tile
+                if whole:
+                    flags.append(self.runtime_offset(b, nblk, depth, tightest=True))
                 continue
             lo_row = self.start(b.row) or "0"
             # a batch row axis (one query, its heads packed instead): one position per CTA
@@ -88,30 +91,35 @@ class StreamWriter:
             row = {1: hi_row if far else lo_row, -1: f"-{lo_row if far else hi_row}", 0: "0"}
             key = f"{b.offset} + {row[b.coef]}" if b.coef else str(b.offset)
             if b.leaf is not None:
-                key = f"{self.runtime_offset(b, nblk, depth)} + {key}"
+                key = f"{self.runtime_offset(b, nblk, depth, tightest=whole)} + {key}"
             if b.side == "hi":
                 s = f"T.max({key} + 1, 0) // {ext}" if whole else f"(T.max({key} + 1, 0) + {ext} - 1) // {ext}"
                 stop = s if stop is None else f"T.min({stop}, {s})"
             else:
                 s = f"(T.max({key}, 0) + {ext} - 1) // {ext}" if whole else f"T.max({key}, 0) // {ext}"
                 first = f"T.max({first}, {s})"
+        if flags:  # some row not exact: no block is interior
+            whole_rows = " and ".join(f"{f} == 1.0" for f in flags)
+            stop = f"T.if_then_else({whole_rows}, {stop or nblk}, 0)"
         return first, stop
 
     def emit_interior(self, st, nblk: str, depth: int):
         """Names for the key blocks every row keeps whole (self.interior), where boundary-only
         mask statements need them: outside that range a block is a boundary block."""
         if any(getattr(x, "boundary_only", False) for x in self.k.body):
-            inner = self.key_range(st, nblk, whole=True)
+            inner = self.key_range(st, nblk, whole=True, depth=depth)
             names = (self.fresh("kv_inner_first"), self.fresh("kv_inner_stop") if inner[1] else None)
             self.emit(f"{names[0]} = {inner[0]}  # from here to kv_inner_stop every row keeps every key", depth)
             if names[1]:
                 self.emit(f"{names[1]} = {inner[1]}", depth)
             self.interior = names
 
-    def runtime_offset(self, b, nblk: str, depth: int | None = None) -> str:
+    def runtime_offset(self, b, nblk: str, depth: int | None = None, tightest: bool = False) -> str:
         """plan.runtime_offset spelled for the kernel: the leaf at this CTA's batch position,
         clamped in float, then rounded; a NaN leaf (it masks every key) gives plan.runtime_offset's
-        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan).
+        no-bound value, tested here: max and min propagate NaN (leantile.codegen_nan). `tightest`:
+        the interior's (plan.key_block_interior): the tightest of the rows, a NaN row none; a flag
+        (KeyBound.flag): 1.0 where the leaf is 1 at every row of the tile, else 0.0.
 
         Per row (KeyBound.per_row), emitted at `depth`: each lane reads every 32nd row of the tile
         and a warp's shuffles take the loosest clamped value (a few independent loads; one thread
@@ -119,28 +127,40 @@ class StreamWriter:
         It lives in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy
         of a T.alloc_local buffer, then finds the loop's trip count bounded by two different
         expressions ("Trying to update var 'ks' with a different maximum value")."""
-        g = self.plan.global_buffer(b.leaf)
         row0 = self.start(b.row) or "0"
         lane = "r * 32 + T.get_lane_idx()"  # per row: each lane of a warp reads every 32nd row
-        at = ", ".join(f"{row0} + {lane}" if b.per_row and a == b.row else self.grid_var[a] for a in g.axes) or "0"
-        leaf = f"T.cast({self.gname[g.name]}[{at}], 'float32')"
+
+        def read(c):
+            g = self.plan.global_buffer(c.leaf)
+            at = ", ".join(f"{row0} + {lane}" if c.per_row and a == c.row else self.grid_var[a] for a in g.axes) or "0"
+            return f"T.cast({self.gname[g.name]}[{at}], 'float32')"
+        leaf = read(b)
         v = f"{b.shift!r} + {b.scale!r} * {leaf}"
         top = f"T.cast({nblk} * {self.extent(self.k.stream.axis)} + 2, 'float32')"
         v = f"T.max(T.min({v}, {top}), -2.0)"
-        none = top if b.side == 'hi' else '-2.0'
+        none = top if (b.side == 'hi') != tightest else '-2.0'
         v = f"T.if_then_else({leaf} == {leaf}, {v}, {none})"
+        if b.flag:  # plan.row_whole: the pair's unrounded values whole and small, the count their span
+            lo, hi = (self.k.stream.skip[j] for j in b.pair)
+            ends = [f"({c.shift!r} + {c.scale!r} * {read(c)})" for c in (lo, hi)]
+            whole = " and ".join(f"T.floor({e}) == {e} and T.abs({e}) < {WHOLE_LIMIT!r}" for e in ends)
+            v = f"T.if_then_else({whole} and {leaf} == {ends[1]} - {ends[0]} + 1.0, 1.0, 0.0)"
         if b.per_row:
             if depth is None:
                 raise EmitError(f"kernel {self.k.name}: a key bound read per row outside the stream's setup")
-            var, side = self.fresh("rows_bound"), "max" if b.side == "hi" else "min"
-            self.extra_allocs.append(f"{var} = T.alloc_var('float32')  # the loosest of the tile's rows")
-            self.emit(f"{var} = {'-2.0' if b.side == 'hi' else top}", depth)
+            var = self.fresh("rows_whole" if b.flag else "rows_bound")
+            side = "min" if b.flag else "max" if (b.side == "hi") != tightest else "min"
+            what = "1 where every row's is" if b.flag else "the tightest" if tightest else "the loosest"
+            self.extra_allocs.append(f"{var} = T.alloc_var('float32')  # {what} of the tile's rows")
+            self.emit(f"{var} = {'1.0' if b.flag else '-2.0' if side == 'max' else top}", depth)
             rows = "1" if self.block.get(b.row) == 1 else self.extent(b.row)
             self.emit(f"for r in T.unroll(({rows} + 31) // 32):  # {b.leaf} at the tile's rows, 32 at a time", depth)
             self.emit(f"if {lane} < {rows} and {row0} + {lane} < {_size(b.row)}:", depth + 1)
             self.emit(f"{var} = T.{side}({var}, {v})", depth + 2)
-            self.emit(f"{var} = T.warp_reduce_{side}({var})  # every lane: the loosest over the tile's rows", depth)
+            self.emit(f"{var} = T.warp_reduce_{side}({var})  # every lane: {what} of the tile's rows", depth)
             v = var
+        if b.flag:
+            return v
         return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
     def boundary_maps(self, group: list[Map | Iota], depth: int):

@@ -79,24 +79,44 @@ class KeyBound(_M):
     # the leaf is read per query row as well (mask_bounds' first / last kept key, along `row`):
     # a tile's bound is the loosest of its rows' (coef 0), see tile_leaf_value
     per_row: bool = False
+    # no bound but a condition for the unmasked interior (mask_bounds' count of kept keys): a
+    # row keeps every key between its per-row bounds pair = (lo, hi) (indices into the same
+    # bounds) where leaf = hi - lo + 1, both whole (row_whole); a block is interior only where
+    # every row of the tile is. Ranges ignore it (key_block_range); side, coef and offset are
+    # unused (lo, 0, 0)
+    flag: bool = False
+    pair: tuple[int, int] = (-1, -1)
 
 
-def runtime_offset(kb: KeyBound, value: float, extent: int) -> int:
-    """The run-time part of a bound's offset for the leaf's value (plan.KeyBound.leaf)."""
+WHOLE_LIMIT = float(2 ** 24)  # float32 holds every integer up to it: hi - lo + 1 then rounds nowhere
+
+
+def row_whole(count: float, lo: float, hi: float) -> bool:
+    """A flag's row (KeyBound.flag): its per-row bounds' unrounded values (shift + scale * leaf)
+    whole, below WHOLE_LIMIT in magnitude, and count = hi - lo + 1: the graph's
+    eq(count, hi - lo + 1) then holds in any float arithmetic (the kernel spells the same)."""
+    return (all(math.isfinite(v) and v == math.floor(v) and abs(v) < WHOLE_LIMIT for v in (lo, hi))
+            and count == hi - lo + 1)
+
+
+def runtime_offset(kb: KeyBound, value: float, extent: int, interior: bool = False) -> int:
+    """The run-time part of a bound's offset for the leaf's value (plan.KeyBound.leaf). A NaN
+    leaf masks every key: for the range that is no bound, for the interior (`interior`) none."""
     if math.isnan(value):
-        return extent + 2 if kb.side == "hi" else -2  # no bound: every comparison with NaN masks
+        return (extent + 2 if kb.side == "hi" else -2) if not interior else (-2 if kb.side == "hi" else extent + 2)
     x = min(max(kb.shift + kb.scale * value, -2.0), extent + 2.0)
     return math.floor(x) if kb.side == "hi" else math.ceil(x)
 
 
-def tile_leaf_value(kb: KeyBound, values, extent: int) -> float:
+def tile_leaf_value(kb: KeyBound, values, extent: int, tightest: bool = False) -> float:
     """The one leaf value that gives a tile the loosest of its rows' bounds (KeyBound.per_row):
     the value whose run-time offset is largest (hi) or smallest (lo); NaN where a row's is NaN
-    (no bound)."""
+    (no bound). `tightest`: the tile's interior, every row's bound at once (NaN: no row keeps
+    anything)."""
     values = [float(v) for v in values]
     if any(math.isnan(v) for v in values):
         return math.nan
-    pick = max if kb.side == "hi" else min
+    pick = max if (kb.side == "hi") != tightest else min
     return pick(values, key=lambda v: runtime_offset(kb, v, extent))
 
 
@@ -104,16 +124,19 @@ def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key
                     blocks: int, leaves: dict[str, float] | None = None) -> tuple[int, int]:
     """[first, stop) of the key blocks a tile of rows [row_start, row_start + row_block) may
     keep under bounds b (the interpreter's arithmetic; the emitter spells the same). A bound
-    read at run time needs its leaf's value in `leaves`; without it (the cost model) it bounds
+    read at run time needs its leaf's value in `leaves`, by its index in b (one leaf may bound
+    both sides, each row's loosest value differing); without it (the cost model) it bounds
     nothing."""
     first, stop = 0, blocks
-    for kb in b:
+    for i, kb in enumerate(b):
+        if kb.flag:  # a condition for the interior, no bound
+            continue
         lo_row, hi_row = row_start, row_start + row_block - 1
         extra = 0
         if kb.leaf is not None:
             if leaves is None:
                 continue
-            extra = runtime_offset(kb, leaves[kb.leaf], blocks * key_block)
+            extra = runtime_offset(kb, leaves[i], blocks * key_block)
         if kb.side == "hi":  # the largest key any row keeps
             key = extra + kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
             stop = min(stop, (max(key + 1, 0) + key_block - 1) // key_block)
@@ -123,22 +146,33 @@ def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key
     return first, max(stop, first)
 
 
-def key_block_interior(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int) -> tuple[int, int]:
+def key_block_interior(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,
+                       leaves: dict[str, float] | None = None, keys: int = 0) -> tuple[int, int]:
     """[first, stop) of the key blocks that every row of the tile [row_start, row_start +
     row_block) keeps whole under bounds b: there the mask is true everywhere and the kernel
     runs without it (Map.boundary_only). Rows and keys past an axis end count as if they
-    existed: that only narrows the range. Empty where first >= stop."""
+    existed: that only narrows the range. Empty where first >= stop. A bound read at run time
+    needs its leaf's value in `leaves`, by its index in b (per row: the tightest of the tile's
+    rows, tile_leaf_value; a flag 1 where every row is whole, row_whole) and `keys` (the key
+    blocks' whole extent); without them (the cost model) it is left out."""
     first, stop = 0, None
-    for kb in b:
-        if kb.leaf is not None:  # a run-time bound unmasks nothing (its select runs everywhere)
-            continue
+    for i, kb in enumerate(b):
+        extra = 0
+        if kb.leaf is not None:
+            if leaves is None:
+                continue
+            if kb.flag:
+                if leaves[i] != 1.0:
+                    return 0, 0
+                continue
+            extra = runtime_offset(kb, leaves[i], keys, interior=True)
         lo_row, hi_row = row_start, row_start + row_block - 1
         if kb.side == "hi":  # every key of block j at most the smallest bound: (j + 1) kb - 1 <= key
-            key = kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)
+            key = extra + kb.offset + (lo_row if kb.coef == 1 else -hi_row if kb.coef == -1 else 0)
             s = max(key + 1, 0) // key_block
             stop = s if stop is None else min(stop, s)
         else:  # every key at least the largest bound: j kb >= key
-            key = kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
+            key = extra + kb.offset + (hi_row if kb.coef == 1 else -lo_row if kb.coef == -1 else 0)
             first = max(first, (max(key, 0) + key_block - 1) // key_block)
     return first, (stop if stop is not None else 1 << 62)
 

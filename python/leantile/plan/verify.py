@@ -371,6 +371,8 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     for b in (k.stream.skip if k.stream else ()):
         batch = {t.axis for t in k.grid if t.block == 1}
         along = batch | ({b.row} if b.per_row else set())  # per row: the tile's rows too (coef 0)
+        if b.flag and not (b.leaf is not None and b.per_row):
+            out.append(f"{where}: an interior flag of the key bounds is no leaf read per row")
         if b.leaf is not None and (b.leaf not in globals_ or not set(globals_[b.leaf].axes) <= along
                                    or (b.per_row and b.coef != 0)):
             out.append(f"{where}: a key bound reads {b.leaf!r} per CTA{' and row' if b.per_row else ''}, which is no "

@@ -89,6 +89,10 @@ def sites(g: ir.Graph) -> list[tuple[int, str]]:
     return out
 
 
+def _reads_input(g: ir.Graph, i: int) -> bool:
+    return any(isinstance(g.node(a), ir.Input) for a in _ancestors(g, i))
+
+
 def _copy(dag: DagM, g: ir.Graph, i: int, new: dict[int, int], memo: dict[int, int]) -> int:
     """Node i of g rebuilt in dag, its elementwise ancestors copied, inputs shared (new: g id ->
     dag id of the nodes already pushed)."""
@@ -120,8 +124,17 @@ def bound_masks(g: ir.Graph) -> tuple[ir.Graph, tuple[ir.Step, ...]]:
             copy = _copy(dag, g, keep, new, {})  # the bounds' one row kernel reads it
             first = dag.neg(dag.red("max", dag.select(copy, dag.neg(dag.iota(t)), dag.const(f"-{ext}")), t))
             last = dag.red("max", dag.select(copy, dag.iota(t), dag.const("-1")), t)
+            # in float32 whatever the mask's dtype: counts and positions exact to 2^24
+            count = dag.red("sum", dag.cast(copy, "f32"), t)
+            exact = dag.eq(count, dag.add(dag.sub(last, first), dag.const("1")))
             kpos = dag.iota(t)
-            bounded = dag.mul(dag.mul(new[keep], dag.ge(kpos, first)), dag.le(kpos, last))
+            # keep is 1 on an exact row's span; the comparisons of positions alone (the causal
+            # bound) are factors again, copied (keep's own nodes are its, in the max)
+            bounded = dag.max(new[keep], exact)
+            for f in conditions(g, keep):
+                if not _reads_input(g, f):
+                    bounded = dag.mul(_copy(dag, g, f, new, {}), bounded)
+            bounded = dag.mul(dag.mul(bounded, dag.ge(kpos, first)), dag.le(kpos, last))
             dag.nodes.append(ir.with_args(n, new, id=len(dag.nodes), cond=bounded))
             new[n.id] = len(dag.nodes) - 1
             at.append(((first, last, new[n.id]), t))

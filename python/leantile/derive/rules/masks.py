@@ -62,9 +62,12 @@ def _affine(cx: Ctx, i: int, key: str, row: str, leaves: frozenset = frozenset()
 
 
 def _bound(cx: Ctx, n, key: str, row: str, leaves: frozenset = frozenset(),
-           row_leaves: frozenset = frozenset()) -> KeyBound | None:
-    """The bound comparison n (1 where it holds) puts on the key, or None. A leaf of
-    `row_leaves` is read per query row (KeyBound.per_row): it bounds the key alone (coef 0)."""
+           row_leaves: frozenset = frozenset()) -> tuple[KeyBound, bool] | None:
+    """(the bound comparison n (1 where it holds) puts on the key, whether n keeps exactly the
+    keys within it), or None. A leaf of `row_leaves` is read per query row (KeyBound.per_row):
+    it bounds the key alone (coef 0). A bound of positions is exact; one read at run time is
+    where it has no margin and n is no strict comparison (floor(v) bounds key < v one key
+    loosely where v is whole): only an exact one may leave a block unmasked."""
     if not (isinstance(n, ir.Binary) and n.op in _FLIP):
         return None
     a, b = _affine(cx, n.a, key, row, leaves), _affine(cx, n.b, key, row, leaves)
@@ -88,15 +91,15 @@ def _bound(cx: Ctx, n, key: str, row: str, leaves: frozenset = frozenset(),
         margin = 0 if exact else 1
         return KeyBound(side=side, row=row, coef=coef, offset=margin if side == "hi" else -margin,
                         leaf=cx.value(leaf), shift=-c / ak + 0.0, scale=-r / ak + 0.0,  # no -0.0
-                        per_row=leaf in row_leaves)
+                        per_row=leaf in row_leaves), exact and op in ("le", "ge")
     e = -c / ak
     if op == "le":
-        return KeyBound(side="hi", row=row, coef=coef, offset=math.floor(e))
+        return KeyBound(side="hi", row=row, coef=coef, offset=math.floor(e)), True
     if op == "lt":
-        return KeyBound(side="hi", row=row, coef=coef, offset=math.ceil(e) - 1)
+        return KeyBound(side="hi", row=row, coef=coef, offset=math.ceil(e) - 1), True
     if op == "ge":
-        return KeyBound(side="lo", row=row, coef=coef, offset=math.ceil(e))
-    return KeyBound(side="lo", row=row, coef=coef, offset=math.floor(e) + 1)
+        return KeyBound(side="lo", row=row, coef=coef, offset=math.ceil(e)), True
+    return KeyBound(side="lo", row=row, coef=coef, offset=math.floor(e) + 1), True
 
 
 def _batch_axes(cx: Ctx, s: FlashSite, row: str) -> list[str]:
@@ -111,6 +114,14 @@ def _batch_axes(cx: Ctx, s: FlashSite, row: str) -> list[str]:
 _CONDITIONS = frozenset({*_FLIP, "eq"})
 
 
+def factors(src, i: int) -> list[int]:
+    """The factors of the product node i is (i itself where it is no product)."""
+    n = src.node(i)
+    if isinstance(n, ir.Binary) and n.op == "mul":
+        return factors(src, n.a) + factors(src, n.b)
+    return [i]
+
+
 def conditions(src, i: int) -> list[int] | None:
     """The comparisons whose product node i is (each 0 or 1: the product keeps where all do), or
     None where i is no such product; `src` reads nodes (`.node(i)`: a Ctx or an ir.Graph)."""
@@ -121,6 +132,37 @@ def conditions(src, i: int) -> list[int] | None:
         a, b = conditions(src, n.a), conditions(src, n.b)
         return None if a is None or b is None else a + b
     return None
+
+
+def _interior_flag(cx: Ctx, n, key: str, row: str, row_leaves: frozenset, bounds: list[KeyBound],
+                   first: int) -> KeyBound | None:
+    """max(x, eq(count, hi - lo + 1)) (mask_bounds' form), count a value read per query row and
+    lo, hi the values of two per-row bounds among bounds[first:] (the same keep's: key >= lo,
+    key <= hi, both exact): the factor is 1 on a row whose count is its span, whatever x is. A
+    condition for the interior (KeyBound.flag), no bound; None for anything else."""
+    if not (isinstance(n, ir.Binary) and n.op == "max"):
+        return None
+    e = cx.node(n.b)
+    if not (isinstance(e, ir.Binary) and e.op == "eq" and e.a in row_leaves):
+        return None
+    span = cx.node(e.b)
+    one = cx.literal(span.b) if isinstance(span, ir.Binary) else None
+    if not (span.op == "add" and one is not None and float(one[1:]) == 1.0):
+        return None
+    diff = cx.node(span.a)
+    if not (isinstance(diff, ir.Binary) and diff.op == "sub"):
+        return None
+    pair = []
+    for side, i in (("lo", diff.b), ("hi", diff.a)):
+        f = _affine(cx, i, key, row, row_leaves)
+        at = [j for j, b in enumerate(bounds) if j >= first and f is not None and f[:2] == (0.0, 0.0)
+              and b.per_row and not b.flag and b.side == side and b.offset == 0 and b.leaf == cx.value(f[4])
+              and (b.shift, b.scale) == (f[2], f[3])]
+        if not at:
+            return None
+        pair.append(at[0])
+    return KeyBound(side="lo", row=row, coef=0, offset=0, leaf=cx.value(e.a), per_row=True, flag=True,
+                    pair=tuple(pair))
 
 
 class SkipMaskedTiles(Rule):
@@ -151,13 +193,27 @@ class SkipMaskedTiles(Rule):
             if not (isinstance(n, ir.Select) and cx.literal(n.b) == f"#{ir.NEG_INF}"):
                 break
             at.append(z)
-            whole = True  # every factor of keep is a bound: keep is exactly the bounds
-            for c in conditions(cx, n.cond) or [n.cond]:
-                b = _bound(cx, cx.node(c), s.axis, row, leaves | row_leaves, row_leaves)
-                if b is not None:
+            whole = True  # every factor of keep is a bound or 1 where a flag is: keep is exactly the bounds
+            first, exact_bounds, rest = len(bounds), [], []
+            for c in factors(cx, n.cond):
+                found = _bound(cx, cx.node(c), s.axis, row, leaves | row_leaves, row_leaves)
+                if found is None:
+                    rest.append(c)
+                    continue
+                at.append(c)
+                bounds.append(found[0])
+                # a run-time bound with a margin may keep a key the mask drops: masked everywhere
+                whole = whole and found[1]
+                if found[1]:
+                    exact_bounds.append(len(bounds) - 1)
+            for c in rest:  # a flag's pair is among this keep's exact bounds
+                flag = _interior_flag(cx, cx.node(c), s.axis, row, row_leaves,
+                                      [b if j in exact_bounds else b.model_copy(update={"per_row": False})
+                                       for j, b in enumerate(bounds)], first)
+                if flag is not None:
                     at.append(c)
-                    bounds.append(b)
-                whole = whole and b is not None and b.leaf is None  # a run-time bound is masked everywhere
+                    bounds.append(flag)
+                whole = whole and flag is not None
             if whole and UNMASK_INTERIOR:
                 exact.append(z)
             z = n.a
@@ -217,6 +273,8 @@ def boundary_closure(prologue: list, body: list) -> list:
 def describe(bounds: tuple[KeyBound, ...], key: str) -> str:
     """'t_kv <= t_q + 0; t_kv >= t_q - 3': the step's `bounds` parameter."""
     def one(b: KeyBound) -> str:
+        if b.flag:  # no bound: the interior needs it at every row
+            return f"unmasked where {b.leaf}[{b.row}] = 1"
         rhs = {1: f"{b.row} ", -1: f"-{b.row} ", 0: ""}[b.coef]
         off = f"{'+' if b.offset >= 0 else '-'} {abs(b.offset)}" if b.coef or b.leaf else str(b.offset)
         if b.leaf:  # read at run time (per row: the tile's loosest)
