@@ -57,7 +57,7 @@ def ruleTheorems : List (String × String) :=
   , ("fuse_row_epilogue", "LeanTile.row_epilogue_eval")
   , ("flash_backward", "LeanTile.flash_backward_blocks")
   , ("merge_gemm_axes", "LeanTile.matmul_rows_reindex")
-  , ("mask_bounds", "LeanTile.keep_within_bounds") ]
+  , ("mask_bounds", "LeanTile.keep_with_interior") ]
 
 -- Steps per built-in: the default derivation of the Python engine (tests/lean checks they agree).
 -- Regenerate with `python -c "from leantile import lean; ...lean_derivation_def"`.

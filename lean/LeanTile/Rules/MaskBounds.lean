@@ -13,6 +13,10 @@ key is kept), and conjoins `first ≤ j ∧ j ≤ last` to `keep`. That changes 
 * `keep_within_bounds`: `keep j ∧ (first ≤ j ∧ j ≤ last) ↔ keep j`, so the select of the scores
   by the new keep is the select by the old one, and every later rule (skip_masked_tiles reading
   the two new comparisons as run-time bounds) rests on the graph as the user wrote it.
+* `keep_of_count_eq_span`: a row whose count of kept keys is `last - first + 1` keeps every key
+  between them (documents: a run of positions), and `keep_with_interior`: the rewrite as written,
+  `static ∧ (keep ∨ count = span) ∧ first ≤ j ∧ j ≤ last ↔ keep j`, where `skip_masked_tiles` runs
+  no mask on a block that every row of the tile keeps whole by that reading.
 
 The bounds are over one row's keys (`Fin n`); the graph's rows are independent (the reductions
 over the key axis are per row), so the statement for all rows is this one at each row.
@@ -57,5 +61,53 @@ keys `keep` keeps. -/
 theorem keep_within_bounds {n : ℕ} (keep : Fin n → Prop) [DecidablePred keep] (j : Fin n) :
     (keep j ∧ (firstKept keep ≤ (j : ℕ) ∧ ((j : ℕ) : ℤ) ≤ lastKept keep)) ↔ keep j :=
   ⟨fun h => h.1, fun h => ⟨h, first_le_of_keep keep j h, le_last_of_keep keep j h⟩⟩
+
+/-- A row keeps exactly its span: where the count of its kept keys equals `last - first + 1`,
+every key from the first to the last kept one is kept (the kept keys lie in that interval and
+are as many as it has). `skip_masked_tiles` leaves such a row's blocks within its bounds
+unmasked (`KeyBound.flag`). -/
+theorem keep_of_count_eq_span {n : ℕ} (keep : Fin n → Prop) [DecidablePred keep]
+    (hc : ((keptKeys keep).card : ℤ) = lastKept keep - (firstKept keep : ℤ) + 1)
+    (j : Fin n) (h1 : firstKept keep ≤ (j : ℕ)) (h2 : ((j : ℕ) : ℤ) ≤ lastKept keep) : keep j := by
+  by_cases hne : (keptKeys keep).Nonempty
+  · set a := (keptKeys keep).min' hne with ha
+    set b := (keptKeys keep).max' hne with hb
+    have hf : firstKept keep = (a : ℕ) := by unfold firstKept; rw [dif_pos hne]
+    have hl : lastKept keep = ((b : ℕ) : ℤ) := by unfold lastKept; rw [dif_pos hne]
+    have hsub : keptKeys keep ⊆ Finset.Icc a b := by
+      intro x hx
+      exact Finset.mem_Icc.2 ⟨Finset.min'_le _ _ hx, Finset.le_max' _ _ hx⟩
+    have hcount : ((keptKeys keep).card : ℤ) = ((b : ℕ) : ℤ) - ((a : ℕ) : ℤ) + 1 := by
+      rw [hc, hf, hl]
+    have hcard : (Finset.Icc a b).card ≤ (keptKeys keep).card := by
+      rw [Fin.card_Icc]
+      omega
+    have heq := Finset.eq_of_subset_of_card_le hsub hcard
+    have h1' : (a : ℕ) ≤ (j : ℕ) := by rw [← hf]; exact h1
+    have h2' : (j : ℕ) ≤ (b : ℕ) := by
+      have h := h2
+      rw [hl] at h
+      exact_mod_cast h
+    have hj : j ∈ Finset.Icc a b :=
+      Finset.mem_Icc.2 ⟨Fin.le_iff_val_le_val.2 h1', Fin.le_iff_val_le_val.2 h2'⟩
+    rw [← heq] at hj
+    exact (mem_keptKeys keep j).1 hj
+  · have hf : firstKept keep = n := by unfold firstKept; rw [dif_neg hne]
+    have hlt := j.isLt
+    omega
+
+/-- The rewrite as `mask_bounds` now writes it: `static * max(keep, exact) * [first ≤ j] *
+[j ≤ last]`, `static` the comparisons of positions among keep's factors (so `keep → static`)
+and `exact` the row's count equal to its span. It keeps exactly the keys `keep` keeps. -/
+theorem keep_with_interior {n : ℕ} (keep static : Fin n → Prop) [DecidablePred keep]
+    (hs : ∀ j, keep j → static j) (j : Fin n) :
+    (static j ∧ (keep j ∨ ((keptKeys keep).card : ℤ) = lastKept keep - (firstKept keep : ℤ) + 1) ∧
+      firstKept keep ≤ (j : ℕ) ∧ ((j : ℕ) : ℤ) ≤ lastKept keep) ↔ keep j := by
+  constructor
+  · rintro ⟨_, hk | hc, h1, h2⟩
+    · exact hk
+    · exact keep_of_count_eq_span keep hc j h1 h2
+  · intro h
+    exact ⟨hs j h, Or.inl h, first_le_of_keep keep j h, le_last_of_keep keep j h⟩
 
 end LeanTile

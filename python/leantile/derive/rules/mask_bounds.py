@@ -7,22 +7,26 @@ data instead). This rewrite adds the bounds to the graph, computed from the same
 
     first[r] = min_j { j : keep[r, j] }   (t_kv where none)     as -max_j select(keep, -j, -t_kv)
     last[r]  = max_j { j : keep[r, j] }   (-1 where none)       as  max_j select(keep, j, -1)
-    keep'    = keep * (j >= first[r]) * (j <= last[r])
+    count[r] = sum_j keep[r, j]                                 (in float32: exact to 2^24)
+    keep'    = static * max(keep, eq(count, last - first + 1)) * (j >= first[r]) * (j <= last[r])
 
-keep' = keep everywhere (a kept j lies between the first and the last kept key of its row), so
-the graph computes what it did; its two new factors are comparisons of the key position with a
-value read per row, which skip_masked_tiles turns into run-time bounds (KeyBound.per_row: a CTA
-takes the loosest over its rows). The bounds are row reductions over the keys of the mask alone:
-one small kernel before the attention, reading the ids, never the scores. The mask's nodes are
-copied for them, once (a node the attention's score function shares would become one of its
-leaves: a [t_q, t_kv] tensor in memory).
+static: copies of keep's factors that compare positions alone (the causal bound). keep' = keep
+everywhere: a kept j lies between the first and the last kept key of its row; a row whose count
+is its span keeps every key between them (a document: a run of positions), where the max is 1;
+elsewhere the max is keep. So the graph computes what it did. The two new comparisons of the key
+position with a value read per row become run-time bounds (KeyBound.per_row: a CTA takes the
+loosest over its rows), the max an interior condition (KeyBound.flag: a block every row of the
+tile keeps whole, each row's count its span, runs without the mask). The bounds are row
+reductions over the keys of the mask alone: one small kernel before the attention, reading the
+ids, never the scores. The mask's nodes are copied for them, once (a node the attention's score
+function shares would become one of its leaves: a [t_q, t_kv] tensor in memory).
 
 Where: a select(keep, y, -inf) that a softmax over key axis t reads (through scalings), y from a
 matmul over t (attention's scores), keep a product of comparisons of which one reads an input
 along t (data, not positions), and every input keep reads along at most one of its axes (ids per
 position: a dense [t_q, t_kv] mask would be read twice, for little).
 
-Lemma: LeanTile.keep_within_bounds (lean/LeanTile/Rules/MaskBounds.lean).
+Lemmas: LeanTile.keep_within_bounds, keep_of_count_eq_span, keep_with_interior (lean/LeanTile/Rules/MaskBounds.lean).
 """
 from __future__ import annotations
 
@@ -150,34 +154,40 @@ def bound_masks(g: ir.Graph) -> tuple[ir.Graph, tuple[ir.Step, ...]]:
 
 class MaskBounds(Rule):
     name = "mask_bounds"
-    theorem = "LeanTile.keep_within_bounds"
+    theorem = "LeanTile.keep_with_interior"
     lean_file = "MaskBounds.lean"
     pattern = ("attention scores select(keep, s, -inf), keep a product of comparisons of which one reads "
                "run-time data along the keys (document ids)")
-    rewrite = ("keep * (j >= first) * (j <= last), first and last the first and last key each row keeps "
-               "(row reductions of the mask alone): bounds skip_masked_tiles reads at run time")
+    rewrite = ("static * max(keep, count = last - first + 1) * (j >= first) * (j <= last), first, last and "
+               "count the first and last key each row keeps and how many (row reductions of the mask alone): "
+               "bounds skip_masked_tiles reads at run time, and rows whose blocks within them run unmasked")
     statement = ("for keep : Fin n -> Prop decidable, a kept j lies between the least and the greatest kept "
-                 "index, so keep j and (first <= j and j <= last) is keep j")
+                 "index, and where the kept indices are as many as that interval holds they are all of it, so "
+                 "static j and (keep j or count = span) and first <= j and j <= last is keep j (keep -> static)")
     params = {"axis": "the key axis the bounds are over"}
 
     def formula(self, g, at, params):
         t = params.get("axis", "j")
         return (r"\mathrm{select}(\mathit{keep}_{r,%s}, s, -\infty)" % t,
-                r"\mathrm{select}(\mathit{keep}_{r,%s} [%s \ge \min\{%s : \mathit{keep}\}] "
+                r"\mathrm{select}(\max(\mathit{keep}_{r,%s}, [\#\mathit{keep} = \mathit{span}]) [%s \ge \min\{%s : \mathit{keep}\}] "
                 r"[%s \le \max\{%s : \mathit{keep}\}], s, -\infty)" % (t, t, t, t, t))
 
     def check(self) -> bool:
-        """Over every keep of 4 keys (16 patterns), keep[j] * [j >= first] * [j <= last] = keep[j],
-        first = min of the kept j (4 where none), last = their max (-1 where none)."""
+        """Over every keep of 4 keys (16 patterns) and every static mask it implies,
+        static[j] * max(keep[j], [count = last - first + 1]) * [j >= first] * [j <= last] = keep[j],
+        first = min of the kept j (4 where none), last = their max (-1 where none), count their number."""
         S = sym()
         sp = S.sp
         for bits in range(16):
             keep = [(bits >> j) & 1 for j in range(4)]
             kept = [j for j in range(4) if keep[j]]
             first, last = min(kept, default=4), max(kept, default=-1)
-            for j in range(4):
-                if sp.Integer(keep[j] * (j >= first) * (j <= last)) != keep[j]:
-                    return False
+            exact = int(len(kept) == last - first + 1)
+            for extra in range(16):  # static: keep and any other keys
+                static = [keep[j] | ((extra >> j) & 1) for j in range(4)]
+                for j in range(4):
+                    if sp.Integer(static[j] * max(keep[j], exact) * (j >= first) * (j <= last)) != keep[j]:
+                        return False
         return True
 
 
