@@ -53,11 +53,13 @@ def apply(setting: str, shipped: dict) -> dict | None:
     """Set what `setting` names (the shipped values first; items joined by '+'): `RxT` caps every
     on-chip row kernel at R rows a CTA on T threads; `threads=N` is the tile parameter (a streamed
     row kernel's threads); `two_pass=B` rules.row_tiles.TWO_PASS_BYTES; `stream_block=N` its
-    STREAM_BLOCK. Returns the tiles to derive with (None: the shape's)."""
+    STREAM_BLOCK; `map_tile=N`, `map_threads=N` region_kernels.MAP_TILE, MAP_THREADS (map kernels'
+    elements and threads a CTA). Returns the tiles to derive with (None: the shape's)."""
     from leantile.derive import region_kernels
     from leantile.derive.rules import row_tiles
     region_kernels.row_block, region_kernels.row_threads = shipped["row_block"], shipped["row_threads"]
     row_tiles.TWO_PASS_BYTES, row_tiles.STREAM_BLOCK = shipped["TWO_PASS_BYTES"], shipped["STREAM_BLOCK"]
+    region_kernels.MAP_TILE, region_kernels.MAP_THREADS = shipped["MAP_TILE"], shipped["MAP_THREADS"]
     tiles = None
     for item in ([] if setting == "shipped" else setting.split("+")):
         key, _, value = item.partition("=")
@@ -67,6 +69,10 @@ def apply(setting: str, shipped: dict) -> dict | None:
             row_tiles.TWO_PASS_BYTES = int(value)
         elif key == "stream_block":
             row_tiles.STREAM_BLOCK = int(value)
+        elif key == "map_tile":
+            region_kernels.MAP_TILE = int(value)
+        elif key == "map_threads":
+            region_kernels.MAP_THREADS = int(value)
         else:
             cap, threads = (int(x) for x in item.split("x"))
             block = shipped["row_block"]
@@ -94,7 +100,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     shipped = {"row_block": region_kernels.row_block, "row_threads": region_kernels.row_threads,
-               "TWO_PASS_BYTES": row_tiles.TWO_PASS_BYTES, "STREAM_BLOCK": row_tiles.STREAM_BLOCK}
+               "TWO_PASS_BYTES": row_tiles.TWO_PASS_BYTES, "STREAM_BLOCK": row_tiles.STREAM_BLOCK,
+               "MAP_TILE": region_kernels.MAP_TILE, "MAP_THREADS": region_kernels.MAP_THREADS}
     rows, t0 = [], time.time()
     for case in args.cases:
         g = graph_of(case)
@@ -108,6 +115,9 @@ def main(argv=None) -> int:
                 plan = derive(g, None, tiles)
                 k = Kernel(g, plan, "probe", torch.device("cuda", 0))
                 inputs = inputs or k.random_inputs()
+                v = k.verify(inputs)
+                if not v["ok"]:  # a setting that computes something else is no candidate
+                    raise AssertionError(f"wrong: {v['rel_err']}")
                 row["ms"][setting] = k.benchmark(inputs)
                 row.setdefault("kernels", [x.name for x in launches(plan)])
                 row.setdefault("rows_threads", {})[setting] = [

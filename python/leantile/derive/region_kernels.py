@@ -45,6 +45,7 @@ def _plan_order(cx: Ctx, site: RegionSite) -> list[int]:
 
 
 MAP_TILE = 8192  # elements per CTA of a map kernel
+MAP_THREADS = 256  # its threads (benchmarks/row_tiles/probe.py's map_tile= and map_threads= vary both)
 LOG2E = 1.4426950408889634
 
 
@@ -57,12 +58,13 @@ def exp_of(site: RegionSite, dst: str, x: str) -> list[Map]:
     return [Map(dst=dst, fn="exp", args=(x,))]
 
 
-def map_grid(cx: Ctx, axes, elems: int = MAP_TILE) -> list:
+def map_grid(cx: Ctx, axes, elems: int | None = None) -> list:
     """The tiles of a map kernel, fixed from the shape: the last axis in blocks of up to 1024
     (long contiguous rows: coalesced loads and stores) and `elems`, the one before it filling
     `elems` elements, every other axis a batch axis. Measured on an H200 for SiLU over 8192 x 8192 f16
     at 256 threads (benchmarks/fusion/fusion_tiles_probe.py): 8 x 1024 0.0707 ms, 32 x 256 0.0711 ms, 128 x 128 0.0746 ms (the GEMM's
     default tiles, which map kernels used before); elementwise kernels are not searched."""
+    elems = elems or MAP_TILE
     grid = [grid_tile(a, 1, None) for a in axes]
     if axes:
         last = min(1024, padded(cx.axes[axes[-1]]), elems)
@@ -172,7 +174,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             stream = stream.model_copy(update={"split": split})
             role = f"slice of a split row kernel streaming {site.axis}: {reductions} reductions' partials"
     threads = 128 if combine else row_threads(cx, site.axes, site.reduced) if site.mode == "on_chip" else \
-        256 if site.mode == "map" else tiles["threads"]
+        MAP_THREADS if site.mode == "map" else tiles["threads"]
     kb = KernelBuilder(cx.names.user, name, role, grid, stream, threads)
     streamed = site.mode == "streamed" and not combine
     sliced = part == "slice"
