@@ -278,6 +278,10 @@ class _KernelWriter(CopyWriter, ReductionWriter, StreamWriter, OverlapWriter, Pi
                 self.masked[(s.dst, s.axis)] = s.value
             if isinstance(s, Load):
                 loaded[s.dst] = s.src
+                if s.boundary_only:  # a register tile only the mask reads: boundary blocks alone
+                    self.emit(f"if not ({self.interior_test()}):  # a boundary block: some row may drop a key", depth)
+                    self.do_load(s, depth + 1)
+                    continue
             getattr(self, "do_" + s.op)(s, depth)
 
     def made(self, role: str, buffer: str) -> None:

@@ -163,15 +163,18 @@ class StreamWriter:
             return v
         return f"T.cast(T.{'floor' if b.side == 'hi' else 'ceil'}({v}), 'int32')"
 
+    def interior_test(self) -> str:
+        """The condition that the current key block is interior (every row keeps it whole)."""
+        if self.interior is None:
+            raise EmitError(f"kernel {self.k.name}: boundary-only statements outside a stream with key bounds")
+        first, stop = self.interior
+        return f"{self.kvar} >= {first}" + (f" and {self.kvar} < {stop}" if stop else "")
+
     def boundary_maps(self, group: list[Map | Iota], depth: int):
         """A run of mask statements (Map.boundary_only) on boundary key blocks only: a uniform
         branch per block, so the pipelined loop keeps one body; an interior block passes each
         select's value through."""
-        if self.interior is None:
-            raise EmitError(f"kernel {self.k.name}: boundary-only statements outside a stream with key bounds")
-        first, stop = self.interior
-        inside = f"{self.kvar} >= {first}" + (f" and {self.kvar} < {stop}" if stop else "")
-        self.emit(f"if not ({inside}):  # a boundary block: some row may drop a key", depth)
+        self.emit(f"if not ({self.interior_test()}):  # a boundary block: some row may drop a key", depth)
         self.maps(group, depth + 1)
         through = [Map(dst=m.dst, fn="copy", args=(m.args[1],)) for m in group
                    if isinstance(m, Map) and m.fn == "select" and m.dst != m.args[1]]

@@ -206,6 +206,9 @@ class Load(_M):
     op: Literal["load"] = "load"
     src: str  # global buffer
     dst: str
+    # skip_masked_tiles: a register tile (a fragment) that only boundary-only statements read
+    # (document ids along the keys): loaded on boundary blocks alone, as Map.boundary_only
+    boundary_only: bool = False
 
 
 class Store(_M):

@@ -311,6 +311,9 @@ def _boundary_problems(k: Kernel, where: str, out: list[str]):
     for s in flagged:
         if isinstance(s, Map) and s.fn == "select":
             continue
+        if isinstance(s, Load) and k.buffer(s.dst).scope != "fragment":
+            out.append(f"{where}: a load into {s.dst} runs on boundary key blocks only, but {s.dst!r} is no register "
+                       "tile (a shared tile's copy belongs to the pipeline's producer)")
         bad = [t for t in k.statements() if s.dst in statement_effects(t)[0] and not boundary_read(t, s.dst)]
         if bad:
             out.append(f"{where}: {s.dst} is computed on boundary key blocks only but {bad[0].op} "

@@ -248,11 +248,13 @@ class SkipMaskedTiles(Rule):
         return S.zero(ratio((1, 1, 0)) - kept) and S.zero(ratio((1, 1, 1)) - plain)
 
 
-def boundary_closure(prologue: list, body: list) -> list:
+def boundary_closure(prologue: list, body: list, fragments: frozenset = frozenset()) -> list:
     """body with boundary_only spread from the masks' selects to what only they need: a Map or
     Iota whose value is read, after it is written, only by boundary-only statements (a select
     through its keep, args[0]: its args[1] passes through on interior blocks) is not computed
-    on interior blocks either (the positions and comparisons of a causal mask)."""
+    on interior blocks either (the positions and comparisons of a causal mask), nor is a Load
+    into a register tile of `fragments` (document ids along the keys: a synchronous load on
+    every block otherwise; a shared tile's copy stays with the pipeline's producer)."""
     from ...plan import statement_effects
     body = list(body)
     outside = {r for s in prologue for r in statement_effects(s)[0]}  # (the epilogue reads o and l alone)
@@ -260,7 +262,8 @@ def boundary_closure(prologue: list, body: list) -> list:
     while changed:
         changed = False
         for i, s in enumerate(body):
-            if not isinstance(s, (ir_plan.Map, ir_plan.Iota)) or s.boundary_only or s.dst in outside:
+            if not (isinstance(s, (ir_plan.Map, ir_plan.Iota)) or (isinstance(s, ir_plan.Load) and s.dst in fragments)) \
+                    or s.boundary_only or s.dst in outside:
                 continue
             readers = [(j, t) for j, t in enumerate(body) if s.dst in statement_effects(t)[0]]
             writers = [j for j, t in enumerate(body) if s.dst in statement_effects(t)[1]]
