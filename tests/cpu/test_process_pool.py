@@ -75,6 +75,28 @@ def test_a_cancelled_future_nobody_told_of_is_told():
     process_pool.tell_cancelled([f])  # told twice: nothing happens
 
 
+def test_stop_now_cancels_what_was_queued_itself():
+    """A pool whose own thread cancels nothing in time (as the executor's may, after stop_now has
+    looked): the queued future is cancelled and told by stop_now, so wait() returns it at once."""
+    class Item:
+        def __init__(self, future):
+            self.future = future
+
+    class SlowPool:  # the executor's attributes stop_now reads; shutdown leaves the cancelling to later
+        _processes: dict = {}
+
+        def __init__(self, futures):
+            self._pending_work_items = {i: Item(f) for i, f in enumerate(futures)}
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
+    queued, taken = Future(), Future()
+    assert taken.set_running_or_notify_cancel()  # a worker has it: not cancelled
+    process_pool.stop_now(SlowPool([queued, taken]))
+    assert queued.cancelled() and wait([queued], timeout=0).done == {queued}
+    assert taken.running()
+
+
 _EXITS = """
 import sys, time
 sys.path.insert(0, {python!r})
