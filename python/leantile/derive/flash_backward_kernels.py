@@ -156,7 +156,7 @@ def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: 
     src = tile.have[sm.src]
     P = tile.value(sm.exp)
     update, m, l, alpha = online_update(cx, kb, sm, src, P, exp2, cx.node(sm.mx).axes)
-    kb.body = boundary_closure(kb.prologue, body + update, kb.fragments())
+    kb.body = boundary_closure(kb.prologue, body + update, kb.buffers)
     kb.epilogue = [Store(src=m, dst=m_raw), Store(src=l, dst=cx.value(sm.sm))]
     if dq_acc is not None:  # the dK/dV kernel adds into it: zeros first, over this CTA's query rows
         zero = kb.buf(f"{dq_acc}_zero", cx.node(s.dq).axes, "fragment", "acc", key=("zero", s.dq))
@@ -174,7 +174,7 @@ def stats_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: 
         Map(dst=prod, fn="mul", args=(P, dP)),
         Map(dst=d, fn="mul", args=(d, alpha)),
         Reduce(dst=d, src=prod, kind="sum", axis=t, accumulate=True)]
-    kb.body = boundary_closure(kb.prologue, kb.body, kb.fragments())
+    kb.body = boundary_closure(kb.prologue, kb.body, kb.buffers)
     kb.epilogue = [Map(dst=d, fn="div", args=(d, l)), *kb.epilogue, Store(src=d, dst=cx.value(s.dsum))]
     return kb.build()
 
@@ -239,7 +239,7 @@ def dq_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: str
     dqn = cx.node(s.dq)
     kb.body = boundary_closure(kb.prologue, [Load(src=cx.value(k.id), dst=sh[k.id]), gemm_s, *rest, *cast,
                                              Gemm(a=dSh, b=sh[k.id], acc=acc, axis_a=dqn.axis_a, axis_b=dqn.axis_b)],
-                                 kb.fragments())
+                                 kb.buffers)
     kb.epilogue = [Store(src=acc, dst=cx.value(s.dq))]
     return kb.build()
 
@@ -308,7 +308,7 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
                  Gemm(a=dS_sh, b=sh[k.id], acc=part, axis_a=dqn.axis_a, axis_b=dqn.axis_b, clear=True),
                  Store(src=part, dst=dq_acc, accumulate=True)]
         kb.role += ", dQ added into " + dq_acc
-    kb.body = boundary_closure(kb.prologue, body, kb.fragments())
+    kb.body = boundary_closure(kb.prologue, body, kb.buffers)
     kb.epilogue = stores
     return kb.build()
 

@@ -65,10 +65,6 @@ class KernelBuilder:
         self._keys: dict[tuple, str] = {}  # what a buffer holds -> its name
         self.packed: tuple[str, ...] = ()  # Kernel.packed
 
-    def fragments(self) -> frozenset[str]:
-        """The register tiles declared so far (masks.boundary_closure's loads)."""
-        return frozenset(n for n, b in self.buffers.items() if b.scope == "fragment")
-
     def buf(self, name, axes, scope, dtype, node=None, *, key: tuple) -> str:
         """The on-chip buffer that holds `key` (("tile", node), ("value", node), ("colsum", w),
         ...), declared on first use; returns its name. The name is `name` (built from graph
@@ -225,7 +221,7 @@ def flash_kernel(g: Ctx, s: FlashSite, exp2: bool, tiles: dict, split: str | Non
                Load(src=g.value(v.id), dst=Vs),
                Gemm(a=Ph, b=Vs, acc=o, axis_a=t, axis_b=pv.axis_b)]
     if skip:  # the mask's positions and comparisons run where its selects do: on boundary blocks
-        kb.body = boundary_closure(kb.prologue, kb.body, kb.fragments())
+        kb.body = boundary_closure(kb.prologue, kb.body, kb.buffers)
     if not split:
         kb.epilogue = [Map(dst=o, fn="div", args=(o, l)), Store(src=o, dst=g.value(s.pv))]
         mx_out, sm_out = stats_outputs(g, s)  # a training forward's: the backward reads them

@@ -248,13 +248,14 @@ class SkipMaskedTiles(Rule):
         return S.zero(ratio((1, 1, 0)) - kept) and S.zero(ratio((1, 1, 1)) - plain)
 
 
-def boundary_closure(prologue: list, body: list, fragments: frozenset = frozenset()) -> list:
+def boundary_closure(prologue: list, body: list, buffers: dict | None = None) -> list:
     """body with boundary_only spread from the masks' selects to what only they need: a Map or
     Iota whose value is read, after it is written, only by boundary-only statements (a select
     through its keep, args[0]: its args[1] passes through on interior blocks) is not computed
     on interior blocks either (the positions and comparisons of a causal mask), nor is a Load
-    into a register tile of `fragments` (document ids along the keys: a synchronous load on
-    every block otherwise; a shared tile's copy stays with the pipeline's producer)."""
+    into a register tile among `buffers` (the kernel's, by name: document ids along the keys, a
+    synchronous load on every block otherwise; a shared tile's copy stays with the producer)."""
+    fragments = {n for n, b in (buffers or {}).items() if b.scope == "fragment"}
     from ...plan import statement_effects
     body = list(body)
     outside = {r for s in prologue for r in statement_effects(s)[0]}  # (the epilogue reads o and l alone)
