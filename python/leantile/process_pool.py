@@ -61,14 +61,18 @@ def stop_now(pool) -> None:
     while any(proc.is_alive() for proc in procs) and time.monotonic() < deadline:
         time.sleep(0.01)
     queued = [w.future for w in list((getattr(pool, "_pending_work_items", None) or {}).values())]
-    # cancel what no worker took, here and now: shutdown(cancel_futures=True) leaves the cancelling
-    # to the executor's thread, which may do it after tell_cancelled below has looked (a queued
-    # future then stayed CANCELLED, never told: make test under load, 2026-11-30)
-    for f in queued:
-        f.cancel()  # False for one a worker took (it fails with the broken pool instead)
-    tell_cancelled(queued)
     pool.shutdown(wait=False, cancel_futures=True)
-    tell_cancelled(queued)
+    # The executor's thread cancels what was queued, and may do so late (make test under load,
+    # 2026-11-30: after tell_cancelled had looked, the future then CANCELLED and never told). Nor
+    # may anyone else touch a future while that thread lives: it calls set_running_or_notify_cancel
+    # itself, which raises on one already told, and the thread dies leaving the running future
+    # pending (seen too). So: wait for the thread to end (its workers are gone: it fails what ran
+    # with BrokenProcessPool and exits), then tell what it cancelled and left untold.
+    thread = getattr(pool, "_executor_manager_thread", None)
+    if thread is not None:
+        thread.join(timeout=10)
+    if thread is None or not thread.is_alive():
+        tell_cancelled(queued)
 
 
 def tell_cancelled(futures) -> None:

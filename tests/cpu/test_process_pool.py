@@ -75,26 +75,69 @@ def test_a_cancelled_future_nobody_told_of_is_told():
     process_pool.tell_cancelled([f])  # told twice: nothing happens
 
 
-def test_stop_now_cancels_what_was_queued_itself():
-    """A pool whose own thread cancels nothing in time (as the executor's may, after stop_now has
-    looked): the queued future is cancelled and told by stop_now, so wait() returns it at once."""
+def test_stop_now_tells_what_the_executors_thread_cancelled_late():
+    """A pool whose own thread cancels the queued future a moment after shutdown returns (as the
+    executor's may) and does not tell its waiters: stop_now waits for that thread, then tells, so
+    wait() returns the future at once. (Telling it earlier, while the thread still runs, races the
+    thread's own set_running_or_notify_cancel, which then raises and kills it.)"""
+    import threading
+
     class Item:
         def __init__(self, future):
             self.future = future
 
-    class SlowPool:  # the executor's attributes stop_now reads; shutdown leaves the cancelling to later
+    class SlowPool:  # the executor's attributes stop_now reads
         _processes: dict = {}
 
         def __init__(self, futures):
             self._pending_work_items = {i: Item(f) for i, f in enumerate(futures)}
+            self._executor_manager_thread = None
 
         def shutdown(self, wait=True, cancel_futures=False):
-            pass
+            def late():
+                time.sleep(0.3)
+                for item in self._pending_work_items.values():
+                    item.future.cancel()
+            self._executor_manager_thread = threading.Thread(target=late)
+            self._executor_manager_thread.start()
     queued, taken = Future(), Future()
     assert taken.set_running_or_notify_cancel()  # a worker has it: not cancelled
     process_pool.stop_now(SlowPool([queued, taken]))
     assert queued.cancelled() and wait([queued], timeout=0).done == {queued}
     assert taken.running()
+
+
+def test_stop_now_leaves_the_executors_thread_its_futures():
+    """The executor's thread, still running when stop_now starts, hands the queued future to the
+    call queue (set_running_or_notify_cancel, which raises on a future already told of its
+    cancelling and so would kill the thread, leaving the running future pending forever):
+    stop_now must not have told it first."""
+    import threading
+    errors = []
+
+    class Item:
+        def __init__(self, future):
+            self.future = future
+
+    class BusyPool:
+        _processes: dict = {}
+
+        def __init__(self, future):
+            self._pending_work_items = {0: Item(future)}
+            self._executor_manager_thread = None
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            def hand_over():
+                time.sleep(0.3)
+                try:
+                    self._pending_work_items[0].future.set_running_or_notify_cancel()
+                except RuntimeError as e:
+                    errors.append(e)
+            self._executor_manager_thread = threading.Thread(target=hand_over)
+            self._executor_manager_thread.start()
+    queued = Future()
+    process_pool.stop_now(BusyPool(queued))
+    assert not errors
 
 
 _EXITS = """
