@@ -29,7 +29,7 @@ from strategies import ALL_CLASSES, inputs_in, resized  # noqa: E402
 
 def test_every_candidate_of_generated_graphs_lowers():
     sweep = Sweep()
-    count = examples(24)
+    count = examples(21)  # 24 with the half sweep took make test past 15 min (2026-11-30)
 
     @sweep_settings(count)
     @given(GRAPHS)
