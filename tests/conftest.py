@@ -46,7 +46,7 @@ os.environ["LEANTILE_TUNED_DIR"] = tempfile.mkdtemp(prefix="leantile-tuned-")
 FIRST = ("test_lower_generated.py", "test_lower_generated_half.py", "test_emit.py", "test_lower_generated_mixed.py",
          "test_equivalence.py", "test_byo.py", "test_interrupts.py", "test_masks.py", "test_swap_ab.py",
          "test_lower_sizes.py", "test_overlap.py", "test_split.py", "test_lower.py", "test_gpu_fuzz.py",
-         "test_soundness.py")
+         "test_soundness.py", "test_attention_variants.py", "test_column_reductions.py")
 
 
 def pytest_configure(config):

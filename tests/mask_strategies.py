@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from leantile.dag import DagM
 
-MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "bias", "bias_and_causal", "documents",
-         "segments", "alibi", "softcap")
+MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "weighted", "bias", "bias_and_causal",
+         "documents", "segments", "alibi", "softcap")
 
 
 @st.composite
@@ -42,6 +42,8 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
         keep = g.lt(kv, g.mul(g.input("L", ["h"], "f32"), g.size_const("t_kv")))  # L ~ N(0, 1): some heads have none
     elif kind == "keep_input":
         keep = g.gt(g.input("M", ["t_q", "t_kv"] if not decode else ["t_kv"], "f32"), g.const("0.3"))
+    elif kind == "weighted":  # a comparison times a value (w may be 0, inf or NaN: 0 * inf keeps the key)
+        keep = g.mul(causal(0) if q is not None else g.le(kv, g.const("5")), g.input("W", ["t_kv"], "f32"))
     elif kind == "bias":
         return g.add(s, g.input("B", ["h", "t_q", "t_kv"] if not decode else ["h", "t_kv"], "f32"))
     elif kind == "documents":  # causal within documents read at run time (here: an input's sign per position)

@@ -170,7 +170,7 @@ def _run_kernel(plan: Plan, k: Kernel, mem: dict, gaxes: dict, dtype):
                     env.exec(s)
 
 
-def _interior_blocks(k: Kernel, tile: _Tile, leaves: dict[str, float]) -> tuple[int, int]:
+def _interior_blocks(k: Kernel, tile: _Tile, leaves: dict[int, float]) -> tuple[int, int]:
     """[first, stop) of the stream blocks every row of this tile keeps whole (plan.key_block_interior;
     `leaves`: the run-time bounds' tightest values over the tile's rows)."""
     for b in k.stream.skip[:1]:
@@ -180,7 +180,7 @@ def _interior_blocks(k: Kernel, tile: _Tile, leaves: dict[str, float]) -> tuple[
     return 0, 0
 
 
-def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict, tightest: bool = False) -> dict[str, float]:
+def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict, tightest: bool = False) -> dict[int, float]:
     """The value of each run-time key bound's leaf at this tile's batch position (KeyBound.leaf):
     per row, the loosest of the tile's rows' bounds, or with `tightest` (the interior) the
     tightest, and 1 for a flag (KeyBound.flag) where it is 1 at every row. Keyed by the bound's
@@ -207,7 +207,7 @@ def _leaf_values(k: Kernel, tile: _Tile, mem: dict, gaxes: dict, tightest: bool 
     return out
 
 
-def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile, leaves: dict[str, float]) -> range:
+def _stream_blocks(plan: Plan, k: Kernel, tile: _Tile, leaves: dict[int, float]) -> range:
     """The stream blocks this tile runs: all of them, or its slice of a split stream."""
     nblk = math.ceil(plan.axes[k.stream.axis] / k.stream.block)
     first, stop = 0, nblk

@@ -308,3 +308,25 @@ def test_padding_lengths_skip_key_blocks_at_run_time(lengths, bm, bn, seed):
     out = interp.run(plan, inputs, dtype=torch.float64)["out"]
     assert torch.equal(torch.isnan(out), torch.isnan(ref))
     assert ev.rel_err(out.nan_to_num(), ref.nan_to_num()) <= TOL
+
+
+def test_a_factor_that_may_be_infinite_bounds_nothing():
+    """keep = causal * w[key], w an input: where w is infinite past the diagonal, 0 * inf is NaN,
+    which select keeps (c != 0). The causal comparison is then no bound of keep: no key block is
+    skipped, and every candidate equals the evaluator with those keys kept."""
+    g = DagM("inf_factor", {"h": 2, "t_q": 9, "t_kv": 11, "d_h": 4})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f32") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    keep = g.mul(g.le(g.iota("t_kv"), g.iota("t_q")), g.input("w", ["t_kv"], "f32"))
+    s = g.select(keep, g.matmul(q, k, "d_h", "d_h"), g.const("-inf"))
+    g.output("out", g.matmul(g.softmax(s, "t_kv"), v, "t_kv", "t_kv"))
+    g = g.graph()
+    inputs = {n: t.double() for n, t in reference.random_inputs(g, seed=2).items()}
+    inputs["w"] = torch.ones(11, dtype=torch.float64)
+    inputs["w"][9] = math.inf  # past every query's diagonal: kept by NaN
+    ref = ev.evaluate(g, inputs)["out"]
+    for c in candidates(g):
+        for tiles in (None, {"block_m": 2, "block_n": 2}):
+            plan = derive(g, c.name, tiles)
+            assert not any(k.stream and k.stream.skip for k in plan.kernels), (c.name, tiles)
+            out = interp.run(plan, inputs, dtype=torch.float64)["out"]
+            assert ev.rel_err(out, ref) <= TOLERANCE[torch.float64], (c.name, tiles)

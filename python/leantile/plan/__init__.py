@@ -121,7 +121,7 @@ def tile_leaf_value(kb: KeyBound, values, extent: int, tightest: bool = False) -
 
 
 def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,
-                    blocks: int, leaves: dict[str, float] | None = None) -> tuple[int, int]:
+                    blocks: int, leaves: dict[int, float] | None = None) -> tuple[int, int]:
     """[first, stop) of the key blocks a tile of rows [row_start, row_start + row_block) may
     keep under bounds b (the interpreter's arithmetic; the emitter spells the same). A bound
     read at run time needs its leaf's value in `leaves`, by its index in b (one leaf may bound
@@ -147,7 +147,7 @@ def key_block_range(b: tuple[KeyBound, ...], row_start: int, row_block: int, key
 
 
 def key_block_interior(b: tuple[KeyBound, ...], row_start: int, row_block: int, key_block: int,
-                       leaves: dict[str, float] | None = None, keys: int = 0) -> tuple[int, int]:
+                       leaves: dict[int, float] | None = None, keys: int = 0) -> tuple[int, int]:
     """[first, stop) of the key blocks that every row of the tile [row_start, row_start +
     row_block) keeps whole under bounds b: there the mask is true everywhere and the kernel
     runs without it (Map.boundary_only). Rows and keys past an axis end count as if they

@@ -134,24 +134,29 @@ def conditions(src, i: int) -> list[int] | None:
     return None
 
 
+def _interior_flag_form(cx: Ctx, n) -> bool:
+    """max(keep, eq(count, hi - lo + 1)), keep a product of comparisons (0 or 1, never NaN)."""
+    if not (isinstance(n, ir.Binary) and n.op == "max" and conditions(cx, n.a) is not None):
+        return False
+    e = cx.node(n.b)
+    if not (isinstance(e, ir.Binary) and e.op == "eq"):
+        return False
+    span = cx.node(e.b)
+    one = cx.literal(span.b) if isinstance(span, ir.Binary) else None
+    return (span.op == "add" and one is not None and float(one[1:]) == 1.0
+            and isinstance(cx.node(span.a), ir.Binary) and cx.node(span.a).op == "sub")
+
+
 def _interior_flag(cx: Ctx, n, key: str, row: str, row_leaves: frozenset, bounds: list[KeyBound],
                    first: int) -> KeyBound | None:
     """max(x, eq(count, hi - lo + 1)) (mask_bounds' form), count a value read per query row and
     lo, hi the values of two per-row bounds among bounds[first:] (the same keep's: key >= lo,
     key <= hi, both exact): the factor is 1 on a row whose count is its span, whatever x is. A
     condition for the interior (KeyBound.flag), no bound; None for anything else."""
-    if not (isinstance(n, ir.Binary) and n.op == "max"):
+    if not _interior_flag_form(cx, n) or cx.node(n.b).a not in row_leaves:
         return None
     e = cx.node(n.b)
-    if not (isinstance(e, ir.Binary) and e.op == "eq" and e.a in row_leaves):
-        return None
-    span = cx.node(e.b)
-    one = cx.literal(span.b) if isinstance(span, ir.Binary) else None
-    if not (span.op == "add" and one is not None and float(one[1:]) == 1.0):
-        return None
-    diff = cx.node(span.a)
-    if not (isinstance(diff, ir.Binary) and diff.op == "sub"):
-        return None
+    diff = cx.node(cx.node(e.b).a)
     pair = []
     for side, i in (("lo", diff.b), ("hi", diff.a)):
         f = _affine(cx, i, key, row, row_leaves)
@@ -195,7 +200,12 @@ class SkipMaskedTiles(Rule):
             at.append(z)
             whole = True  # every factor of keep is a bound or 1 where a flag is: keep is exactly the bounds
             first, exact_bounds, rest = len(bounds), [], []
-            for c in factors(cx, n.cond):
+            parts = factors(cx, n.cond)
+            # a factor that may be infinite or NaN makes the product NaN where a comparison is 0, and
+            # select keeps NaN (c != 0): only comparisons (0 or 1) and mask_bounds' max of them bound
+            if not all(conditions(cx, c) is not None or _interior_flag_form(cx, cx.node(c)) for c in parts):
+                parts = [n.cond]
+            for c in parts:
                 found = _bound(cx, cx.node(c), s.axis, row, leaves | row_leaves, row_leaves)
                 if found is None:
                     rest.append(c)
