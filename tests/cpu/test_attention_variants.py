@@ -120,6 +120,14 @@ def test_document_masking_streams_only_its_documents_blocks():
     first_b, stop_b = _interior_blocks(k, tile, _leaf_values(k, tile, {**mem, k.stream.skip[3].leaf: broken},
                                                              gaxes, tightest=True))
     assert first_b >= stop_b
+    # a flag whose pair is not the row's lo and hi bounds is refused by plan.verify
+    from leantile.plan.verify import verify
+    assert not verify(plan, g)
+    skip = list(k.stream.skip)
+    skip[3] = skip[3].model_copy(update={"pair": (0, 2)})  # the causal bound as its lo side
+    bad = k.model_copy(update={"stream": k.stream.model_copy(update={"skip": tuple(skip)})})
+    bad_plan = plan.model_copy(update={"kernels": (*plan.kernels[:-1], bad)})
+    assert any("interior flag" in p for p in verify(bad_plan, g))
     for seed in (0, 1):
         inputs = {n: t.double() for n, t in _inputs(mod, g, seed).items()}
         ref = ev.evaluate(g, inputs)["out"]

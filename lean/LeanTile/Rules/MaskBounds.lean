@@ -70,30 +70,42 @@ theorem keep_of_count_eq_span {n : ℕ} (keep : Fin n → Prop) [DecidablePred k
     (hc : ((keptKeys keep).card : ℤ) = lastKept keep - (firstKept keep : ℤ) + 1)
     (j : Fin n) (h1 : firstKept keep ≤ (j : ℕ)) (h2 : ((j : ℕ) : ℤ) ≤ lastKept keep) : keep j := by
   by_cases hne : (keptKeys keep).Nonempty
-  · set a := (keptKeys keep).min' hne with ha
-    set b := (keptKeys keep).max' hne with hb
-    have hf : firstKept keep = (a : ℕ) := by unfold firstKept; rw [dif_pos hne]
-    have hl : lastKept keep = ((b : ℕ) : ℤ) := by unfold lastKept; rw [dif_pos hne]
-    have hsub : keptKeys keep ⊆ Finset.Icc a b := by
+  · -- the first and last kept keys are the least and greatest of the kept keys' Finset
+    have hf : firstKept keep = ((keptKeys keep).min' hne : ℕ) := by
+      unfold firstKept
+      rw [dif_pos hne]
+    have hl : lastKept keep = (((keptKeys keep).max' hne : ℕ) : ℤ) := by
+      unfold lastKept
+      rw [dif_pos hne]
+    have hsub : keptKeys keep ⊆ Finset.Icc ((keptKeys keep).min' hne) ((keptKeys keep).max' hne) := by
       intro x hx
       exact Finset.mem_Icc.2 ⟨Finset.min'_le _ _ hx, Finset.le_max' _ _ hx⟩
-    have hcount : ((keptKeys keep).card : ℤ) = ((b : ℕ) : ℤ) - ((a : ℕ) : ℤ) + 1 := by
+    have hcount : ((keptKeys keep).card : ℤ)
+        = (((keptKeys keep).max' hne : ℕ) : ℤ) - (((keptKeys keep).min' hne : ℕ) : ℤ) + 1 := by
       rw [hc, hf, hl]
-    have hcard : (Finset.Icc a b).card ≤ (keptKeys keep).card := by
+    -- as many kept keys as the interval holds: they are all of it
+    have hcard : (Finset.Icc ((keptKeys keep).min' hne) ((keptKeys keep).max' hne)).card
+        ≤ (keptKeys keep).card := by
       rw [Fin.card_Icc]
       omega
     have heq := Finset.eq_of_subset_of_card_le hsub hcard
-    have h1' : (a : ℕ) ≤ (j : ℕ) := by rw [← hf]; exact h1
-    have h2' : (j : ℕ) ≤ (b : ℕ) := by
+    have h1' : ((keptKeys keep).min' hne : ℕ) ≤ (j : ℕ) := by
+      rw [← hf]
+      exact h1
+    have h2' : (j : ℕ) ≤ ((keptKeys keep).max' hne : ℕ) := by
       have h := h2
       rw [hl] at h
       exact_mod_cast h
-    have hj : j ∈ Finset.Icc a b :=
+    have hj : j ∈ Finset.Icc ((keptKeys keep).min' hne) ((keptKeys keep).max' hne) :=
       Finset.mem_Icc.2 ⟨Fin.le_iff_val_le_val.2 h1', Fin.le_iff_val_le_val.2 h2'⟩
     rw [← heq] at hj
     exact (mem_keptKeys keep j).1 hj
-  · have hf : firstKept keep = n := by unfold firstKept; rw [dif_neg hne]
+  · -- nothing kept: the first kept key is n, past every key, so no j lies within the bounds
+    have hf : firstKept keep = n := by
+      unfold firstKept
+      rw [dif_neg hne]
     have hlt := j.isLt
+    exfalso
     omega
 
 /-- The rewrite as `mask_bounds` now writes it: `static * max(keep, exact) * [first ≤ j] *

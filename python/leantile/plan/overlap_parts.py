@@ -42,11 +42,11 @@ def overlap_parts(k: Kernel) -> OverlapParts | None:
             or {q.dtype, local[load_k.dst].dtype, local[load_v.dst].dtype, local[gemm_o.a].dtype} - ir.HALF_DTYPES):
         return None  # 16-bit operands only: the tf32 wgmma of f32 attention is not measured
     middle = b[2:-2]
-    local_scope = {x.name: x.scope for x in k.buffers}
-    if any(isinstance(s, (Store, Gemm)) or (isinstance(s, Load) and not (s.boundary_only and local_scope.get(s.dst)
-                                                                            == "fragment"))
+    # a mask's register tile loaded on boundary blocks alone (document ids) belongs to the softmax
+    fragments = {x.name for x in k.buffers if x.scope == "fragment"}
+    if any(isinstance(s, (Store, Gemm)) or (isinstance(s, Load) and not (s.boundary_only and s.dst in fragments))
            for s in middle):
-        return None  # a mask's register tile loaded on boundary blocks alone (document ids) is the softmax's
+        return None
     effects = [tuple(map(set, statement_effects(s))) for s in middle]  # (reads, writes)
     if any(gemm_s.a in w or {load_k.dst, load_v.dst} & (r | w) for r, w in effects):
         return None  # the stream's operands are the producer's and the GEMMs' alone

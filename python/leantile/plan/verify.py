@@ -374,8 +374,11 @@ def _kernel(plan: Plan, k: Kernel, globals_: dict, stored: set[str], inputs: set
     for b in (k.stream.skip if k.stream else ()):
         batch = {t.axis for t in k.grid if t.block == 1}
         along = batch | ({b.row} if b.per_row else set())  # per row: the tile's rows too (coef 0)
-        if b.flag and not (b.leaf is not None and b.per_row):
-            out.append(f"{where}: an interior flag of the key bounds is no leaf read per row")
+        pair = [k.stream.skip[j] for j in b.pair if 0 <= j < len(k.stream.skip)] if b.flag else []
+        if b.flag and not (b.leaf is not None and b.per_row and [c.side for c in pair] == ["lo", "hi"]
+                           and all(c.per_row and not c.flag and c.offset == 0 for c in pair)):
+            out.append(f"{where}: an interior flag of the key bounds is no leaf read per row with a pair of "
+                       "per-row bounds (lo, hi) without margin")
         if b.leaf is not None and (b.leaf not in globals_ or not set(globals_[b.leaf].axes) <= along
                                    or (b.per_row and b.coef != 0)):
             out.append(f"{where}: a key bound reads {b.leaf!r} per CTA{' and row' if b.per_row else ''}, which is no "

@@ -148,11 +148,11 @@ def _interior_flag_form(cx: Ctx, n) -> bool:
 
 
 def _interior_flag(cx: Ctx, n, key: str, row: str, row_leaves: frozenset, bounds: list[KeyBound],
-                   first: int) -> KeyBound | None:
+                   exact: list[int]) -> KeyBound | None:
     """max(x, eq(count, hi - lo + 1)) (mask_bounds' form), count a value read per query row and
-    lo, hi the values of two per-row bounds among bounds[first:] (the same keep's: key >= lo,
-    key <= hi, both exact): the factor is 1 on a row whose count is its span, whatever x is. A
-    condition for the interior (KeyBound.flag), no bound; None for anything else."""
+    lo, hi the values of two per-row bounds among bounds[j] for j in `exact` (the same keep's
+    exact bounds: key >= lo, key <= hi): the factor is 1 on a row whose count is its span,
+    whatever x is. A condition for the interior (KeyBound.flag), no bound; None for anything else."""
     if not _interior_flag_form(cx, n) or cx.node(n.b).a not in row_leaves:
         return None
     e = cx.node(n.b)
@@ -160,9 +160,9 @@ def _interior_flag(cx: Ctx, n, key: str, row: str, row_leaves: frozenset, bounds
     pair = []
     for side, i in (("lo", diff.b), ("hi", diff.a)):
         f = _affine(cx, i, key, row, row_leaves)
-        at = [j for j, b in enumerate(bounds) if j >= first and f is not None and f[:2] == (0.0, 0.0)
-              and b.per_row and not b.flag and b.side == side and b.offset == 0 and b.leaf == cx.value(f[4])
-              and (b.shift, b.scale) == (f[2], f[3])]
+        at = [j for j in exact if f is not None and f[:2] == (0.0, 0.0) and bounds[j].per_row
+              and bounds[j].side == side and bounds[j].offset == 0 and bounds[j].leaf == cx.value(f[4])
+              and (bounds[j].shift, bounds[j].scale) == (f[2], f[3])]
         if not at:
             return None
         pair.append(at[0])
@@ -199,7 +199,7 @@ class SkipMaskedTiles(Rule):
                 break
             at.append(z)
             whole = True  # every factor of keep is a bound or 1 where a flag is: keep is exactly the bounds
-            first, exact_bounds, rest = len(bounds), [], []
+            exact_bounds, rest = [], []
             parts = factors(cx, n.cond)
             # a factor that may be infinite or NaN makes the product NaN where a comparison is 0, and
             # select keeps NaN (c != 0): only comparisons (0 or 1) and mask_bounds' max of them bound
@@ -217,9 +217,7 @@ class SkipMaskedTiles(Rule):
                 if found[1]:
                     exact_bounds.append(len(bounds) - 1)
             for c in rest:  # a flag's pair is among this keep's exact bounds
-                flag = _interior_flag(cx, cx.node(c), s.axis, row, row_leaves,
-                                      [b if j in exact_bounds else b.model_copy(update={"per_row": False})
-                                       for j, b in enumerate(bounds)], first)
+                flag = _interior_flag(cx, cx.node(c), s.axis, row, row_leaves, bounds, exact_bounds)
                 if flag is not None:
                     at.append(c)
                     bounds.append(flag)
@@ -287,8 +285,9 @@ def boundary_closure(prologue: list, body: list, buffers: dict | None = None) ->
 def describe(bounds: tuple[KeyBound, ...], key: str) -> str:
     """'t_kv <= t_q + 0; t_kv >= t_q - 3': the step's `bounds` parameter."""
     def one(b: KeyBound) -> str:
-        if b.flag:  # no bound: the interior needs it at every row
-            return f"unmasked where {b.leaf}[{b.row}] = 1"
+        if b.flag:  # no bound: the interior needs every row's count to be its span
+            lo, hi = (bounds[j].leaf for j in b.pair)
+            return f"unmasked where {b.leaf}[{b.row}] = span({lo}, {hi})"
         rhs = {1: f"{b.row} ", -1: f"-{b.row} ", 0: ""}[b.coef]
         off = f"{'+' if b.offset >= 0 else '-'} {abs(b.offset)}" if b.coef or b.leaf else str(b.offset)
         if b.leaf:  # read at run time (per row: the tile's loosest)
