@@ -48,8 +48,8 @@ def test_every_candidate_of_each_variant_is_exact(name, sizes):
 def test_document_masking_under_other_schedules_is_exact(sizes, stages):
     """Document masking under FA3's schedule (overlap=1: the ids loaded in the softmax part, on
     boundary blocks alone; the default plan does not take it until this passes on a GPU) and
-    under the plain loop at 2 and 3 stages (its pipeline without warp specialisation: a loop
-    bounded by per-row values is not warp-specialised by TileLang 0.1.15)."""
+    under the plain loop at 2 and 3 stages (TileLang's producer warpgroup, which since the per-row
+    bounds became let-bound expressions computes them too)."""
     mod = variants.module("document_attention")
     g = mod.build(**sizes)
     plan, _ = choose_plan(g)

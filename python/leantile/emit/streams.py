@@ -124,9 +124,11 @@ class StreamWriter:
         Per row (KeyBound.per_row), emitted at `depth`: each lane reads every 32nd row of the tile
         and a warp's shuffles take the loosest clamped value (a few independent loads; one thread
         reading all 128 rows waited on each in turn), rounded once (floor and ceil are monotone).
-        It lives in a T.alloc_var: TileLang 0.1.15's warp specialisation gives its producer a copy
-        of a T.alloc_local buffer, then finds the loop's trip count bounded by two different
-        expressions ("Trying to update var 'ks' with a different maximum value")."""
+        It is one let-bound expression (the rows' terms listed when the factory runs, for its
+        block), not a variable the loop fills: TileLang 0.1.15 warp-specialises no pipelined loop
+        whose trip count or loads read a T.alloc_var or T.alloc_local buffer (its producer needs
+        them), and a let it recomputes in the producer warpgroup (every warp gets the same lanes'
+        rows, so every warp the same value)."""
         row0 = self.start(b.row) or "0"
         lane = "r * 32 + T.get_lane_idx()"  # per row: each lane of a warp reads every 32nd row
 
@@ -151,13 +153,12 @@ class StreamWriter:
             var = self.fresh("rows_whole" if b.flag else "rows_bound")
             side = "min" if b.flag else "max" if (b.side == "hi") != tightest else "min"
             what = "1 where every row's is" if b.flag else "the tightest" if tightest else "the loosest"
-            self.extra_allocs.append(f"{var} = T.alloc_var('float32')  # {what} of the tile's rows")
-            self.emit(f"{var} = {'1.0' if b.flag else '-2.0' if side == 'max' else top}", depth)
             rows = "1" if self.block.get(b.row) == 1 else self.extent(b.row)
-            self.emit(f"for r in T.unroll(({rows} + 31) // 32):  # {b.leaf} at the tile's rows, 32 at a time", depth)
-            self.emit(f"if {lane} < {rows} and {row0} + {lane} < {_size(b.row)}:", depth + 1)
-            self.emit(f"{var} = T.{side}({var}, {v})", depth + 2)
-            self.emit(f"{var} = T.warp_reduce_{side}({var})  # every lane: {what} of the tile's rows", depth)
+            init = "1.0" if b.flag else "-2.0" if side == "max" else top
+            terms = (f"[T.if_then_else({lane} < {rows} and {row0} + {lane} < {_size(b.row)}, {v}, {init}) "
+                     f"for r in range(({rows} + 31) // 32)]")
+            self.emit(f"{var} = T.warp_reduce_{side}(reduce(T.{side}, {terms}, {init}))  "
+                      f"# every lane: {what} of the tile's rows ({b.leaf}, 32 rows at a time)", depth)
             v = var
         if b.flag:
             return v

@@ -137,6 +137,8 @@ def emit_module(plan: Plan) -> str:
     L.append("(GLOBALS with kind 'intermediate') and outputs are allocated by the caller (see allocate()).")
     L.append("Generated code: edit the plan or the emitter (leantile.emit.tilelang), not this file.")
     L.append('"""')
+    L.append("from functools import reduce")
+    L.append("")
     L.append("import tilelang")
     L.append("import tilelang.language as T")
     L.append("")
