@@ -1,6 +1,6 @@
 """Masks and biases over attention scores as users write them (strategies.py's attention
 generators draw them): positions, windows, padding lengths, dense masks, biases, documents read
-at run time, ALiBi and soft-capping."""
+at run time, ALiBi, soft-capping and a threshold on the scores themselves."""
 from __future__ import annotations
 
 from hypothesis import strategies as st
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from leantile.dag import DagM
 
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "weighted", "bias", "bias_and_causal",
-         "documents", "segments", "alibi", "softcap")
+         "documents", "segments", "alibi", "softcap", "score_threshold")
 
 
 @st.composite
@@ -65,6 +65,11 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
         cap = g.const(draw(st.sampled_from(["2.5", "30", "50"])))
         s = g.mul(g.tanh(g.div(s, cap)), cap)
         keep = causal(0)
+    elif kind == "score_threshold":  # the scores' own quotient compared (sparsity by threshold), causal: a
+        # comparison reads s / c, which must stay a division (derive.score_maps: x * (1 / c) may flip it)
+        s = g.div(s, g.const(draw(st.sampled_from(["3", "0.7", "11.313708498984761"]))))
+        keep = g.mul(g.ge(s, g.const(draw(st.sampled_from(["-0.5", "0", "1"])))),
+                     causal(0) if q is not None else g.le(kv, g.const("5")))
     elif kind == "alibi":  # ALiBi: -slope[h] |i - j| from an input per head (read once per CTA), causal
         s = g.sub(s, g.mul(g.input("slope", ["h"], "f32"), g.abs(g.sub(q, kv))))
         keep = causal(0)

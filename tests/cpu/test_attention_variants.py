@@ -158,6 +158,26 @@ def test_document_masking_under_the_overlapped_schedule_computes_its_graph():
         assert ev.rel_err(out, ref) <= TOLERANCE[torch.float64], seed
 
 
+@pytest.mark.parametrize("tiles", [None, {"block_m": 64, "block_n": 128, "stages": 2, "threads": 128, "overlap": 0}],
+                         ids=["default", "m64_stages2"])
+def test_document_masking_flash_loop_is_warp_specialised(tiles):
+    """The per-row bounds (first, last, count of each row's kept keys) set the loop's trip count
+    and its first key block: TileLang 0.1.15 gives the loop a producer warpgroup only if they are
+    let-bound expressions, not variables a loop fills (g57: no producer, 364 bytes of spills, 0.55x
+    FlexAttention). The flash kernel lowers with TMA loads in a producer warpgroup."""
+    pytest.importorskip("tilelang", reason="tilelang not installed: lowering skipped")
+    from leantile.emit import emit_module, load_module
+    from leantile.lower import hopper_features, lower_to_cuda
+
+    _, g = _graph("document_attention", h=16, t_q=4096, t_kv=4096, d_h=128)
+    plan = choose_plan(g)[0] if tiles is None else derive(g, "online_exp2", tiles)
+    k = plan.kernels[-1]
+    assert any(b.per_row for b in k.stream.skip) and not k.overlap, plan.tiles
+    mod = load_module(emit_module(plan), f"doc_ws_{plan.tiles['block_m']}_{plan.tiles.get('stages')}")
+    f = hopper_features(lower_to_cuda(mod.build_kernel()[k.name], arch="sm_90"))
+    assert f["warp_specialized"] and f["tma"], f
+
+
 def test_alibi_slope_read_once_per_cta_keeps_the_overlapped_schedule():
     """A leaf along no key axis (the slope per head) adds no tile per key block: the default plan
     at a long causal shape takes FA3's schedule, as causal attention does."""
@@ -220,6 +240,50 @@ def test_each_variant_trains_through_flash_backward(name):
             got = interp.run(derive(bw.graph, c.name, tiles), inputs, dtype=torch.float64)
             for o in bw.graph.outputs:
                 assert torch.isfinite(want[o]).all() and ev.rel_err(got[o], want[o]) <= 1e-9, (c.name, tiles, o)
+
+
+def _literal_divisions(plan) -> list:
+    return [s for k in plan.kernels for part in (k.prologue, k.body, k.epilogue) for s in part
+            if s.op == "map" and s.fn == "div" and str(s.args[1]).startswith("#")]
+
+
+def _threshold_attention():
+    """Causal attention whose scores' quotient s / 49 is also compared (keep where s / 49 >= 1)."""
+    g = DagM("threshold_attention", {"h": 2, "t_q": 9, "t_kv": 11, "d_h": 8})
+    q, k, v = (g.input(n, ["h", t, "d_h"], "f64") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
+    s = g.div(g.matmul(q, k, "d_h", "d_h"), g.const("49"))
+    keep = g.mul(g.ge(s, g.const("1")), g.le(g.iota("t_kv"), g.iota("t_q")))
+    g.output("out", g.matmul(g.softmax(g.select(keep, s, g.const("-inf")), "t_kv"), v, "t_kv", "t_kv"))
+    return g.graph()
+
+
+def test_a_score_divided_by_a_constant_is_multiplied_by_its_reciprocal_unless_compared():
+    """derive.score_maps: s / sqrt(d_h) in ALiBi's score function (an IEEE division per score
+    beside the exp2) is s * (1 / sqrt(d_h)) in the forward's and the backward's flash kernels;
+    where a comparison reads the quotient (a threshold on the scores) it stays a division in both:
+    at s = 49, 49 * fl(1 / 49) < 1 = 49 / 49 in float64, so the reciprocal would drop the key that
+    the graph keeps. Every candidate equals the float64 evaluator there."""
+    _, g = _graph("alibi_attention", t_q=9, t_kv=11)
+    g = inputs_in(g, "f64")
+    fwd = derive(g, "online_exp2")
+    bw = vjp(g, wrt=["Q", "K", "V"]).graph
+    scale = 1.0 / (SMALL["d_h"] ** 0.5)
+    for plan in (fwd, derive(bw, candidates(bw)[0].name)):
+        assert not _literal_divisions(plan), plan.candidate
+        muls = [s for k in plan.kernels for s in k.body if s.op == "map" and s.fn == "mul"]
+        assert any(abs(float(str(a)[1:]) - scale) < 1e-15 for s in muls for a in s.args if str(a).startswith("#")), \
+            plan.candidate
+    t = _threshold_attention()
+    bwt = vjp(t, wrt=["Q", "K", "V"]).graph
+    assert _literal_divisions(derive(t, "online_exp2")) and _literal_divisions(derive(bwt, candidates(bwt)[0].name))
+    inputs = {n: torch.round(x.double()) for n, x in reference.random_inputs(t, seed=3, scale=3.0).items()}
+    inputs["Q"][0, 4], inputs["K"][0, 2] = 0.0, 0.0
+    inputs["Q"][0, 4, 0], inputs["K"][0, 2, 0] = 7.0, 7.0  # s[0, 4, 2] = 49 exactly, the row's largest
+    want = ev.evaluate(t, inputs)["out"]
+    for cand in candidates(t):
+        got = interp.run(derive(t, cand.name, {"block_m": 4, "block_n": 3}), inputs, dtype=torch.float64)["out"]
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), cand.name
+        assert ev.rel_err(torch.nan_to_num(got), torch.nan_to_num(want)) <= TOLERANCE[torch.float64], cand.name
 
 
 def test_bench_prepares_the_inputs_its_architecture_module_means():

@@ -14,17 +14,17 @@ the score function makes of a zero score.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .. import ir
 from ..plan import Buffer, Fill, Gemm, Kernel, Load, Map, Mask, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
-from .kernels import KernelBuilder, _stream, node_map
+from .kernels import KernelBuilder, _stream
 from .online_update import _exponent, online_update
 from .rules.masks import boundary_closure
 from .rules.flash_backward import transposed_bounds
+from .score_maps import score_map
 from .sites import FlashBackwardSite
 
 # The tiles: a CTA's rows (query rows, or keys in the dK/dV kernel) are block_m, a streamed block
@@ -69,20 +69,6 @@ def _needed_by(cx: Ctx, pre: list[int], root: int) -> list[int]:
     return out[::-1]
 
 
-def _reciprocal(n, dst: str, args: tuple) -> Map | None:
-    """x / c for a literal c as x * (1 / c): a division per score is an IEEE division (about ten
-    instructions) where the reciprocal is one multiply, within an ulp of it. The cotangent of the
-    scale 1 / sqrt(d_h) divides every dS: on an H200 the scaled attention backward ran 0.74 ms
-    against 0.43 unscaled, same tiles (benchmarks/flash_backward/results/variants-h200-2026-11-29-first.json).
-    None where the divisor is no finite nonzero literal (the division as it is)."""
-    if not (isinstance(n, ir.Binary) and n.op == "div" and args[1].startswith("#")):
-        return None
-    c = float(args[1][1:])
-    if c == 0.0 or not math.isfinite(c):
-        return None
-    return Map(dst=dst, fn="mul", args=(args[0], f"#{repr(1.0 / c)}"))
-
-
 class _Tile:
     """One kernel's score tile: its axes (in the kernel's layout), the values held, the leaves
     loaded, and the statements that compute graph nodes on it."""
@@ -112,7 +98,7 @@ class _Tile:
         for i in nodes:
             n = self.cx.node(i)
             args = tuple(self.arg(a, into) for a in n.args())
-            st_ = _reciprocal(n, self.value(i), args) or node_map(n, self.value(i), args)
+            st_ = score_map(self.cx, i, self.value(i), args, nodes)
             into.append(st_.model_copy(update={"boundary_only": True}) if i in self.boundary else st_)
             self.have[i] = self.value(i)
 

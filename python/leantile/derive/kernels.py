@@ -28,6 +28,7 @@ from .rules.base import padded
 from .rules.row_tiles import row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .rules.softmax import output_casts
+from .score_maps import score_map
 from .sites import FlashSite, GemmSite, SoftmaxSite, row_peels
 
 
@@ -163,8 +164,8 @@ def _score_statements(g: Ctx, kb: KernelBuilder, s: FlashSite, S: str) -> list:
             body.append(Iota(dst=dst, axis=n.axis))
         else:
             args = tuple(g.literal(a) or have[a] for a in n.args())
-            body.append(node_map(n, dst, args, boundary_only=not isinstance(n, ir.Cast) and i in s.exact
-                                 and bool(kb.stream.skip)))
+            body.append(score_map(g, i, dst, args, s.score, boundary_only=not isinstance(n, ir.Cast)
+                                  and i in s.exact and bool(kb.stream.skip)))
         have[i] = dst
     return body
 
