@@ -15,12 +15,12 @@ MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "weighted"
 def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
     """The scores s[h, t_q, t_kv] under a mask or bias as users write them: keep = a comparison of
     positions (iota) or of an input, then select(keep, s, fill) with fill -inf (or a finite
-    -30000: masked keys then still count, the graph says so), or s + bias. A causal offset or a
+    -30000 or -1e9: masked keys then still count, the graph says so), or s + bias. A causal offset or a
     window may mask whole rows."""
     kind = draw(st.sampled_from([k for k in kinds if not (decode and ("causal" in k or k in ("documents", "segments",
                                                                                              "alibi", "softcap"))
                                                           and k != "bias_and_causal")]))
-    fill = g.const(draw(st.sampled_from(["-inf", "-inf", "-30000"])))
+    fill = g.const(draw(st.sampled_from(["-inf", "-inf", "-30000", "-1e9"])))  # bf16 holds neither finite one
     kv = g.iota("t_kv")
     q = g.iota("t_q") if not decode else None
 

@@ -14,6 +14,7 @@ are these global names plus a fixed suffix (`X_shared`, `matmul_3_frag`), and
 from __future__ import annotations
 
 import gc
+import struct
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -201,7 +202,24 @@ class Ctx:
         dt = self.dtype_of(i)
         if self.is_statistic(i) or (dt in NARROW_RANGE and not self.rounds_to_own_dtype(i)):
             return "acc"
+        if dt == "bf16" and not self.rounds_to_own_dtype(i) and self.selects_unheld_constant(i):
+            return "acc"
         return dt
+
+    def selects_unheld_constant(self, i: int) -> bool:
+        """Node i selects a finite constant bf16 cannot hold: a mask's fill -30000 stored as -29952
+        (or -1e9 as -998244352). A wholly masked row's exp(s - M), M the row maximum of the exact
+        fill (a forward's saved statistic, float32), is then exp(48) = 7e20 where the graph's value
+        is 1: no rounding noise but a wrong gradient (gpu_fuzz --device cpu, seed 7: the unfused
+        attention backward in bf16, rel err 7e20). Stored in float32 the fill stays exact."""
+        n = self.nodes[i]
+        if not isinstance(n, ir.Select):
+            return False
+        for a in (n.a, n.b):
+            v = self.const_value(a) if self.literal(a) else None
+            if v is not None and not _bf16_holds(v):
+                return True
+        return False
 
     def rounds_to_own_dtype(self, i: int) -> bool:
         """Every candidate rounds node i's value to its dtype: a cast (the user's rounding), or an
@@ -232,3 +250,12 @@ def gc_paused():
     finally:
         if was:
             gc.enable()
+
+
+def _bf16_holds(v: float) -> bool:
+    """Whether bfloat16 holds v exactly: a float32 whose low 16 bits are zero (inf included)."""
+    try:
+        f = struct.pack("<f", v)
+    except OverflowError:  # past float32's range
+        return False
+    return struct.unpack("<f", f)[0] == v and not struct.unpack("<I", f)[0] & 0xFFFF
