@@ -42,7 +42,7 @@ def jobs_of(failures: list) -> list[dict]:
         gj = json.dumps(f["graph"], sort_keys=True)
         seed = f.get("seed", 0) - (1 if f.get("draw") == "large" and "seed" in f else 0)
         job = jobs.setdefault(gj, {"gid": len(jobs), "graph": f["graph"], "family": f["family"], "dtype": f["dtype"],
-                                   "sizes": f["sizes"], "seed": seed, "extra": {}, "large": True, "start": 0,
+                                   "sizes": f["sizes"], "seed": seed, "extra": f.get("extra") or {}, "large": True, "start": 0,
                                    "plans": [], "was": {}, "sources": {}})
         cand = f.get("candidate")
         if any(p["candidate"] == cand for p in job["plans"]):

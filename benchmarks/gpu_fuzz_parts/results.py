@@ -108,7 +108,9 @@ class Results:
         self.failures.append({"family": job["family"], "graph_name": job["name"], "dtype": job["dtype"],
                               "sizes": job["sizes"], "candidate": plan.get("candidate"),
                               "default": plan.get("default"), "plan_candidate": plan.get("plan_candidate"),
-                              "tiles": plan.get("tiles"), **f, "graph": json.loads(job["graph"])})
+                              "tiles": plan.get("tiles"), **f, "graph": json.loads(job["graph"]),
+                              # a backward's forward and saved names: the replay computes its saved inputs
+                              "extra": job.get("extra") or {}})
 
     def totals(self) -> dict:
         t = {k: 0 for k in ("graphs", "plans", "ok", "mismatch", "crash", "unjudged", "skipped", "refused", "large_draws",

@@ -335,6 +335,28 @@ def test_replay_builds_its_jobs_and_its_pool_job_takes_a_module():
     assert secs >= 0 and (err is None or isinstance(err, str))
 
 
+def test_a_backward_failure_record_carries_its_forward_to_the_replay():
+    """A backward graph's saved inputs are computed by its forward (judge.saved_from_forward): a
+    failure record without it replayed the case on drawn statistics, not the failing ones (the
+    CPU dry run's bf16 fill failure, seed 7, was found by replaying the stream instead)."""
+    import gpu_fuzz_replay
+    from gpu_fuzz_parts.results import Results
+    from leantile import architectures
+    from leantile.autodiff import vjp
+
+    fwd = architectures.build("causal_attention", h=2, t_q=5, t_kv=7, d_h=8)
+    bw = vjp(fwd)
+    assert bw.saved
+    extra = {"forward": fwd.to_json(), "saved": dict(bw.saved)}
+    job = {"family": "attention_backward", "name": "a_vjp", "dtype": "bf16", "sizes": dict(bw.graph.axes),
+           "graph": bw.graph.to_json(), "extra": extra}
+    r = Results.__new__(Results)
+    r.failures = []
+    r.failure(job, {"candidate": "unfused", "default": False}, {"kind": "mismatch", "seed": 5, "draw": "normal"})
+    record = json.loads(json.dumps(r.failures[0]))  # as the results file holds it
+    assert gpu_fuzz_replay.jobs_of([record])[0]["extra"] == extra
+
+
 def test_backward_graphs_are_judged_on_the_saved_values_their_forward_computes():
     """The backward families hand the judge their forward and {saved input: forward node}; the
     judge replaces the drawn saved inputs by the forward's values (judge.saved_from_forward): a
