@@ -29,6 +29,8 @@ class TrainCase:
     eager: object  # t -> (eager step's forward, {vendor: forward}) over the input dict t
     labels: tuple[str, ...] = ()  # inputs that are class ids: no gradient, integers below the class count
     tags: tuple[str, ...] = field(default=())
+    constants: tuple[str, ...] = ()  # inputs that take no gradient (document ids, ALiBi's slopes)
+    prepare: object = None  # t -> t: the inputs the architecture means (architectures.variants' prepare_inputs)
 
 
 def row_graphs():
@@ -99,6 +101,11 @@ SHAPES = {
     # Llama 3's head: 8192 tokens of width 4096 over a vocabulary of 128256 (issue 50's memory
     # criterion: the fused head and loss at <= 1/4 of torch.compile's peak; today the logits exist)
     "lm_head_ce": {"m": 8192, "k": 4096, "d": 128256},
+    # issue 51's variants at its shape (h 16, 4096 tokens, f16), forward and backward against FlexAttention's
+    "softcap_attention": {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128},
+    "alibi_attention": {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128},
+    "document_attention": {"h": 16, "t_q": 4096, "t_kv": 4096, "d_h": 128},
+    "mla_attention": {"h": 16, "t_q": 4096, "t_kv": 4096, "d_qk": 192, "d_v": 128},
 }
 
 
@@ -117,6 +124,13 @@ def cases(sizes_of=None) -> list[TrainCase]:
         out.append(TrainCase(name, g, lambda t, name=name: (torch_forms()[name](t), {}),
                              labels=("label",) if name in ("cross_entropy", "lm_head_ce") else (),
                              tags=("lm_head",) if name == "lm_head_ce" else ("rows",)))
+    from .architectures import variants
+    for name in variants.NAMES:
+        mod = variants.module(name)
+        g = mod.build(**sizes_of(name, SHAPES[name]))
+        out.append(TrainCase(name, g, lambda t, mod=mod: mod.baselines(t), tags=("variants",),
+                             constants=tuple(n.name for n in g.inputs() if n.name not in ("Q", "K", "V")),
+                             prepare=getattr(mod, "prepare_inputs", None)))
     return out
 
 
@@ -137,7 +151,10 @@ def leaves(case: TrainCase, device, seed: int = 0) -> dict:
     gen = torch.Generator().manual_seed(seed)
     for name in case.labels:
         t[name] = torch.randint(0, g.axes["d"], t[name].shape, generator=gen).float().to(device)
-    return {k: v.requires_grad_(k not in case.labels) for k, v in t.items()}
+    if case.prepare is not None:
+        t = case.prepare(t)
+    fixed = set(case.labels) | set(case.constants)
+    return {k: v.requires_grad_(k not in fixed) for k, v in t.items()}
 
 
 def _outputs(x) -> tuple:
