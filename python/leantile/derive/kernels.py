@@ -28,20 +28,9 @@ from .rules.base import padded
 from .rules.row_tiles import row_block, row_threads, streamed_rows
 from .rules.stats import VARIANCE, row_ancestors, unary_chain
 from .rules.softmax import output_casts
-from .score_maps import score_map
+from .score_maps import node_map, score_map
 from .sites import FlashSite, GemmSite, SoftmaxSite, row_peels
 
-
-def node_map(n: ir.Node, dst: str, args: tuple, **fields) -> Map | Iota:
-    """Node n's elementwise statement: dst = n.op(args). A cast names its dtype, so that it
-    rounds there in registers as the unfused plan's store of it does (every candidate rounds a
-    cast: Ctx.rounds_to_own_dtype, reference.plan_rounded); a conversion to the fragment's
-    float32 alone kept an f16 cast's 7e10 where the unfused plan held inf (gpu-fuzz s24)."""
-    if isinstance(n, ir.Cast):
-        return Map(dst=dst, fn="cast", args=tuple(args), dtype=n.dtype, **fields)
-    if isinstance(n, ir.Iota):  # positions from the tile's coordinates (a GEMM epilogue's triu mask)
-        return Iota(dst=dst, axis=n.axis, **fields)
-    return Map(dst=dst, fn=n.op, args=tuple(args), **fields)
 
 DEFAULT_TILES = {"block_m": 128, "block_n": 128, "block_k": 64, "block_r": 128, "stages": 2, "threads": 256,
                  "swizzle": 10}

@@ -15,7 +15,8 @@ from .. import ir
 from ..plan import DTYPE_BYTES, FIXED, Fill, Iota, Load, Map, Pivot, Reduce, State, Store
 from .context import Ctx
 from .grids import grid_tile
-from .kernels import KernelBuilder, _load, _stream_of, node_map
+from .kernels import KernelBuilder, _load, _stream_of
+from .score_maps import node_map
 from .rules.base import padded
 from .rules.regions import RegionSite
 from .rules.row_tiles import (column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_block,

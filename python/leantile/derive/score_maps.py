@@ -1,5 +1,5 @@
-"""The statements of a flash kernel's score function (forward and backward), where a division by a
-constant is a multiply by its reciprocal.
+"""A graph node's elementwise statement (node_map), and a flash kernel's score function's
+(score_map: forward and backward), where a division by a constant is a multiply by its reciprocal.
 
 x / c is an IEEE division in CUDA: a reciprocal on the multi-function unit, Newton steps and a
 check, about ten instructions. In a score function it runs once per score beside the softmax's
@@ -24,6 +24,18 @@ from ..plan import Iota, Map
 from .context import Ctx
 
 
+def node_map(n: ir.Node, dst: str, args: tuple, **fields) -> Map | Iota:
+    """Node n's elementwise statement: dst = n.op(args). A cast names its dtype, so that it
+    rounds there in registers as the unfused plan's store of it does (every candidate rounds a
+    cast: Ctx.rounds_to_own_dtype, reference.plan_rounded); a conversion to the fragment's
+    float32 alone kept an f16 cast's 7e10 where the unfused plan held inf (gpu-fuzz s24)."""
+    if isinstance(n, ir.Cast):
+        return Map(dst=dst, fn="cast", args=tuple(args), dtype=n.dtype, **fields)
+    if isinstance(n, ir.Iota):  # positions from the tile's coordinates (a GEMM epilogue's triu mask)
+        return Iota(dst=dst, axis=n.axis, **fields)
+    return Map(dst=dst, fn=n.op, args=tuple(args), **fields)
+
+
 def reaches_comparison(cx: Ctx, i: int, within) -> bool:
     """Whether a comparison, or a select's condition, reads node i's value through nodes of
     `within` (the score function): the walk follows users inside it and stops at its edge."""
@@ -46,8 +58,6 @@ def score_map(cx: Ctx, i: int, dst: str, args: tuple, within, **fields) -> Map |
     """Node i's statement in a score function: node_map, but a division by a finite nonzero
     literal whose quotient no comparison reads (reaches_comparison) is a multiply by its
     reciprocal."""
-    from .kernels import node_map  # kernels builds the forward's score function with this module
-
     n = cx.node(i)
     if (isinstance(n, ir.Binary) and n.op == "div" and str(args[1]).startswith("#")
             and not reaches_comparison(cx, i, within)):

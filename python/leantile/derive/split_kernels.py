@@ -20,7 +20,8 @@ import math
 from .. import ir
 from ..plan import FIXED, Buffer, Fill, Kernel, Load, Map, Reduce, Store, Stream
 from .context import Ctx
-from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _operand, flash_kernel, gemm_kernel, node_map,
+from .score_maps import node_map
+from .kernels import (GemmChoice, KernelBuilder, OnlineChoice, _operand, flash_kernel, gemm_kernel,
                       softmax_row_kernels)
 from .grids import tiled_grid
 from .region_kernels import MAP_TILE, map_grid, partial_name, region_kernel
