@@ -25,6 +25,7 @@ kernel as FlashAttention-2 does, one fewer pass over the keys: measured slower o
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ... import ir
 from ...plan import KeyBound
@@ -184,11 +185,12 @@ class FlashBackward(Rule):
         at, bounds, exact = found
         conds = {cx.node(i).cond for i in at if isinstance(cx.node(i), ir.Select)}
         zeroed = set()
-        for i in reversed(chain):  # the chain's last nodes: selects of 0
+        for at_, i in reversed(list(enumerate(chain))):  # the chain's last nodes: selects of 0, and scalings after them
             n = cx.node(i)
-            if not (isinstance(n, ir.Select) and cx.literal(n.b) is not None and float(cx.literal(n.b)[1:]) == 0.0):
+            if isinstance(n, ir.Select) and cx.literal(n.b) is not None and float(cx.literal(n.b)[1:]) == 0.0:
+                zeroed.add(n.cond)
+            elif not (at_ and _keeps_zero(cx, n, chain[at_ - 1])):
                 break
-            zeroed.add(n.cond)
         if not conds <= zeroed:
             self.refuse(cx, [site.softmax.div], "attention backward: the cotangent of the scores is not zeroed where "
                         "the mask drops a key: every key block runs")
@@ -287,6 +289,22 @@ def saved_rows(cx: Ctx) -> list[SoftmaxSite]:
             src, scale_node, c = sc
         out.append(SoftmaxSite(M.id, sub.id, e.id, L.id, n.id, gone[0], src, scale_node, c))
     return out
+
+
+def _keeps_zero(cx: Ctx, n, x: int) -> bool:
+    """Node n of the cotangent's chain maps a zero x to exactly zero whatever else it reads: x
+    times a finite literal, x over a finite nonzero literal, -x, a cast of x. A score scaled
+    after its mask (q k^T / sqrt(d_h), then the mask: the forward's select is the chain's first
+    node, its division's cotangent the last) keeps dS zero where the mask drops a key; a factor
+    read from the scores (tanh's 1 - y^2) does not, if a masked score is NaN (0 NaN = NaN)."""
+    def finite(a, nonzero=False):
+        lit = cx.literal(a)
+        return lit is not None and math.isfinite(float(lit[1:])) and (not nonzero or float(lit[1:]) != 0.0)
+    if isinstance(n, ir.Binary) and n.op == "mul":
+        return (n.a == x and finite(n.b)) or (n.b == x and finite(n.a))
+    if isinstance(n, ir.Binary) and n.op == "div":
+        return n.a == x and finite(n.b, nonzero=True)
+    return (isinstance(n, ir.Unary) and n.op == "neg" and n.x == x) or (isinstance(n, ir.Cast) and n.x == x)
 
 
 def transposed_bounds(bounds: tuple, key: str) -> tuple[KeyBound, ...]:
