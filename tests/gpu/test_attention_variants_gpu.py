@@ -41,21 +41,25 @@ def test_every_candidate_of_each_variant_is_exact(name, sizes):
     assert torch.isfinite(leantile.compile(g).run(t)[next(iter(g.outputs))]).all()
 
 
-@pytest.mark.parametrize("sizes", [{"h": 4, "t_q": 2049, "t_kv": 2049, "d_h": 128},
-                                   {"h": 2, "t_q": 4096, "t_kv": 4096, "d_h": 64},
-                                   {"h": 3, "t_q": 1500, "t_kv": 1500, "d_h": 128}], ids=lambda s: str(s["t_q"]))
-@pytest.mark.parametrize("stages", [1, 2, 3])
-def test_document_masking_under_other_schedules_is_exact(sizes, stages):
+SCHEDULE_SIZES = [{"h": 4, "t_q": 2049, "t_kv": 2049, "d_h": 128}, {"h": 2, "t_q": 4096, "t_kv": 4096, "d_h": 64},
+                  {"h": 3, "t_q": 1500, "t_kv": 1500, "d_h": 128}]
+
+
+@pytest.mark.parametrize("sizes", SCHEDULE_SIZES, ids=lambda s: str(s["t_q"]))
+def test_document_masking_under_other_schedules_is_exact(sizes):
     """Document masking under FA3's schedule (overlap=1: the ids loaded in the softmax part, on
     boundary blocks alone; the default plan does not take it until this passes on a GPU) and
     under the plain loop at 2 and 3 stages (TileLang's producer warpgroup, which since the per-row
-    bounds became let-bound expressions computes them too)."""
+    bounds became let-bound expressions computes them too). The three schedules compile at once
+    (one at a time, nine kernels ran past a 210 s call: g59)."""
     mod = variants.module("document_attention")
     g = mod.build(**sizes)
     plan, _ = choose_plan(g)
-    tiles = {**plan.tiles, "stages": stages, **({"overlap": 1} if stages == 1 else {})}
-    k = leantile.compile(g, candidate="online_exp2+split", tiles=tiles)  # one flash kernel, not split over the keys
-    assert not tiles.get("overlap") or k.plan.kernels[-1].overlap
+    schedules = [{**plan.tiles, "stages": 1, "overlap": 1}, {**plan.tiles, "stages": 2}, {**plan.tiles, "stages": 3}]
+    with ThreadPoolExecutor(3) as pool:  # one flash kernel each, not split over the keys
+        kernels = list(pool.map(lambda tiles: leantile.compile(g, candidate="online_exp2+split", tiles=tiles), schedules))
+    assert kernels[0].plan.kernels[-1].overlap
     t = mod.prepare_inputs(reference.random_inputs(g, seed=5, device="cuda", scale=reference.natural_scale(g)))
-    v = k.verify(t)
-    assert v["ok"], (sizes, tiles, v["rel_err"], v["tolerance"])
+    for tiles, k in zip(schedules, kernels):
+        v = k.verify(t)
+        assert v["ok"], (sizes, tiles, v["rel_err"], v["tolerance"])
