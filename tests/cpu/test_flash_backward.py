@@ -320,3 +320,23 @@ def test_a_scaled_softmax_with_saved_statistics_lowers():
     for name, f in mod.build_kernel().items():
         assert f"{name}_kernel" in lower_to_cuda(f, arch="sm_90", pass_configs=mod.PASS_CONFIGS.get(name))
     _equal_everywhere(vjp(_window_attention(9, 7, 4, 3)).graph, [None, {"block_m": 2, "block_n": 3}], seed=5)
+
+
+def test_atomic_dq_zeroes_ds_at_the_dkdv_tiles_padded_keys():
+    """The dK/dV kernel's key tile past the end of t_kv (K zero-filled) has the score 0 and
+    P = exp(c (0 - m)) / l there: inf in float32 for a row whose every score is below -88 (m = -200);
+    dS K over the keys then adds inf * 0 = NaN into that row's dQ unless dS is zeroed there first
+    (CPU differential campaign s201: user_attention_vjp, scale 32, t_kv = 4 in 64-key tiles)."""
+    g = strategies.inputs_in(architectures.build("attention", h=2, t_q=3, t_kv=5, d_h=4), "f32")
+    back = vjp(g)
+    gen = torch.Generator().manual_seed(0)
+    ins = {n.name: torch.randn([back.graph.axes[a] for a in n.axes], generator=gen) for n in back.graph.inputs()}
+    ins["K"] = ins["K"].abs() + 1.0
+    ins["Q"][0, 1] = -50.0  # head 0, query 1: every score about -200 or below
+    ins = reference.saved_from_forward(g, back, ins)
+    want = reference.evaluate(back.graph, ins, compute_dtype=torch.float64)
+    for tiles in ({"block_m": 4, "block_n": 2}, {"block_m": 64, "block_n": 64}):
+        got = interp.run(derive(back.graph, "flash_backward_exp2_atomic_dq", tiles), ins)
+        for o in back.graph.outputs:
+            assert torch.isfinite(got[o]).all(), (tiles, o)
+            assert torch.allclose(got[o].double(), want[o], rtol=1e-4, atol=1e-4 * want[o].abs().max().item()), (tiles, o)

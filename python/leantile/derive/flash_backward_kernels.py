@@ -268,6 +268,10 @@ def dkdv_kernel(cx: Ctx, s: FlashBackwardSite, exp2: bool, tiles: dict, m_raw: s
     rest, P, dS = _backward_tile(cx, s, kb, tile, exp2, rows, sh, do, v, row, load_v=False)
     dt = cx.dtype_of(q.id)
     body = [Load(src=cx.value(q.id), dst=sh[q.id]), Load(src=cx.value(do.id), dst=sh[do.id]), *loads, gemm_s, *rest]
+    if dq_acc is not None and cx.axes[t] % tiles["block_m"]:
+        # dS K sums over this CTA's keys: its rows past the end of t (K zero-filled, but dS there is
+        # exp(c (0 - m)) (dP - D), inf where c m < -88: NaN through inf * 0) zeroed first
+        body.append(Mask(dst=dS, axis=t, value="0"))
     stores = []
     if s.dv is not None:
         castP, Ph = _operand(cx, kb, P, tile.axes, s.softmax.div, dt)
