@@ -200,6 +200,34 @@ def test_lowers_to_cuda():
             compile_cuda(cu)
 
 
+@pytest.mark.parametrize("d_h,atomic", [(16, False), (48, False), (24, True)])
+def test_atomic_dq_is_offered_only_where_its_dkdv_kernel_lowers(d_h, atomic):
+    """The atomic dQ product reads the dK/dV kernel's K tile a second way (dS K beside K Q^T):
+    TileLang 0.1.15 cannot reconcile the two layouts for 16-bit rows of 32 + 64 n bytes (GPU
+    campaign seed 121: a compile crash at d_h 16). There the candidate is not offered, and why is
+    recorded; elsewhere it is, and every candidate's kernels lower at 128-key tiles."""
+    pytest.importorskip("tilelang", reason="tilelang is not installed")
+    from lowering_sweeps import load_module
+
+    from leantile.derive import refusals
+    from leantile.emit.tilelang import emit_module
+    from leantile.lower import lower_to_cuda
+    g = strategies.inputs_in(architectures.build("causal_attention", h=129, t_q=511, t_kv=512, d_h=d_h), "bf16")
+    bw = vjp(g, wrt=["Q", "K", "V"]).graph
+    names = [c.name for c in candidates(bw)]
+    assert ("flash_backward_exp2_atomic_dq" in names) == atomic, names
+    assert atomic or any("dq=atomic" in r for r in map(str, refusals(bw)))
+    for name in names:
+        if not name.startswith("flash_backward_exp2"):
+            continue
+        plan = derive(bw, name)
+        assert plan.tiles["block_m"] == 128
+        mod = load_module(emit_module(plan), f"atomic_dq_{d_h}_{name}")
+        for k in (k for k in plan.kernels if k.name.startswith("flash_bwd_dkdv")):
+            assert f"{k.name}_kernel" in lower_to_cuda(mod.build_kernel()[k.name], arch="sm_90",
+                                                       pass_configs=mod.PASS_CONFIGS.get(k.name))
+
+
 def test_atomic_dq_is_verified_and_equals_the_reference():
     """dQ added from the dK/dV kernel (plan.Store.accumulate): the statistics kernel stores its float32
     sums zero first, a last kernel casts them; every candidate equals the reference; the verifier

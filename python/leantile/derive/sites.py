@@ -89,6 +89,8 @@ class FlashBackwardSite:
     # softmax.mx and softmax.sm are the forward's max and sum, read as leaves (saved_rows): no
     # statistics kernel
     saved_stats: bool = False
+    # why dQ cannot be added atomically from the dK/dV kernel (FlashBackward.atomic_dq_refusal), or None
+    no_atomic_dq: str | None = None
 
     @property
     def axis(self) -> str:

@@ -168,7 +168,10 @@ class FlashBackward(Rule):
             if i in outs or any(u not in tile and u not in products for u in us[i]):
                 return f"node {i} ({cx.node(i).op}) of the score tile is read outside it"
         site = FlashBackwardSite(qk, s, dp, prod, dsum, diff.id, ds0, ds, tuple(sorted(tile)),
-                                 tuple(sorted(leaves)), row, dq, dk, dv, saved_stats=saved)
+                                 tuple(sorted(leaves)), row, dq, dk, dv, saved_stats=saved,
+                                 no_atomic_dq=atomic_dq_refusal(cx, cx.node(qk)))
+        if site.no_atomic_dq and dq is not None and (dk is not None or dv is not None):
+            self.refuse(cx, [site.qk, dq], f"flash_backward (dq=atomic): {site.no_atomic_dq}")
         return self._skip(cx, site, chain)
 
     def _skip(self, cx: Ctx, site: FlashBackwardSite, chain: list[int]) -> FlashBackwardSite:
@@ -215,7 +218,7 @@ class FlashBackward(Rule):
             return (*shift, self.step(s.nodes, axis=s.axis, **params), *skip)
         exp2 = (EXP2.step([s.softmax.exp]),)
         atomic = [Option("flash_backward_exp2_atomic_dq", (*steps(dq="atomic"), *exp2), s, self.name, s.nodes)] \
-            if s.dq is not None and (s.dk is not None or s.dv is not None) else []
+            if s.dq is not None and (s.dk is not None or s.dv is not None) and not s.no_atomic_dq else []
         return [Option("flash_backward_exp2", (*steps(), *exp2), s, self.name, s.nodes), *atomic,
                 Option("flash_backward", steps(), s, self.name, s.nodes)]
 
@@ -289,6 +292,21 @@ def saved_rows(cx: Ctx) -> list[SoftmaxSite]:
             src, scale_node, c = sc
         out.append(SoftmaxSite(M.id, sub.id, e.id, L.id, n.id, gone[0], src, scale_node, c))
     return out
+
+
+def atomic_dq_refusal(cx: Ctx, qk) -> str | None:
+    """Why the dK/dV kernel cannot add dQ = dS K atomically, or None. Its K tile is then a GEMM
+    operand twice: K Q^T reads it with the head dim contracted, dS K with the keys contracted, and
+    TileLang 0.1.15 gives the two uses different shared-memory layouts it cannot reconcile for
+    16-bit rows of 32 + 64 n bytes (d_h 16, 48, 80, 112, ... at 128-key tiles: "Get different
+    layout for K_shared"; CPU lowering of every d_h from 8 to 176 and float32: no other width;
+    GPU campaign seed 121 hit d_h 16)."""
+    k = cx.node(qk.b)
+    d = cx.g.axes[qk.axis_b]
+    if cx.dtype_of(k.id) in ("f16", "bf16") and (2 * d) % 64 == 32:
+        return (f"K's rows of {2 * d} bytes ({qk.axis_b} = {d}) take two shared-memory layouts TileLang "
+                "cannot reconcile (K Q^T and dS K): dQ by its own kernel")
+    return None
 
 
 def _keeps_zero(cx: Ctx, n, x: int) -> bool:
