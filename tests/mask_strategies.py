@@ -1,6 +1,6 @@
 """Masks and biases over attention scores as users write them (strategies.py's attention
 generators draw them): positions, windows, padding lengths, dense masks, biases, documents read
-at run time, ALiBi, soft-capping and a threshold on the scores themselves."""
+at run time, ALiBi, soft-capping, a threshold on the scores themselves, and masks added (s + (1 - keep) c)."""
 from __future__ import annotations
 
 from hypothesis import strategies as st
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from leantile.dag import DagM
 
 MASKS = ("causal", "causal_sized", "window", "lengths", "keep_input", "weighted", "bias", "bias_and_causal",
-         "documents", "segments", "alibi", "softcap", "score_threshold")
+         "documents", "segments", "alibi", "softcap", "score_threshold", "additive")
 
 
 @st.composite
@@ -70,6 +70,10 @@ def masked_scores(draw, g: DagM, s: int, decode: bool = False, kinds=MASKS):
         s = g.div(s, g.const(draw(st.sampled_from(["3", "0.7", "11.313708498984761"]))))
         keep = g.mul(g.ge(s, g.const(draw(st.sampled_from(["-0.5", "0", "1"])))),
                      causal(0) if q is not None else g.le(kv, g.const("5")))
+    elif kind == "additive":  # the mask added, as Hugging Face writes it: s + (1 - keep) c, c finite (0 * -inf is
+        # NaN); -1e9 and -30000 are no bf16 value: the masked scores must stay float32 (Ctx.carries_unheld_constant)
+        keep = causal(draw(st.integers(-3, 2))) if q is not None else g.le(kv, g.const("5"))
+        return g.add(s, g.mul(g.sub(g.const("1"), keep), g.const(draw(st.sampled_from(["-1e9", "-30000", "-10000"])))))
     elif kind == "alibi":  # ALiBi: -slope[h] |i - j| from an input per head (read once per CTA), causal
         s = g.sub(s, g.mul(g.input("slope", ["h"], "f32"), g.abs(g.sub(q, kv))))
         keep = causal(0)

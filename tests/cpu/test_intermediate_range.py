@@ -248,13 +248,16 @@ def test_float32_gemm_graphs_are_judged_at_the_tf32_unit_on_the_gpu():
     assert kern.ill_conditioned(natural) == [] and kern.ill_conditioned(huge) == ["out"]
 
 
-@pytest.mark.parametrize("fill", ["-30000", "-1e9"])
-def test_a_bf16_masked_score_keeps_its_fill_exact_for_the_backward(fill):
-    """A bf16 graph's masked scores select(keep, s, fill): bf16 does not hold -30000 (-29952) or
-    -1e9. The backward's exp(s - M), M the forward's row maximum of the exact fill (float32), was
-    exp(48) = 7e20 on a wholly masked row in the unfused plan, which stored the select in bf16
-    (gpu_fuzz --device cpu seed 7: d_V rel err 7e20). Ctx.selects_unheld_constant stores it in
-    float32; every candidate of the backward equals the float64 evaluation, row 0 wholly masked."""
+@pytest.mark.parametrize("form,fill", [("select", "-30000"), ("select", "-1e9"), ("additive", "-1e9")])
+def test_a_bf16_masked_score_keeps_its_fill_exact_for_the_backward(form, fill):
+    """A bf16 graph's masked scores, select(keep, s, fill) or s + (1 - keep) fill: bf16 does not
+    hold -30000 (-29952) or -1e9. The backward's exp(s - M), M the forward's row maximum of the
+    exact value (float32), was exp(48) = 7e20 or inf on a wholly masked row in the unfused plan,
+    which stored the masked scores in bf16 (gpu_fuzz --device cpu seed 7: d_V rel err 7e20).
+    Ctx.carries_unheld_constant stores every value elementwise in such a constant in float32.
+    Row 0 wholly masked: every candidate is finite and equals the float64 evaluation (the select),
+    or the flash candidate's float32 registers (the additive form: s - 1e9 in float32 drops s,
+    float64 keeps it; no float32 plan can equal float64 there)."""
     from leantile import interp
     from leantile.autodiff import vjp
 
@@ -262,21 +265,28 @@ def test_a_bf16_masked_score_keeps_its_fill_exact_for_the_backward(fill):
     q, k, v = (g.input(n, ["h", t, "d_h"], "bf16") for n, t in (("Q", "t_q"), ("K", "t_kv"), ("V", "t_kv")))
     s = g.matmul(q, k, "d_h", "d_h")
     keep = g.le(g.iota("t_kv"), g.sub(g.iota("t_q"), g.const("1")))  # query 0 keeps no key
-    g.output("out", g.matmul(g.softmax(g.select(keep, s, g.const(fill)), "t_kv"), v, "t_kv", "t_kv"))
+    z = g.select(keep, s, g.const(fill)) if form == "select" else g.add(s, g.mul(g.sub(g.const("1"), keep), g.const(fill)))
+    g.output("out", g.matmul(g.softmax(z, "t_kv"), v, "t_kv", "t_kv"))
     fwd = g.graph()
     bw = vjp(fwd, wrt=["Q", "K", "V"])
     gen = torch.Generator().manual_seed(4)
     inputs = {n.name: torch.randn(bw.graph.shape(n.id), generator=gen).to(TORCH_DTYPES[n.dtype])
               for n in bw.graph.inputs()}
     inputs = reference.saved_from_forward(fwd, bw, inputs)
-    want = reference.evaluate(bw.graph, {n: t.double() for n, t in inputs.items()}, compute_dtype=torch.float64,
-                              check=False)
     unfused = derive(bw.graph, "unfused")
-    fills = [n.id for n in bw.graph.nodes if isinstance(n, ir.Select) and bw.graph.nodes[n.b].op == "const"
-             and bw.graph.nodes[n.b].value == fill]
-    assert fills and all(b.dtype != "bf16" for b in unfused.globals if b.node in fills), unfused.globals
+    scores = [b for b in unfused.globals if b.node is not None and bw.graph.nodes[b.node].axes == ("h", "t_q", "t_kv")
+              and isinstance(bw.graph.nodes[b.node], (ir.Select, ir.Binary)) and b.name not in bw.graph.outputs]
+    fills = [n.id for n in bw.graph.nodes if isinstance(n, ir.Const) and n.value == fill]
+    assert fills and scores and not [b.name for b in scores if b.dtype == "bf16"
+                                     and any(f in bw.graph.nodes[b.node].args() for f in fills)], unfused.globals
+    if form == "select":
+        want = reference.evaluate(bw.graph, {n: t.double() for n, t in inputs.items()}, compute_dtype=torch.float64,
+                                  check=False)
+    else:
+        want = interp.run(derive(bw.graph, "flash_backward_exp2"), inputs)
     for c in candidates(bw.graph):
         got = interp.run(derive(bw.graph, c.name), inputs)
         for o in bw.graph.outputs:
+            assert torch.isfinite(got[o]).all(), (c.name, o)
             err = rel_err(got[o].double(), want[o].double().reshape(got[o].shape))
             assert err <= tolerance(torch.bfloat16), (c.name, o, err)

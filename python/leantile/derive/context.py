@@ -96,6 +96,7 @@ class Ctx:
         self.users: list[list[int]] = [[] for _ in g.nodes]
         self.refused: list[Refusal] = []  # filled by the matchers (sites.analyse) and the engine
         self._literal: dict[int, str] = {}  # constants and sizes, as plan literals '#<decimal>'
+        self._unheld: dict[int, bool] = {}  # carries_unheld_constant, every node's
         for n in g.nodes:
             for a in n.args():
                 self.users[a].append(n.id)
@@ -202,24 +203,23 @@ class Ctx:
         dt = self.dtype_of(i)
         if self.is_statistic(i) or (dt in NARROW_RANGE and not self.rounds_to_own_dtype(i)):
             return "acc"
-        if dt == "bf16" and not self.rounds_to_own_dtype(i) and self.selects_unheld_constant(i):
+        if dt == "bf16" and not self.rounds_to_own_dtype(i) and self.carries_unheld_constant(i):
             return "acc"
         return dt
 
-    def selects_unheld_constant(self, i: int) -> bool:
-        """Node i selects a finite constant bf16 cannot hold: a mask's fill -30000 stored as -29952
-        (or -1e9 as -998244352). A wholly masked row's exp(s - M), M the row maximum of the exact
-        fill (a forward's saved statistic, float32), is then exp(48) = 7e20 where the graph's value
+    def carries_unheld_constant(self, i: int) -> bool:
+        """Node i's value is elementwise in a finite constant bf16 cannot hold: a mask's fill -30000
+        (stored as -29952), -1e9 selected or added ((1 - keep) * -1e9), and what is computed from
+        them elementwise. A wholly masked row's exp(s - M), M the row maximum of the exact value (a
+        forward's saved statistic, float32), was then exp(48) = 7e20, or inf, where the graph's value
         is 1: no rounding noise but a wrong gradient (gpu_fuzz --device cpu, seed 7: the unfused
-        attention backward in bf16, rel err 7e20). Stored in float32 the fill stays exact."""
-        n = self.nodes[i]
-        if not isinstance(n, ir.Select):
-            return False
-        for a in (n.a, n.b):
-            v = self.const_value(a) if self.literal(a) else None
-            if v is not None and not _bf16_holds(v):
-                return True
-        return False
+        attention backward in bf16, rel err 7e20). Stored in float32 the constant stays exact."""
+        if not self._unheld:  # one pass in id order (a node's arguments come before it): no recursion
+            for n in self.nodes:
+                self._unheld[n.id] = isinstance(n, (ir.Unary, ir.Binary, ir.Select)) and any(
+                    self._unheld[a] if self.literal(a) is None else not _bf16_holds(self.const_value(a))
+                    for a in n.args())
+        return self._unheld[i]
 
     def rounds_to_own_dtype(self, i: int) -> bool:
         """Every candidate rounds node i's value to its dtype: a cast (the user's rounding), or an
