@@ -290,3 +290,19 @@ def test_a_bf16_masked_score_keeps_its_fill_exact_for_the_backward(form, fill):
             assert torch.isfinite(got[o]).all(), (c.name, o)
             err = rel_err(got[o].double(), want[o].double().reshape(got[o].shape))
             assert err <= tolerance(torch.bfloat16), (c.name, o, err)
+
+
+def test_a_bf16_value_scaled_by_a_small_constant_stays_bf16():
+    """Ctx.carries_unheld_constant widens what a large constant bf16 misses by 0.5 or more (a
+    mask's fill): a product with 1 / sqrt(128) rounds by a relative 2^-9 like any value, and the
+    unfused plan keeps it bf16 (half the traffic); the same value plus (1 - keep) * -30000 is float32."""
+    for fill, widened in ((None, False), ("-30000", True)):
+        g = DagM("scaled_bf16", {"m": 6, "k": 5, "n": 7})
+        x, w = g.input("X", ["m", "k"], "bf16"), g.input("W", ["k", "n"], "bf16")
+        y = g.mul(g.matmul(x, w, "k", "k"), g.const("0.08838834764831845"))
+        if fill:
+            y = g.add(y, g.mul(g.sub(g.const("1"), g.le(g.iota("n"), g.iota("m"))), g.const(fill)))
+        g.output("out", g.red("sum", g.exp(g.sub(y, g.red("max", y, "n"))), "n"))
+        plan = derive(g.graph(), "unfused")
+        scaled = [b for b in plan.globals if b.node == y]
+        assert scaled and (scaled[0].dtype != "bf16") == widened, (fill, plan.globals)

@@ -208,16 +208,17 @@ class Ctx:
         return dt
 
     def carries_unheld_constant(self, i: int) -> bool:
-        """Node i's value is elementwise in a finite constant bf16 cannot hold: a mask's fill -30000
-        (stored as -29952), -1e9 selected or added ((1 - keep) * -1e9), and what is computed from
-        them elementwise. A wholly masked row's exp(s - M), M the row maximum of the exact value (a
+        """Node i's value is elementwise in a large finite constant bf16 cannot hold (|c| >= 256,
+        _large_unheld): a mask's fill -30000 (stored as -29952), -1e9 selected or added
+        ((1 - keep) * -1e9), and what is computed from them elementwise. (A scale such as
+        1 / sqrt(d_h) rounds its product by a relative 2^-9 like any value: the graph's own noise.) A wholly masked row's exp(s - M), M the row maximum of the exact value (a
         forward's saved statistic, float32), was then exp(48) = 7e20, or inf, where the graph's value
         is 1: no rounding noise but a wrong gradient (gpu_fuzz --device cpu, seed 7: the unfused
         attention backward in bf16, rel err 7e20). Stored in float32 the constant stays exact."""
         if not self._unheld:  # one pass in id order (a node's arguments come before it): no recursion
             for n in self.nodes:
                 self._unheld[n.id] = isinstance(n, (ir.Unary, ir.Binary, ir.Select)) and any(
-                    self._unheld[a] if self.literal(a) is None else not _bf16_holds(self.const_value(a))
+                    self._unheld[a] if self.literal(a) is None else _large_unheld(self.const_value(a))
                     for a in n.args())
         return self._unheld[i]
 
@@ -259,3 +260,9 @@ def _bf16_holds(v: float) -> bool:
     except OverflowError:  # past float32's range
         return False
     return struct.unpack("<f", f)[0] == v and not struct.unpack("<I", f)[0] & 0xFFFF
+
+
+def _large_unheld(v: float) -> bool:
+    """A constant whose bf16 rounding errs by at least 0.5 (|v| >= 256, not held): in an exponent,
+    a factor e^0.5 or more, no noise (Ctx.carries_unheld_constant)."""
+    return abs(v) >= 256 and not _bf16_holds(v)
