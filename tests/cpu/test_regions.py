@@ -263,3 +263,18 @@ def test_an_unshifted_exp_keeps_the_precise_exp():
         assert not any(s.rule == "exp_to_exp2" for s in c.steps), c.name
         assert _exp_maps(derive(g, c.name))["exp2"] == 0
     _check(g, None)
+
+
+def test_a_row_share_a_comparison_reads_keeps_its_division():
+    """x / rowsum(x) in a row kernel is x times the row's reciprocal (one per row), but not where a
+    comparison reads the quotient: at x = 49 of a row summing to 49, 49 * fl(1/49) < 1 = 49 / 49 in
+    float64, so `share >= 1` was false in the fused plan where the graph says true (score_maps
+    .reaches_comparison, as the flash score function's reciprocal)."""
+    g = dag.DagM("row_share", {"m": 3, "d": 2})
+    x = g.input("X", ["m", "d"], "f64")
+    g.output("out", g.ge(g.div(x, g.red("sum", x, "d")), g.const("1")))
+    graph = g.graph()
+    X = torch.tensor([[49.0, 0.0], [3.0, 4.0], [0.0, 7.0]], dtype=torch.float64)
+    want = ev.evaluate(graph, {"X": X})["out"]
+    for c in candidates(graph):
+        assert torch.equal(interp.run(derive(graph, c.name), {"X": X}, dtype=torch.float64)["out"], want), c.name

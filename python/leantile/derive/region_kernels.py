@@ -16,7 +16,7 @@ from ..plan import DTYPE_BYTES, FIXED, Fill, Iota, Load, Map, Pivot, Reduce, Sta
 from .context import Ctx
 from .grids import grid_tile
 from .kernels import KernelBuilder, _load, _stream_of
-from .score_maps import node_map
+from .score_maps import node_map, reaches_comparison
 from .rules.base import padded
 from .rules.regions import RegionSite
 from .rules.row_tiles import (column_layout, outer_row_block, row_block, row_threads, streamed_rows, two_pass_block,
@@ -114,11 +114,13 @@ def stream_tiles(cx: Ctx, site: RegionSite, tiles: dict, whole: bool = True):
     return grid, _stream_of(site.axis, d, tiles["stages"], FIXED, ())
 
 
-def _row_divisor(cx: Ctx, n, args) -> bool:
+def _row_divisor(cx: Ctx, n, args, site: RegionSite) -> bool:
     """A division by a computed value over fewer axes (a row's sum): multiplying by its
     reciprocal, computed once per row, replaces a division per element (within a rounding of
-    the quotient: the tolerance of every dtype covers it)."""
-    return not args[1].startswith("#") and set(cx.node(n.b).axes) < set(n.axes)
+    the quotient: the tolerance of every dtype covers it), unless a comparison reads the quotient
+    in the kernel (score_maps.reaches_comparison: an ulp there flips a mask, no rounding)."""
+    return (not args[1].startswith("#") and set(cx.node(n.b).axes) < set(n.axes)
+            and not reaches_comparison(cx, n.id, set(site.members) | site.inlined))
 
 
 def region_loads(cx: Ctx, site: RegionSite) -> set[int]:
@@ -312,7 +314,7 @@ def region_kernel(cx: Ctx, site: RegionSite, tiles: dict, stores: set[int], spli
             dst = reuse.pop() if reuse else kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
             if isinstance(n, ir.Iota):
                 where.append(Iota(dst=dst, axis=n.axis))
-            elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row
+            elif n.op == "div" and _row_divisor(cx, n, args, site):  # x / s[row]: one reciprocal per row
                 where.append(Map(dst=dst, fn="mul", args=(args[0], _reciprocal(cx, kb, n.b, args[1], recips, where))))
             elif i in site.exp2:  # exp(s - m) as exp2((s - m) log2 e) (shifted_exps)
                 where += exp_of(site, dst, args[0])
@@ -387,7 +389,7 @@ def _second_pass(cx: Ctx, kb: KernelBuilder, site: RegionSite, computed: set[int
         dst = kb.buf(cx.value(i), n.axes, "fragment", "acc", i, key=("value", i))
         if isinstance(n, ir.Iota):
             where.append(Iota(dst=dst, axis=n.axis))
-        elif n.op == "div" and _row_divisor(cx, n, args):  # x / s[row]: one reciprocal per row, once
+        elif n.op == "div" and _row_divisor(cx, n, args, site):  # x / s[row]: one reciprocal per row, once
             where.append(Map(dst=dst, fn="mul", args=(args[0], _reciprocal(cx, kb, n.b, args[1], recips, kb.epilogue))))
         elif i in site.exp2:
             where += exp_of(site, dst, args[0])
